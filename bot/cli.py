@@ -1,0 +1,88 @@
+"""Command line entry point: `minify-bot <command>` / `python -m bot <command>`.
+
+Each command lives in its own module under bot/commands/ exposing:
+    HELP: str                     one-line summary for the command list
+    add_arguments(parser)         register its flags
+    run(args) -> int              do the work, return an exit code (see bot.errors)
+Modules are imported lazily so that `--help` never pays for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from bot import __version__
+from bot.errors import EXIT_INTERNAL, EXIT_USAGE, BotError
+
+COMMANDS = {
+    "check": "bot.commands.check",
+    "minify": "bot.commands.minify",
+    "report": "bot.commands.report",
+    "run": "bot.commands.run",
+    "selftest": "bot.commands.selftest",
+    "merge": "bot.commands.merge",
+    "action": "bot.commands.action",
+}
+
+EPILOG = """exit codes:
+  0  ok, nothing failing
+  1  failures found
+  2  usage or input error (bad flags, unknown model/backend, malformed YAML or payload)
+  3  internal or infrastructure error
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one-line reason, exit 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="minify-bot",
+        description="torch.compile accuracy sweeps, automatic minification, one good issue per bug.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"minify-bot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, modname in COMMANDS.items():
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name != modname:
+                raise
+            continue  # command not built yet
+        p = sub.add_parser(
+            name,
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args._run(args))
+    except BotError as exc:
+        print(f"minify-bot {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"minify-bot {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
