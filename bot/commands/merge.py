@@ -1,0 +1,187 @@
+"""`minify-bot merge`: combine the run directories of a sharded sweep into one, for one report.
+
+Each shard directory is untrusted input (it comes back as an artifact from a job that ran model
+code): it is validated by bot.artifacts before anything is copied. The merge refuses, with exit 2,
+anything that would make the combined report wrong: the same shard twice, shards of different
+sweeps (settings or torch differ), or one check id in two shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bot import artifacts
+from bot.errors import EXIT_OK, UsageError
+
+HELP = "merge the run directories of a sharded sweep into one (validating each: they are untrusted)"
+DESCRIPTION = """Merge shard run directories (from `check --shard i/N`, typically downloaded workflow
+artifacts) into one run directory that `report` files from once. Every shard is schema-validated and
+size-capped; links, unexpected files and oversize files are refused. A directory that holds no
+results.json but has shard directories inside (what download-artifact produces) is expanded."""
+
+MERGE_KIND = "minify-action/merge/v1"
+# settings that must agree between shards of one sweep
+_SAME_SETTINGS = ("source", "backend", "mode", "dtype", "device", "dynamic", "config", "timeout", "baseline")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("shards", nargs="+", metavar="SHARD_DIR",
+                        help="shard run directories (or directories containing them)")
+    parser.add_argument("--out", default="minify-out", metavar="DIR",
+                        help="the merged run directory (must not exist or be empty; default: minify-out)")
+    parser.add_argument("--max-bytes", type=int, default=artifacts.MAX_TOTAL_BYTES, metavar="N",
+                        help=f"cap on each shard's total size (default {artifacts.MAX_TOTAL_BYTES})")
+    parser.add_argument("--max-files", type=int, default=artifacts.MAX_FILES, metavar="N",
+                        help=f"cap on each shard's number of files (default {artifacts.MAX_FILES})")
+
+
+def expand(paths: list[str]) -> list[Path]:
+    dirs: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_symlink() or not p.is_dir():
+            raise UsageError(f"{raw}: not a directory")
+        if (p / "results.json").exists() or (p / "results.json").is_symlink():
+            dirs.append(p)
+            continue
+        inner = sorted(c for c in p.iterdir() if c.is_dir() and not c.is_symlink() and (c / "results.json").exists())
+        if not inner:
+            raise UsageError(f"{raw}: holds no results.json and no shard directories")
+        dirs.extend(inner)
+    seen = set()
+    for d in dirs:
+        key = d.resolve()
+        if key in seen:
+            raise UsageError(f"{d}: given twice")
+        seen.add(key)
+    return dirs
+
+
+def _shard(results: dict, where: str) -> tuple[int, int]:
+    text = (results.get("settings") or {}).get("shard") or "1/1"
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    i, n = int(m.group(1)), int(m.group(2))  # the schema guarantees the pattern
+    if n < 1 or not 1 <= i <= n:
+        raise UsageError(f"{where}: invalid shard {text!r}")
+    return i, n
+
+
+def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = artifacts.MAX_TOTAL_BYTES,
+          max_files: int = artifacts.MAX_FILES) -> dict:
+    """Validate and merge; returns the merge record (also written to out/merge.json)."""
+    if not shard_dirs:
+        raise UsageError("no shard directories to merge")
+    runs = [artifacts.load_run_dir(d, max_total=max_bytes, max_files=max_files) for d in shard_dirs]
+
+    first = runs[0].results
+    base_settings = first.get("settings") or {}
+    base_torch = (first.get("versions") or {}).get("torch")
+    shards: dict[int, Path] = {}
+    total_n = None
+    owner: dict[str, str] = {}
+    for run in runs:
+        where = run.root.name
+        settings = run.results.get("settings") or {}
+        for key in _SAME_SETTINGS:
+            if settings.get(key) != base_settings.get(key):
+                raise UsageError(f"{where}: setting {key!r} differs from {runs[0].root.name} "
+                                 f"({settings.get(key)!r} vs {base_settings.get(key)!r}): not shards of one sweep")
+        torch_version = (run.results.get("versions") or {}).get("torch")
+        if torch_version != base_torch:
+            raise UsageError(f"{where}: torch {torch_version!r} differs from {runs[0].root.name} ({base_torch!r})")
+        i, n = _shard(run.results, where)
+        if total_n is None:
+            total_n = n
+        elif n != total_n:
+            raise UsageError(f"{where}: shard {i}/{n} does not belong to a sweep of {total_n} shards")
+        if i in shards:
+            raise UsageError(f"{where}: shard {i}/{n} was already given ({shards[i].name})")
+        shards[i] = run.root
+        for row in run.results["checks"]:
+            if row["id"] in owner:
+                raise UsageError(f"{where}: check {row['id']!r} is also in {owner[row['id']]}")
+            owner[row["id"]] = where
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: the output directory exists and is not empty")
+    missing = sorted(set(range(1, total_n + 1)) - set(shards))
+    complete = not missing and all(r.results.get("complete", False) for r in runs)
+
+    staging = out.with_name(out.name + ".merging")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    checks: list[dict] = []
+    for run in runs:
+        for rel in run.files:
+            if rel in ("results.json", "results.csv"):
+                continue
+            dst = staging / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run.root / rel, dst)  # regular files only (validated), content copied
+        checks.extend(run.results["checks"])
+    checks.sort(key=lambda row: row["id"])
+
+    starts = [r.results.get("started") for r in runs if r.results.get("started")]
+    ends = [r.results.get("finished") for r in runs]
+    merged = dict(first)
+    merged["settings"] = dict(base_settings, shard="1/1")
+    merged["started"] = min(starts) if starts else None
+    merged["finished"] = None if (not ends or None in ends) else max(ends)
+    merged["complete"] = complete
+    merged["checks"] = checks
+    (staging / "results.json").write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    _write_csv(staging, runs)
+    record = {
+        "schema": MERGE_KIND,
+        "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "shards": [{"shard": f"{i}/{total_n}", "dir": shards[i].name,
+                    "checks": sum(1 for row in checks if owner[row["id"]] == shards[i].name)}
+                   for i in sorted(shards)],
+        "missing_shards": [f"{i}/{total_n}" for i in missing],
+        "ignored_files": {r.root.name: r.ignored for r in runs if r.ignored},
+        "complete": complete,
+        "checks": len(checks),
+        "failures": sum(1 for row in checks if row.get("failure_class")),
+    }
+    (staging / "merge.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if out.exists():
+        out.rmdir()
+    os.replace(staging, out)
+    return record
+
+
+def _write_csv(staging: Path, runs: list[artifacts.RunDir]) -> None:
+    """Concatenate the shards' results.csv (same header) when every shard has one."""
+    parts = [r.root / "results.csv" for r in runs if "results.csv" in r.files]
+    if len(parts) != len(runs):
+        return
+    header = None
+    lines: list[str] = []
+    for p in parts:
+        text = p.read_text(encoding="utf-8", errors="replace").splitlines()
+        if not text:
+            continue
+        if header is None:
+            header = text[0]
+        elif text[0] != header:
+            return  # different formats: leave the CSV out rather than write a wrong one
+        lines.extend(text[1:])
+    if header is not None:
+        (staging / "results.csv").write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+
+
+def run(args) -> int:
+    record = merge(expand(args.shards), Path(args.out), max_bytes=args.max_bytes, max_files=args.max_files)
+    print(f"merged {len(record['shards'])} shard(s), {record['checks']} checks, "
+          f"{record['failures']} failing, into {args.out}"
+          + (f"; missing shards: {', '.join(record['missing_shards'])}" if record["missing_shards"] else ""))
+    for name, ignored in record["ignored_files"].items():
+        print(f"{name}: ignored {len(ignored)} file(s) outside the run-directory layout")
+    return EXIT_OK
