@@ -1,0 +1,67 @@
+"""Config diffs: the true diff (each option against its real default) and the minimal diff
+(the non-default keys actually needed to reproduce, by delta debugging over the keys).
+
+Pure Python; values come from the run's overrides and the repro file's config lines, defaults
+from :mod:`bot.torch_adapter.repro` in the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+
+def ddmin(items: Sequence[str], fails: Callable[[list[str]], bool]) -> list[str]:
+    """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``fails`` holds.
+
+    Precondition: ``fails(list(items))`` is True. Order of ``items`` is preserved."""
+    cur = list(items)
+    n = 2
+    while len(cur) >= 2:
+        chunk = max(1, len(cur) // n)
+        subsets = [cur[i:i + chunk] for i in range(0, len(cur), chunk)]
+        reduced = False
+        for sub in subsets:
+            if fails(sub):
+                cur, n, reduced = sub, 2, True
+                break
+        if not reduced:
+            for sub in subsets:
+                comp = [x for x in cur if x not in sub]
+                if comp and fails(comp):
+                    cur, n, reduced = comp, max(n - 1, 2), True
+                    break
+        if not reduced:
+            if n >= len(cur):
+                break
+            n = min(len(cur), n * 2)
+    return cur
+
+
+def true_diff(values: dict[str, Any], default_of: Callable[[str], Any], ignore: set[str] = frozenset()) -> list[dict]:
+    """[{key, default, value}] for every key whose value differs from its real default."""
+    out = []
+    for key in sorted(values):
+        if key in ignore:
+            continue
+        try:
+            default = default_of(key)
+        except KeyError:
+            default = None
+        value = values[key]
+        try:
+            same = value == default
+        except Exception:  # noqa: BLE001
+            same = False
+        if not same:
+            out.append({"key": key, "default": _jsonable(default), "value": _jsonable(value)})
+    return out
+
+
+def _jsonable(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return repr(v)

@@ -1,0 +1,180 @@
+"""torch's fx minifier and the compile/accuracy primitives the minify predicates are built from.
+
+Private API used (feature-detected in :func:`bot.torch_adapter.repro.require_repro_api`):
+``torch._functorch.fx_minifier.minifier``, ``torch._inductor.compile_fx.compile_fx_inner``,
+``torch._dynamo.utils.same``, ``torch._dynamo.debug_utils.cast_to_fp64``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any, Callable
+
+from bot.errors import InfraError
+
+
+class SanityCheckFailed(Exception):
+    """The input graph does not fail the predicate (torch: "Input graph did not fail the tester")."""
+
+
+def clone_inputs(args) -> list:
+    """Fresh copies for one query: compiled graphs may mutate or (boxed calls) clear their inputs."""
+    import torch
+
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            c = a.detach().clone()
+            if a.requires_grad and a.is_leaf:
+                c.requires_grad_(True)
+            out.append(c)
+        else:
+            out.append(a)
+    return out
+
+
+def compile_aot(gm, args) -> Callable[[list], Any]:
+    """Compile an aten-level graph with inductor the way after_aot repros do; returns f(list)."""
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    try:
+        from torch._dynamo.repro.after_aot import _get_compile_args
+
+        compile_args = _get_compile_args(gm, args)
+    except ImportError:  # older torch: real tracing only
+        compile_args = args
+    compiled = compile_fx_inner(copy.deepcopy(gm), compile_args)
+    if getattr(compiled, "_boxed_call", False) or not callable(compiled):
+        return lambda inputs: compiled(list(inputs))
+    return lambda inputs: compiled(list(inputs))
+
+
+def compile_dynamo(gm, backend: str) -> Callable[[list], Any]:
+    """Compile a torch-level graph through dynamo with ``backend``; returns f(list)."""
+    import torch
+
+    torch._dynamo.reset()
+    opt = torch.compile(copy.deepcopy(gm), backend=backend, fullgraph=True)
+    return lambda inputs: opt(*inputs)
+
+
+def run_eager(gm, args):
+    return gm(*clone_inputs(args))
+
+
+def flat_outputs(out) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        res = []
+        for o in out:
+            res += flat_outputs(o)
+        return res
+    return []
+
+
+def fp64_reference(gm, args):
+    """Run ``gm`` in float64 (graph dtype arguments rewritten) — the check's reference."""
+    import torch
+    from torch._dynamo.debug_utils import cast_to_fp64
+
+    try:
+        g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
+        with torch.no_grad():
+            return g64(*a64)
+    except Exception:
+        return None
+
+
+def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:
+    """The check's criterion: ``same(ref, res, fp64_ref, tol)`` (fp64 RMSE), inverted."""
+    from torch._dynamo.utils import same
+
+    params = inspect.signature(same).parameters
+    kwargs: dict[str, Any] = {"tol": tol, "equal_nan": True}
+    if "ignore_non_fp" in params:
+        kwargs["ignore_non_fp"] = ignore_non_fp
+    if "log_error" in params:
+        kwargs["log_error"] = lambda *a, **k: None
+    return not same(ref, res, fp64_ref, **kwargs)
+
+
+def rmse_pair(ref, res, fp64_ref) -> tuple[float, float] | None:
+    import torch
+
+    r, s, f = flat_outputs(ref), flat_outputs(res), flat_outputs(fp64_ref) if fp64_ref is not None else []
+    if not f or len(r) != len(s) or len(r) != len(f):
+        return None
+    worst = None
+    for a, b, c in zip(r, s, f):
+        if not (a.is_floating_point() and b.is_floating_point()):
+            continue
+        rr = torch.sqrt(torch.mean(torch.square(c.double() - b.double()))).item()
+        rf = torch.sqrt(torch.mean(torch.square(c.double() - a.double()))).item()
+        if worst is None or rr > worst[0]:
+            worst = (rr, rf)
+    return worst
+
+
+def fx_minify(gm, args, module_fails, dump_state, *, offload_to_disk: bool = False, save_dir: str | None = None,
+              skip_sanity: bool = False):
+    """Run torch's delta-debugging fx minifier in this process; returns (gm, inputs).
+
+    ``skip_sanity``: the caller already established that the input graph fails."""
+    try:
+        from torch._functorch.fx_minifier import minifier
+    except ImportError as exc:
+        raise InfraError(f"this torch has no torch._functorch.fx_minifier.minifier ({exc})") from exc
+    params = inspect.signature(minifier).parameters
+    kwargs: dict[str, Any] = {}
+    if offload_to_disk:
+        if "offload_to_disk" not in params:
+            raise InfraError("this torch's fx minifier has no offload_to_disk")
+        kwargs.update(offload_to_disk=True, save_dir=save_dir)
+    if skip_sanity and "skip_sanity" in params:
+        kwargs["skip_sanity"] = True
+    try:
+        return minifier(gm, args, module_fails, dump_state=dump_state, **kwargs)
+    except RuntimeError as exc:
+        if "did not fail the tester" in str(exc):
+            raise SanityCheckFailed(str(exc)) from exc
+        raise
+
+
+def graph_ops(gm) -> list[dict]:
+    """The call nodes of a graph in order, as {"op", "dtypes", "ranks"}."""
+    import torch
+
+    out = []
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        target = n.target
+        if n.op == "call_function":
+            name = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+            if isinstance(target, torch._ops.OpOverload):
+                name = f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
+        else:
+            name = str(target)
+        dtypes, ranks = [], []
+        for a in n.all_input_nodes:
+            v = a.meta.get("val", a.meta.get("tensor_meta"))
+            dt = getattr(v, "dtype", None)
+            sh = getattr(v, "shape", None)
+            if dt is not None:
+                dtypes.append(str(dt).replace("torch.", ""))
+            if sh is not None:
+                ranks.append(len(sh))
+        out.append({"op": name, "dtypes": dtypes, "ranks": ranks})
+    return out
+
+
+def count_nodes(gm) -> int:
+    return len(gm.graph.nodes)
+
+
+def has_compute(gm) -> bool:
+    return any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes)

@@ -1,0 +1,428 @@
+"""Repro files and repro-after capture (the minify stage's view of torch's repro machinery).
+
+Everything here reaches into torch's private ``torch._dynamo.repro`` / ``debug_utils`` /
+``_content_store`` modules, so it is feature-detected and version-gated: a torch without what a
+stage needs raises :class:`bot.errors.InfraError` with the missing piece named.
+
+Repro files are the ones torch writes (``minifier_launcher.py``, ``checkpoints/<N>.py``,
+``repro.py``): plain Python defining ``mod`` (a ``Repro`` module) and ``load_args(reader)``, plus
+env-var lines and config lines. :func:`load_repro_file` executes such a file *without* running its
+``__main__`` block and without its ``os.environ`` lines, so that it can be minified in-process.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.errors import InfraError, UsageError
+
+# torch releases this adapter was verified against; newer ones are tried (feature-detected).
+MIN_TORCH = (2, 5)
+
+CONFIG_LINE = re.compile(
+    r"^(torch\._dynamo\.config|torch\._inductor\.config|torch\._functorch\.config|"
+    r"torch\.fx\.experimental\._config)\.([A-Za-z_][\w.]*) = (.+)$"
+)
+_PREFIX = {
+    "torch._dynamo.config": "dynamo",
+    "torch._inductor.config": "inductor",
+    "torch._functorch.config": "functorch",
+    "torch.fx.experimental._config": "fx",
+}
+ENV_LINE = re.compile(r"^os\.environ\[(['\"])([^'\"]+)\1\] = .*$")
+SAVE_DIR_ARG = re.compile(r"save_dir=(None|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+RUN_REPRO_CALL = re.compile(r"run_repro\(mod, load_args, (.*)\)")
+STORAGE_LINE = re.compile(r"reader\.storage\((['\"])([0-9a-f]+)\1")
+
+# Keys the minify stage itself sets for capture (caches off); never part of a bug's config.
+CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "inductor.autotune_local_cache"}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover
+        raise InfraError(f"torch is not importable: {exc}") from exc
+    return torch
+
+
+def torch_version() -> tuple[int, int]:
+    torch = _torch()
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def require_repro_api() -> None:
+    """Raise InfraError unless this torch has what capture/minify need."""
+    if torch_version() < MIN_TORCH:
+        raise InfraError(
+            f"torch {_torch().__version__} is too old for minify (need >= {'.'.join(map(str, MIN_TORCH))})"
+        )
+    missing = []
+    checks = [
+        ("torch._dynamo.repro.after_aot", ("save_graph_repro", "run_repro")),
+        ("torch._dynamo.debug_utils", ("InputReader", "NopInputReader", "same_two_models", "cast_to_fp64")),
+        ("torch._functorch.fx_minifier", ("minifier",)),
+        ("torch._inductor.compile_fx", ("compile_fx_inner",)),
+        ("torch._dynamo.utils", ("same",)),
+        ("torch.fx.experimental.proxy_tensor", ("make_fx",)),
+    ]
+    import importlib
+
+    for modname, names in checks:
+        try:
+            mod = importlib.import_module(modname)
+        except Exception:
+            missing.append(modname)
+            continue
+        missing += [f"{modname}.{n}" for n in names if not hasattr(mod, n)]
+    if missing:
+        raise InfraError(
+            f"torch {_torch().__version__} lacks the repro API minify needs: {', '.join(missing)}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Reading repro files
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReproFile:
+    path: str
+    source: str
+    kind: str                      # "aot" (after_aot format) | "dynamo" (after_dynamo format)
+    accuracy: str                  # "" | "accuracy" | "strict_accuracy"
+    save_dir: str | None           # absolute, resolved; None = random inputs
+    config: dict[str, Any] = field(default_factory=dict)   # "inductor.x" -> value, as written
+    backend: str | None = None     # after_dynamo files: the compiler name
+    storages: list[str] = field(default_factory=list)
+
+
+def parse_repro_file(path: str) -> ReproFile:
+    """Parse a launcher/repro file without running it; UsageError if it is not one."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read repro file {path}: {exc.strerror or exc}") from exc
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        raise UsageError(f"{path} is not valid Python (line {exc.lineno}): corrupt or truncated repro file") from exc
+    if "def load_args(reader)" not in source or "class Repro(" not in source or "run_repro(" not in source:
+        raise UsageError(
+            f"{path} is not a torch repro/minifier launcher (no Repro module, load_args or run_repro call)"
+        )
+    kind = "dynamo" if "torch._dynamo.repro.after_dynamo" in source else "aot"
+    call = RUN_REPRO_CALL.search(source)
+    kwargs_text = call.group(1) if call else ""
+    accuracy = ""
+    m = re.search(r"accuracy=(True|False|'[a-z_]*'|\"[a-z_]*\")", kwargs_text)
+    if m:
+        val = ast.literal_eval(m.group(1))
+        accuracy = "accuracy" if val is True else ("" if val is False else val)
+    backend = None
+    m = re.search(r"backend=('[^']*'|\"[^\"]*\"|None)", kwargs_text)
+    if m:
+        backend = ast.literal_eval(m.group(1))
+    save_dir = None
+    m = SAVE_DIR_ARG.search(kwargs_text)
+    if m and m.group(1) != "None":
+        save_dir = ast.literal_eval(m.group(1))
+    here = os.path.dirname(os.path.abspath(path))
+    if save_dir is not None and not os.path.isdir(save_dir):
+        # moved or relative: look next to the file
+        for cand in (os.path.join(here, save_dir), os.path.join(here, "checkpoints"), os.path.join(here, "inputs")):
+            if os.path.isdir(cand):
+                save_dir = cand
+                break
+    if save_dir is None and "_INPUTS = " in source:
+        cand = os.path.join(here, "inputs")
+        if os.path.isdir(cand):
+            save_dir = cand
+    config = {}
+    for line in source.splitlines():
+        cm = CONFIG_LINE.match(line.strip())
+        if not cm:
+            continue
+        key = f"{_PREFIX[cm.group(1)]}.{cm.group(2)}"
+        try:
+            config[key] = ast.literal_eval(cm.group(3))
+        except (ValueError, SyntaxError):
+            config[key] = _Unparsed(cm.group(3))
+    storages = [m.group(2) for m in STORAGE_LINE.finditer(source)]
+    return ReproFile(os.path.abspath(path), source, kind, accuracy, save_dir, config, backend, storages)
+
+
+class _Unparsed(str):
+    """A config value written as an expression we do not evaluate (e.g. a callable)."""
+
+
+def strip_env_lines(source: str) -> str:
+    return "\n".join("" if ENV_LINE.match(l.strip()) else l for l in source.splitlines()) + "\n"
+
+
+@dataclass
+class LoadedRepro:
+    file: ReproFile
+    mod: Any
+    load_args: Any
+
+
+def load_repro_file(rf: ReproFile) -> LoadedRepro:
+    """Execute a repro file's definitions (not its __main__ block, not its env lines)."""
+    require_repro_api()
+    ns: dict[str, Any] = {"__name__": "minify_bot_repro", "__file__": rf.path}
+    try:
+        code = compile(strip_env_lines(rf.source), rf.path, "exec")
+        exec(code, ns)  # noqa: S102 - a repro file is code by definition; we run it in a worker
+    except Exception as exc:
+        raise UsageError(f"{rf.path} failed to load: {type(exc).__name__}: {exc}") from exc
+    if "mod" not in ns or "load_args" not in ns:
+        raise UsageError(f"{rf.path} defines no `mod`/`load_args`")
+    return LoadedRepro(rf, ns["mod"], ns["load_args"])
+
+
+def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
+    from torch._dynamo.debug_utils import InputReader
+
+    with _quiet_logs():
+        reader = InputReader(save_dir=save_dir)
+        loaded.load_args(reader)
+    return list(reader.args)
+
+
+def count_missing_storages(rf: ReproFile) -> int:
+    if rf.save_dir is None:
+        return len(rf.storages)
+    return sum(1 for h in rf.storages if not os.path.exists(os.path.join(rf.save_dir, "storages", h)))
+
+
+def trace_aot_graph(loaded: LoadedRepro, args: list):
+    """The after_aot way: make_fx the Repro module (real tracing) under no_grad."""
+    torch = _torch()
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if any(True for _ in loaded.mod.named_parameters()):
+        raise UsageError(f"{loaded.file.path}: repro graph has parameters; not an after-aot repro")
+    with torch.no_grad():
+        return make_fx(loaded.mod, tracing_mode="real")(*args)
+
+
+def trace_dynamo_graph(loaded: LoadedRepro):
+    torch = _torch()
+    return torch.fx.symbolic_trace(loaded.mod)
+
+
+@contextlib.contextmanager
+def _quiet_logs():
+    import logging
+
+    lg = logging.getLogger("torch._dynamo.debug_utils")
+    old = lg.level
+    lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        lg.setLevel(old)
+
+
+# --------------------------------------------------------------------------------------------
+# Writing repro files
+# --------------------------------------------------------------------------------------------
+
+
+def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, command: str = "run",
+                 backend: str | None = None) -> str:
+    """A torch-format repro for ``gm``/``args``; tensors are written to ``save_dir/storages``."""
+    torch = _torch()
+    buf = io.StringIO()
+    with _quiet_logs(), torch._dynamo.config.patch(repro_after=None):
+        if kind == "dynamo":
+            from torch._dynamo.repro import after_dynamo
+
+            if not hasattr(after_dynamo, "generate_dynamo_fx_repro_string"):
+                raise InfraError("this torch has no after_dynamo.generate_dynamo_fx_repro_string")
+            buf.write(after_dynamo.generate_dynamo_fx_repro_string(
+                gm, args, backend, bool(accuracy), save_dir=save_dir, command=command))
+        else:
+            from torch._dynamo.repro.after_aot import save_graph_repro
+
+            kw = {"stable_hash": True}
+            import inspect
+
+            if "stable_hash" not in inspect.signature(save_graph_repro).parameters:
+                kw = {}
+            save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
+                             save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# Config lines
+# --------------------------------------------------------------------------------------------
+
+
+def config_module(prefix: str):
+    import importlib
+
+    name = {"dynamo": "torch._dynamo.config", "inductor": "torch._inductor.config",
+            "functorch": "torch._functorch.config", "fx": "torch.fx.experimental._config"}[prefix]
+    return importlib.import_module(name)
+
+
+def config_default(key: str) -> Any:
+    prefix, _, name = key.partition(".")
+    entries = getattr(config_module(prefix), "_config", None)
+    if not isinstance(entries, dict) or name not in entries:
+        raise KeyError(key)
+    return entries[name].default
+
+
+def set_config(key: str, value: Any) -> None:
+    prefix, _, name = key.partition(".")
+    # nested options (cpp.x) are flat, dotted keys of the ConfigModule
+    setattr(config_module(prefix), name, value)
+
+
+def get_config(key: str) -> Any:
+    prefix, _, name = key.partition(".")
+    return getattr(config_module(prefix), name)
+
+
+def config_lines(config: dict[str, Any]) -> list[str]:
+    inv = {v: k for k, v in _PREFIX.items()}
+    out = []
+    for key, value in config.items():
+        prefix, _, name = key.partition(".")
+        out.append(f"{inv[prefix]}.{name} = {value if isinstance(value, _Unparsed) else repr(value)}")
+    return out
+
+
+@contextlib.contextmanager
+def config_snapshot():
+    """Restore every torch config module after the block."""
+    import warnings
+
+    mods = [config_module(p) for p in ("dynamo", "inductor", "functorch")]
+    saved = [m.get_config_copy() if hasattr(m, "get_config_copy") else None for m in mods]
+    try:
+        yield
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # restoring deprecated keys warns
+            for m, s in zip(mods, saved):
+                if s is not None and hasattr(m, "load_config"):
+                    m.load_config(s)
+
+
+def disable_repro_after():
+    return _torch()._dynamo.config.patch(repro_after=None)
+
+
+# --------------------------------------------------------------------------------------------
+# Capture environment and launcher discovery
+# --------------------------------------------------------------------------------------------
+
+
+def capture_env(repro_after: str, level: int, debug_dir: str) -> dict[str, str]:
+    """Env for a child process that should dump a launcher. The FX-graph and AOTAutograd
+    caches are turned off (a hit would skip the repro wrapper); the C++ kernel cache stays."""
+    return {
+        "TORCHDYNAMO_REPRO_AFTER": repro_after,
+        "TORCHDYNAMO_REPRO_LEVEL": str(level),
+        "TORCH_COMPILE_DEBUG_DIR": debug_dir,
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+    }
+
+
+def find_launchers(debug_dir: str) -> list[str]:
+    """Launchers torch wrote under ``debug_dir`` (newest last)."""
+    import glob
+
+    pats = [os.path.join(debug_dir, "torch_compile_debug", "run_*", "minifier", "minifier_launcher.py")]
+    found = []
+    for p in pats:
+        found += glob.glob(p)
+    return sorted(found, key=os.path.getmtime)
+
+
+def probe_dynamo_repro_after(backend: str) -> str | None:
+    """Run a clean 2-op function under TORCHDYNAMO_REPRO_AFTER=dynamo (level 2) with ``backend``.
+
+    Returns None when the machinery works, else a one-line reason (a clean graph must not fail).
+    Must run in a process of its own (it changes dynamo config and writes a debug dir in CWD)."""
+    torch = _torch()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, torch._dynamo.config.patch(
+        repro_after="dynamo", repro_level=2, debug_dir_root=tmp
+    ):
+        torch._dynamo.reset()
+
+        def clean(x):
+            return torch.nn.functional.linear(x, x).cos()
+
+        try:
+            torch.compile(clean, backend=backend)(torch.randn(4, 4))
+        except Exception as exc:  # the known 2.13 failure: ValueError inside WrapBackendDebug
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return f"{type(exc).__name__}: {msg[:200]}"
+        finally:
+            torch._dynamo.reset()
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Dynamo-level capture backend (used instead of TORCHDYNAMO_REPRO_AFTER=dynamo)
+# --------------------------------------------------------------------------------------------
+
+CAPTURE_DIR_ENV = "MINIFY_BOT_CAPTURE_DIR"
+CAPTURE_INNER_ENV = "MINIFY_BOT_CAPTURE_BACKEND"
+
+
+def capture_backend(gm, example_inputs, **kwargs):
+    """A dynamo backend that saves every graph with its first real inputs, then runs the real
+    backend (``$MINIFY_BOT_CAPTURE_BACKEND``). Files: ``$MINIFY_BOT_CAPTURE_DIR/graph_<k>.py``
+    (after_dynamo format, inputs in ``graph_<k>_inputs/``), written before the graph runs so a
+    crash still leaves them."""
+    torch = _torch()
+    out_dir = os.environ.get(CAPTURE_DIR_ENV) or os.getcwd()
+    inner_name = os.environ.get(CAPTURE_INNER_ENV, "inductor")
+    os.makedirs(out_dir, exist_ok=True)
+    k = len([f for f in os.listdir(out_dir) if f.startswith("graph_") and f.endswith(".py")])
+    import copy
+
+    saved_gm = copy.deepcopy(gm)
+    from torch._dynamo.backends.registry import lookup_backend
+
+    inner = lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs else lookup_backend(inner_name)(gm, example_inputs)
+    state = {"saved": False}
+
+    def run(*args):
+        if not state["saved"]:
+            state["saved"] = True
+            try:
+                save_dir = os.path.join(out_dir, f"graph_{k}_inputs")
+                real = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+                src = repro_source(saved_gm, real, kind="dynamo", accuracy="", save_dir=save_dir,
+                                   command="run", backend=inner_name)
+                with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
+                    fh.write(src)
+            except Exception as exc:  # capture must never change the outcome
+                with open(os.path.join(out_dir, f"graph_{k}.error"), "w") as fh:
+                    fh.write(f"{type(exc).__name__}: {exc}\n")
+        return inner(*args)
+
+    return run
