@@ -1,0 +1,93 @@
+"""`minify-bot report`: file, update, reopen and close one issue per bug from a run directory."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from bot.errors import EXIT_OK, UsageError
+
+HELP = "file or update one issue per bug found in a run directory (local directory or GitHub)"
+DESCRIPTION = """\
+Read results.json and failures/*/failure.json from the run directory, fingerprint every failure, and
+file, update, reopen or close issues so that each bug has exactly one issue. Writes report.json and
+summary.md into the run directory. The default tracker is a local directory (no token, no network);
+--tracker github files on GitHub or GitHub Enterprise. --dry-run always uses a local directory.
+See docs/reporting.md."""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--out", default="minify-out", metavar="RUN_DIR", help="run directory (default: %(default)s)")
+    p.add_argument("--tracker", choices=("local", "github"), default="local", help="where issues live (default: local)")
+    p.add_argument("--issues-dir", metavar="DIR", help="local tracker directory (default: RUN_DIR/issues)")
+    p.add_argument("--repo", metavar="OWNER/NAME", default=os.environ.get("GITHUB_REPOSITORY"),
+                   help="GitHub repository (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN); prefer the environment variable")
+    p.add_argument("--api-url", default=None,
+                   help="GitHub API URL, e.g. https://ghe.example.com/api/v3 (default: $GITHUB_API_URL or api.github.com)")
+    p.add_argument("--bot-login", help="login the bot's issues are authored by, when the token cannot read /user "
+                                       "(default: the token's user, else github-actions[bot])")
+    p.add_argument("--label", default="minify-bot", help="the bot's label (default: %(default)s)")
+    p.add_argument("--max-new", type=int, default=10, help="new issues per run; the rest are listed (default: 10)")
+    p.add_argument("--close-after", type=int, default=2,
+                   help="close after this many consecutive passing runs (default: 2)")
+    p.add_argument("--assignees", nargs="*", default=[], metavar="LOGIN", help="assign new issues to these users")
+    p.add_argument("--templates", metavar="DIR", help="directory of templates overriding templates/*.j2")
+    p.add_argument("--dry-run", action="store_true", help="use a local tracker in RUN_DIR/issues-dry-run; touch no network")
+    p.add_argument("--run-url", default=None, help="link to the workflow run (default: from GITHUB_* variables)")
+    p.add_argument("--artifact-url", default=None, help="link to the uploaded artifacts")
+    p.add_argument("--run-id", default=None, help="identity of this run (default: derived from results.json)")
+    p.add_argument("--no-file-flaky", dest="file_flaky", action="store_false",
+                   help="do not file failures that passed on rerun (default: file them, labelled flaky)")
+
+
+def _default_run_url() -> str | None:
+    server, repo, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    return f"{server}/{repo}/actions/runs/{run}" if server and repo and run else None
+
+
+def make_tracker(args):
+    from bot.tracker.local import LocalTracker
+
+    out = Path(args.out)
+    if args.dry_run:
+        return LocalTracker(args.issues_dir or out / "issues-dry-run")
+    if args.tracker == "local":
+        return LocalTracker(args.issues_dir or out / "issues")
+    token = args.token or os.environ.get("GITHUB_TOKEN")
+    if not token:
+        raise UsageError("--tracker github needs a token: set GITHUB_TOKEN or pass --token")
+    if not args.repo or "/" not in args.repo:
+        raise UsageError("--tracker github needs --repo OWNER/NAME (or GITHUB_REPOSITORY)")
+    from bot.tracker.github import GitHubTracker
+
+    api_url = args.api_url or os.environ.get("GITHUB_API_URL")
+    return GitHubTracker(args.repo, token, api_url, login=args.bot_login)
+
+
+def run(args) -> int:
+    from bot.report import ReportOptions, report_run
+
+    if not (Path(args.out) / "results.json").exists():
+        raise UsageError(f"{args.out}/results.json not found (run `minify-bot check --out {args.out}` first)")
+    opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
+                         assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
+                         run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
+                         run_id=args.run_id, file_flaky=args.file_flaky)
+    tracker = make_tracker(args)
+    try:
+        result = report_run(args.out, tracker, opts)
+    finally:
+        tracker.close()
+    c = result.counts
+    print(f"minify-bot report: {c['created']} filed, {c['updated']} updated, {c['reopened']} reopened, "
+          f"{c['closed']} closed, {c['skipped']} not filed; details in {result.report_path}", file=sys.stderr)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and result.summary_path:
+        try:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(result.summary_path.read_text(encoding="utf-8"))
+        except OSError:
+            pass
+    return EXIT_OK

@@ -1,0 +1,229 @@
+"""Rendering: a jinja2 environment (StrictUndefined), the templates, escaping, and the size budget.
+
+Templates live in ``templates/`` (``--templates DIR`` overrides any of them by file name):
+    issue_title.j2, issue_body.md.j2, update_comment.md.j2, reopen_comment.md.j2,
+    close_comment.md.j2, duplicate_comment.md.j2, summary.md.j2
+Their variables are documented in docs/reporting.md.
+
+Untrusted text (model names, error messages, logs, config values) only reaches markdown through the
+filters below:
+    {{ x | md }}            inline text: HTML-escaped, markdown punctuation escaped, one line,
+                            @mentions and #references neutralized
+    {{ x | code }}          an inline code span sized to its content (one line, neutralized)
+    {{ x | fence("py") }}   a fenced block whose fence is longer than any backtick run inside
+    {{ x | logfence }}      like fence, for logs: also neutralizes @mentions, #references and
+                            anything that looks like an HTML comment (so no marker can be forged)
+The renderer appends the hidden marker itself, after the template output, as the body's last line;
+a template cannot omit or forge it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import jinja2
+
+from bot.fingerprint import make_marker
+
+BODY_LIMIT = 65536
+# Headroom under GitHub's limit for the marker line and the budget's own arithmetic.
+BODY_BUDGET = BODY_LIMIT - 1536
+ZWSP = "\u200b"
+
+_BUILTIN_DIRS = [
+    Path(__file__).resolve().parent.parent / "templates",  # a source checkout
+    Path(__file__).resolve().parent / "templates",  # an installed package (package-data)
+]
+
+TEMPLATE_NAMES = ("issue_title.j2", "issue_body.md.j2", "update_comment.md.j2", "reopen_comment.md.j2",
+                  "close_comment.md.j2", "duplicate_comment.md.j2", "summary.md.j2")
+
+_MENTION_RX = re.compile(r"@(?=[A-Za-z0-9_-])")
+_REF_RX = re.compile(r"#(?=\d)")
+_COMMENT_RX = re.compile(r"<!--|-->|<(?=!)")
+
+
+def neutralize(text: str) -> str:
+    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space."""
+    text = _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:] if len(m.group(0)) > 1 else "<" + ZWSP, text)
+    text = _MENTION_RX.sub("@" + ZWSP, text)
+    return _REF_RX.sub("#" + ZWSP, text)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+
+
+def md(value) -> str:
+    """Untrusted text as safe inline markdown (no markup, no pings, no HTML, one line)."""
+    text = " ".join(str(value if value is not None else "").split())
+    text = html.escape(text, quote=False)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return neutralize(text)
+
+
+def _longest_run(text: str, ch: str) -> int:
+    runs = re.findall(re.escape(ch) + "+", text)
+    return max((len(r) for r in runs), default=0)
+
+
+def code(value) -> str:
+    text = neutralize(" ".join(str(value).split()))
+    ticks = "`" * (_longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fence(value, lang: str = "") -> str:
+    text = str(value if value is not None else "").rstrip("\n")
+    ticks = "`" * max(3, _longest_run(text, "`") + 1)
+    lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def logfence(value, lang: str = "") -> str:
+    return fence(neutralize(str(value if value is not None else "")), lang)
+
+
+def truncate_middle(text: str, limit: int, note: str = "") -> str:
+    """Keep the head and (mostly) the tail, where a traceback's innermost frames are."""
+    if text is None or len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted} characters omitted{note} ...]\n{text[-tail:]}"
+
+
+class Renderer:
+    def __init__(self, templates_dir: str | None = None):
+        dirs = [str(d) for d in _BUILTIN_DIRS if d.is_dir()]
+        if templates_dir:
+            if not Path(templates_dir).is_dir():
+                from bot.errors import UsageError
+                raise UsageError(f"--templates {templates_dir}: not a directory")
+            dirs.insert(0, str(templates_dir))
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(dirs),
+            undefined=jinja2.StrictUndefined,
+            autoescape=False,  # markdown, not HTML: escaping is explicit through the filters
+            keep_trailing_newline=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(md=md, code=code, fence=fence, logfence=logfence, neutralize=neutralize)
+
+    def render(self, name: str, **ctx) -> str:
+        try:
+            return self.env.get_template(name).render(**ctx).strip() + "\n"
+        except jinja2.UndefinedError as exc:
+            from bot.errors import UsageError
+            raise UsageError(f"template {name}: {exc.message}") from None
+        except jinja2.TemplateError as exc:
+            from bot.errors import UsageError
+            raise UsageError(f"template {name}: {exc}") from None
+
+    def title(self, ctx: dict) -> str:
+        text = " ".join(self.render("issue_title.j2", **ctx).split())
+        return text[:250]
+
+    def body(self, ctx: dict, state: dict, limit: int = BODY_BUDGET) -> tuple[str, list[str]]:
+        """The issue body with its marker, never longer than ``limit`` characters. Returns
+        (body, overflow): overflow names what was shortened or moved to the artifacts."""
+        marker = make_marker(state)
+        ctx = dict(ctx)
+        ctx.setdefault("overflow", [])
+        room = limit - len(marker) - 2
+        text = self.render("issue_body.md.j2", **ctx)
+        for step in _BUDGET_STEPS:
+            if len(text) <= room:
+                break
+            ctx = step(ctx)
+            text = self.render("issue_body.md.j2", **ctx)
+        if len(text) > room:  # last resort: cannot happen with the stock template
+            text = text[: room - 200] + "\n\n[... body truncated to fit GitHub's limit; see the artifacts ...]\n"
+            ctx["overflow"].append("body")
+        return text.rstrip("\n") + "\n\n" + marker + "\n", list(ctx["overflow"])
+
+    def comment(self, name: str, ctx: dict, limit: int = BODY_BUDGET) -> str:
+        text = self.render(name, **ctx)
+        if len(text) > limit:
+            text = text[: limit - 200] + "\n\n[... comment truncated; see the artifacts ...]\n"
+        return text
+
+
+# ---------------------------------------------------------------------------- the budget
+# Each step shortens one thing and records it in ctx["overflow"]. Required sections (summary,
+# repro, failure details, versions, links, how to reproduce) are never dropped; the repro is
+# linked instead of inlined only when everything else has already been cut.
+
+def _with(ctx: dict, note: str, **changes) -> dict:
+    new = dict(ctx)
+    new.update(changes)
+    new["overflow"] = list(ctx["overflow"]) + ([note] if note not in ctx["overflow"] else [])
+    return new
+
+
+def _error_field(ctx: dict, key: str, limit: int) -> dict:
+    err = ctx.get("error")
+    if not err or not err.get(key) or len(err[key]) <= limit:
+        return ctx
+    new_err = dict(err)
+    new_err[key] = truncate_middle(err[key], limit, "; the full text is in the artifacts")
+    return _with(ctx, "traceback" if key == "traceback" else "error message", error=new_err)
+
+
+def _step_traceback_20k(ctx):
+    return _error_field(ctx, "traceback", 20000)
+
+
+def _step_collect_env(ctx):
+    if not ctx.get("collect_env"):
+        return ctx
+    return _with(ctx, "collect_env", collect_env=None)
+
+
+def _step_full_diff(ctx):
+    if not ctx.get("config_diff"):
+        return ctx
+    return _with(ctx, "full config diff", config_diff=[])
+
+
+def _step_traceback_4k(ctx):
+    return _error_field(ctx, "traceback", 4000)
+
+
+def _step_affected(ctx):
+    rows = ctx.get("affected") or []
+    if len(rows) <= 20:
+        return ctx
+    return _with(ctx, "affected configurations", affected=rows[:20], affected_omitted=len(rows) - 20)
+
+
+def _step_message(ctx):
+    return _error_field(ctx, "message", 2000)
+
+
+def _step_minifier_log(ctx):
+    if not ctx.get("log_excerpt"):
+        return ctx
+    return _with(ctx, "log excerpt", log_excerpt=None)
+
+
+def _step_repro_link(ctx):
+    repro = ctx.get("repro") or {}
+    if not repro.get("inline"):
+        return ctx
+    new = dict(repro)
+    new["inline"] = None
+    new["too_big"] = True
+    return _with(ctx, "repro", repro=new)
+
+
+def _step_traceback_1k(ctx):
+    return _error_field(ctx, "traceback", 1000)
+
+
+_BUDGET_STEPS = [_step_traceback_20k, _step_collect_env, _step_full_diff, _step_traceback_4k,
+                 _step_affected, _step_message, _step_minifier_log, _step_repro_link, _step_traceback_1k]

@@ -1,0 +1,597 @@
+"""The report lifecycle: one issue per bug, filed, updated, reopened and closed.
+
+Entry point for other commands (e.g. ``minify-bot run``)::
+
+    from bot.report import ReportOptions, report_run
+    from bot.tracker.local import LocalTracker
+    result = report_run("minify-out", LocalTracker("minify-out/issues"), ReportOptions())
+    result.counts        # {"created": 1, "updated": 0, ...}
+    result.actions       # what was done, as written to report.json
+
+``report_run`` validates every input file before it writes anything (bad input: UsageError, exit 2),
+writes ``report.json`` after every action (so a GitHub failure half-way loses nothing: TrackerError,
+exit 3) and ``summary.md`` at the end. Rules: docs/reporting.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+from bot import fingerprint as fp
+from bot.errors import BotError, UsageError
+from bot.render import Renderer
+from bot.tracker.base import Issue, Tracker
+
+REPORT_SCHEMA = "minify-action/report/v1"
+RESULTS_KIND, FAILURE_KIND = "results", "failure"
+SUPPORTED_MAJOR = 1
+MAX_AFFECTED = 50
+MAX_RUNS = 20
+INLINE_REPRO_LIMIT = 40000
+CLASS_WORDS = {
+    "accuracy": "accuracy failure", "compile_error": "compile error", "runtime_error": "runtime error",
+    "crash": "crash", "timeout": "timeout", "oom": "out of memory", "eager_error": "eager failure",
+}
+
+
+@dataclasses.dataclass
+class ReportOptions:
+    label: str = "minify-bot"
+    max_new: int = 10  # new issues per run; the rest are listed in the summary
+    close_after: int = 2  # consecutive passing runs before an issue is closed
+    assignees: list[str] = dataclasses.field(default_factory=list)
+    templates_dir: str | None = None
+    dry_run: bool = False  # only recorded in report.json / the summary; pick a LocalTracker for it
+    run_url: str | None = None
+    artifact_url: str | None = None
+    run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
+    file_flaky: bool = True  # file failures that passed on rerun (labelled flaky), or only list them
+
+
+@dataclasses.dataclass
+class ReportResult:
+    run_id: str
+    actions: list[dict]
+    report_path: Path
+    summary_path: Path | None = None
+    error: str | None = None
+
+    @property
+    def counts(self) -> dict:
+        return count_actions(self.actions)
+
+
+def count_actions(actions: list[dict]) -> dict:
+    c = {k: 0 for k in ("created", "updated", "reopened", "closed", "commented", "skipped", "unchanged",
+                        "duplicate_closed", "capped")}
+    for a in actions:
+        c[a["action"]] = c.get(a["action"], 0) + 1
+        if a.get("commented"):
+            c["commented"] += 1
+    c["skipped"] += c["capped"]
+    return c
+
+
+# ---------------------------------------------------------------------------- reading the run dir
+
+def _read_json(path: Path, kind: str) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    schema = data.get("schema")
+    m = re.fullmatch(r"minify-action/([a-z_-]+)/v(\d+)", str(schema))
+    if not m or m.group(1) != kind:
+        raise UsageError(f"{path}: schema {schema!r} is not minify-action/{kind}/v{SUPPORTED_MAJOR}")
+    if int(m.group(2)) > SUPPORTED_MAJOR:
+        raise UsageError(f"{path}: schema {schema} is newer than this minify-bot understands "
+                         f"(v{SUPPORTED_MAJOR}); upgrade minify-bot")
+    return data
+
+
+def _need(cond: bool, path: Path, what: str) -> None:
+    if not cond:
+        raise UsageError(f"{path}: {what}")
+
+
+@dataclasses.dataclass
+class Failure:
+    check: dict
+    failure: dict | None
+    dir: Path | None
+    repro_text: str | None
+    fingerprint: fp.Fingerprint
+
+
+def _inside(base: Path, rel) -> Path | None:
+    if not isinstance(rel, str) or not rel:
+        return None
+    p = (base / rel).resolve()
+    try:
+        p.relative_to(base.resolve())
+    except ValueError:
+        return None
+    return p if p.is_file() else None
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict]]:
+    """(results, failures, passing checks). Validates everything; raises UsageError on bad input."""
+    run = Path(run_dir)
+    rpath = run / "results.json"
+    results = _read_json(rpath, RESULTS_KIND)
+    checks = results.get("checks")
+    _need(isinstance(checks, list), rpath, "'checks' must be a list")
+    failures, passing = [], []
+    for i, check in enumerate(checks):
+        _need(isinstance(check, dict) and isinstance(check.get("id"), str) and check["id"], rpath,
+              f"checks[{i}] needs a string 'id'")
+        _need(isinstance(check.get("status"), str), rpath, f"checks[{i}] needs a string 'status'")
+        if not check.get("failure_class"):
+            if check["status"] == "pass":
+                passing.append(check)
+            continue
+        fdir = run / "failures" / check["id"]
+        failure, repro_text = None, None
+        if (fdir / "failure.json").exists():
+            failure = _read_json(fdir / "failure.json", FAILURE_KIND)
+            fpath = fdir / "failure.json"
+            _need(failure.get("id") in (None, check["id"]), fpath, "'id' does not match its directory")
+            _need(isinstance(failure.get("repro") or {}, dict), fpath, "'repro' must be an object")
+            graph = (failure.get("repro") or {}).get("graph")
+            _need(graph is None or (isinstance(graph, list) and all(isinstance(n, dict) for n in graph)),
+                  fpath, "'repro.graph' must be a list of objects")
+            rp = _inside(fdir, (failure.get("repro") or {}).get("path"))
+            if rp:
+                try:
+                    repro_text = rp.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    repro_text = None
+        failures.append(Failure(check, failure, fdir if failure else None, repro_text,
+                                fp.compute(check, failure)))
+    return results, failures, passing
+
+
+def default_run_id(results: dict) -> str:
+    basis = {k: results.get(k) for k in ("started", "settings", "versions")}
+    basis["checks"] = sorted(c.get("id", "") for c in results.get("checks", []) if isinstance(c, dict))
+    return "run-" + hashlib.sha1(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------- issue state
+
+def _repro_rank(failure: dict | None) -> tuple:
+    """Smaller is better: verified minimized repros first, then fewer nodes."""
+    repro = (failure or {}).get("repro") or {}
+    status_rank = {"minimized": 0, "partial": 1, "not_reproduced": 2, "none": 3}.get(repro.get("status"), 4)
+    ver = repro.get("verification") or {}
+    verified = 0 if ver.get("runs") and ver.get("failed_same_way") == ver.get("runs") else 1
+    nodes = repro.get("nodes_after")
+    return (status_rank, verified, nodes if isinstance(nodes, int) else 10 ** 9)
+
+
+def _affected_row(check: dict, when: str) -> dict:
+    return {"model": str(check.get("model"))[:200], "backend": str(check.get("backend"))[:60],
+            "mode": str(check.get("mode"))[:40], "dtype": str(check.get("dtype"))[:40],
+            "device": fp.device_type(check.get("device"))[:40], "check_key": fp.check_key(check),
+            "check_id": str(check.get("id"))[:200], "first_seen": when, "last_seen": when, "occurrences": 0}
+
+
+def _is_flaky(group: list[Failure]) -> bool:
+    return all(bool((f.failure or {}).get("flaky")) for f in group)
+
+
+def _is_regression(group: list[Failure]) -> bool:
+    return (not _is_flaky(group)) and any(f.check.get("baseline") == "new" for f in group)
+
+
+def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str) -> tuple[dict, list[str]]:
+    """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment)."""
+    new = state is None
+    s = json.loads(json.dumps(state)) if state else {
+        "sig": group[0].fingerprint.primary, "sigs": [], "alt": [], "checks": [], "runs": [],
+        "first_seen": when, "last_seen": when, "occurrences": 0, "affected": [], "torch": [],
+        "best_repro": None, "flaky": True, "regression": False, "passing_runs": [],
+    }
+    events: list[str] = []
+    for f in group:
+        for key, vals in (("sigs", [f.fingerprint.primary]), ("alt", f.fingerprint.alternatives),
+                          ("checks", [f.fingerprint.check_key])):
+            for v in vals:
+                if v not in s[key]:
+                    s[key].append(v)
+        row = next((r for r in s["affected"] if r["check_key"] == f.fingerprint.check_key), None)
+        if row is None:
+            row = _affected_row(f.check, when)
+            if len(s["affected"]) < MAX_AFFECTED:
+                s["affected"].append(row)
+            if not new:
+                events.append(f"newly affected: {row['model']} ({row['backend']}, {row['mode']}, "
+                              f"{row['dtype']}, {row['device']})")
+        row["last_seen"] = when
+        row["occurrences"] += 1
+        torch_v = ((f.failure or {}).get("versions") or {}).get("torch")
+        if torch_v and torch_v not in s["torch"]:
+            s["torch"].append(torch_v)
+            if not new:
+                events.append(f"new torch version: {torch_v}")
+        rank = list(_repro_rank(f.failure))
+        if s["best_repro"] is None or rank < s["best_repro"]:
+            if s["best_repro"] is not None and rank[0] <= 1:
+                nodes = rank[2] if rank[2] < 10 ** 9 else "?"
+                events.append(f"better repro: {nodes} graph nodes" + (", verified" if rank[1] == 0 else ""))
+            s["best_repro"] = rank
+    s["torch"] = s["torch"][-10:]
+    s["occurrences"] += len(group)
+    s["last_seen"] = when
+    s["runs"] = (s["runs"] + [run_id])[-MAX_RUNS:]
+    s["flaky"] = bool(s["flaky"]) and _is_flaky(group)
+    s["regression"] = bool(s["regression"]) or _is_regression(group)
+    s["passing_runs"] = []
+    return s, events
+
+
+def labels_for(state: dict, group: list[Failure], base: list[str], bot_label: str) -> list[str]:
+    rep = group[0]
+    wanted = [bot_label, rep.fingerprint.parts["class"]]
+    if rep.fingerprint.parts.get("stage") not in (None, "unlocalized"):
+        wanted.append(rep.fingerprint.parts["stage"])
+    out = [x for x in base if x not in ("flaky", "regression")]
+    for x in wanted + (["flaky"] if state["flaky"] else []) + (["regression"] if state["regression"] and not state["flaky"] else []):
+        if x not in out:
+            out.append(x)
+    return out
+
+
+# ---------------------------------------------------------------------------- render context
+
+def _ops_summary(parts: dict) -> str | None:
+    ops = parts.get("ops")
+    if not ops:
+        return None
+    names = list(dict.fromkeys(o.split("(")[0] for o in ops))
+    return ", ".join(names[:3]) + (f" (+{len(names) - 3} ops)" if len(names) > 3 else "")
+
+
+def _reproduce_command(check: dict, has_repro: bool) -> str:
+    lines = []
+    if has_repro:
+        lines.append("python repro.py    # from the failure's directory in the artifacts")
+    cmd = ["minify-bot", "check"]
+    spec = check.get("spec") or {}
+    source = spec.get("source") or "zoo"
+    if source == "zoo":
+        cmd += ["--models", str(check.get("model"))]
+    elif source == "yaml":
+        cmd += ["--suite", "yaml", "--model-file", str(spec.get("file")), "--models", str(check.get("model"))]
+    elif source == "command":
+        cmd += ["--suite", "command", "--command", str(spec.get("command"))]
+    elif source == "harness":
+        cmd += ["--suite", "harness", "--pytorch", str(spec.get("pytorch")), "--harness-suite",
+                str(spec.get("suite")), "--models", str(check.get("model"))]
+    for k in ("backend", "mode", "dtype", "device"):
+        if check.get(k):
+            cmd += [f"--{k}", str(check[k])]
+    for k, v in sorted((check.get("config") or {}).items()):
+        cmd += ["--config", f"{k}={v}"]
+    if check.get("dynamic"):
+        cmd.append("--dynamic")
+    lines.append(" ".join(shlex.quote(c) for c in cmd))
+    return "\n".join(lines)
+
+
+def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_dir: Path) -> dict:
+    rep = min(group, key=lambda f: _repro_rank(f.failure))
+    f = rep.failure or {}
+    check = rep.check
+    parts = rep.fingerprint.parts
+    repro = f.get("repro") or {}
+    error = f.get("error") or check.get("error")
+    err_ctx = None
+    if error:
+        msg = str(error.get("message") or "")
+        first, _, rest = msg.strip().partition("\n")
+        err_ctx = {"type": str(error.get("type") or "Error"), "message": msg, "message_first_line": first[:500],
+                   "message_rest": bool(rest.strip()) or len(first) > 500,
+                   "traceback": str(error.get("traceback") or "(no traceback recorded)")}
+    accuracy = f.get("accuracy") or check.get("accuracy")
+    rel_dir = f"failures/{check['id']}"
+    inline = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
+    status_words = {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
+        repro.get("status"), "Captured")
+    ver = repro.get("verification") or None
+    versions = f.get("versions") or {}
+    versions_table = [(k, v if not isinstance(v, (list, dict)) else json.dumps(v)) for k, v in versions.items()
+                      if v not in (None, "", [])]
+    cfg = f.get("config") or {}
+    affected = sorted(state["affected"], key=lambda r: (r["model"], r["backend"], r["mode"]))
+    device = parts.get("device")
+    return {
+        "sig": state["sig"], "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
+        "class": parts["class"], "class_words": CLASS_WORDS.get(parts["class"], parts["class"]),
+        "stage": parts.get("stage"), "dtype": parts.get("dtype"), "device": device,
+        "status": check.get("status"), "ops_summary": _ops_summary(parts), "flaky": state["flaky"],
+        "regression": state["regression"], "error": err_ctx, "accuracy": accuracy,
+        "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
+                  "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
+                  "size": len(rep.repro_text or ""),
+                  "artifact_path": f"{rel_dir}/{repro.get('path') or 'repro.py'}",
+                  "needs_inputs": bool(repro.get("inputs_dir")) and not (ver or {}).get("random_inputs_reproduce"),
+                  "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
+                  "queries": repro.get("queries")},
+        "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
+        "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
+        "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
+        "first_seen": state["first_seen"], "last_seen": state["last_seen"], "occurrences": state["occurrences"],
+        "torch_versions": state["torch"] or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
+        "failure_dir": rel_dir, "reproduce_command": _reproduce_command(check, bool(rep.repro_text)),
+        "log_excerpt": None, "overflow": [],
+    }
+
+
+def _summary(parts, check, accuracy, err, group) -> str:
+    from bot.render import md
+    models = sorted({str(f.check.get("model")) for f in group})
+    who = md(models[0]) + (f" and {len(models) - 1} more" if len(models) > 1 else "")
+    where = f"{md(parts.get('stage'))} stage ({md(check.get('backend'))}, {md(check.get('mode'))}, {md(parts.get('dtype'))}, {md(parts.get('device'))})"
+    if accuracy and accuracy.get("rmse_res") is not None:
+        what = f"wrong results: RMSE {md(accuracy.get('rmse_res'))} vs tolerance {md(accuracy.get('tolerance'))}"
+    elif err:
+        what = f"{md(err['type'])}: {md(err['message_first_line'][:150])}"
+    else:
+        what = md(CLASS_WORDS.get(parts["class"], parts["class"]))
+    return f"{where} on {who}: {what}"
+
+
+# ---------------------------------------------------------------------------- the lifecycle
+
+class _Reporter:
+    def __init__(self, run_dir: Path, tracker: Tracker, opts: ReportOptions):
+        self.run_dir = run_dir
+        self.tracker = tracker
+        self.opts = opts
+        self.renderer = Renderer(opts.templates_dir)
+        self.actions: list[dict] = []
+        self.commented: set[int] = set()
+        self.report_path = run_dir / "report.json"
+
+    # -- bookkeeping
+    def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
+        a = {"action": action, "issue": issue.number if issue else None, "url": issue.url if issue else None,
+             "fingerprint": group[0].fingerprint.primary if group else None,
+             "checks": [f.check["id"] for f in group] if group else extra.pop("checks", []),
+             "reason": reason, **extra}
+        self.actions.append(a)
+        self.write_report()
+        return a
+
+    def write_report(self, error: str | None = None) -> None:
+        data = {"schema": REPORT_SCHEMA, "run_id": self.run_id, "tracker": self.tracker.name,
+                "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
+                "counts": count_actions(self.actions), "actions": self.actions, "error": error}
+        tmp = self.report_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, self.report_path)
+
+    def run_link(self) -> str:
+        return f"[{self.run_id}]({self.opts.run_url})" if self.opts.run_url else f"run `{self.run_id}`"
+
+    def comment(self, issue: Issue, kind: str, template: str, ctx: dict) -> bool:
+        """At most one comment per issue per run."""
+        if issue.number in self.commented:
+            return False
+        tag = fp.comment_tag(kind, self.run_id, ctx.get("sig", ""))
+        body = self.renderer.comment(template, ctx).rstrip("\n") + "\n\n" + tag + "\n"
+        self.tracker.comment(issue.number, body, tag)
+        self.commented.add(issue.number)
+        return True
+
+    def body(self, group, state) -> tuple[str, list[str]]:
+        return self.renderer.body(issue_context(group, state, self.opts, self.run_dir), state)
+
+    # -- steps
+    def run(self, results: dict, failures: list[Failure], passing: list[dict]) -> None:
+        when = str(results.get("finished") or results.get("started") or _dt.datetime.now(_dt.timezone.utc).isoformat())
+        self.tracker.ensure_label(self.opts.label, "5319e7", "Filed and maintained by minify-bot")
+        me = self.tracker.bot_login()
+        issues = self._bot_issues(me)
+        issues = self._close_duplicates(issues)
+        groups: dict[str, list[Failure]] = {}
+        for f in sorted(failures, key=lambda f: f.check["id"]):
+            groups.setdefault(f.fingerprint.primary, []).append(f)
+        touched: set[int] = set()
+        created = 0
+        for sig in sorted(groups, key=lambda s: groups[s][0].check["id"]):
+            group = groups[sig]
+            match = self._match(issues, group)
+            if match is None:
+                if _is_flaky(group) and not self.opts.file_flaky:
+                    self.record("skipped", group, None, "flaky: passed on rerun; not filed")
+                    continue
+                if created >= self.opts.max_new:
+                    self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
+                    continue
+                issue = self._create(group, when, me)
+                created += 1
+                issues = self._bot_issues(me)
+                touched.add(issue.number)
+                continue
+            issue, state = match
+            touched.add(issue.number)
+            if issue.state == "open":
+                self._update(issue, state, group, when)
+            else:
+                self._reopen(issue, state, group, when)
+        self._close_passing(issues, touched, failures, passing)
+
+    def _bot_issues(self, me: str) -> list[tuple[Issue, dict]]:
+        out = []
+        for issue in self.tracker.list_issues(self.opts.label):
+            state = fp.parse_marker(issue.body)
+            if state and issue.author == me:
+                out.append((issue, state))
+        return out
+
+    def _close_duplicates(self, issues):
+        """Open bot issues sharing a primary signature (a race slipped through): keep the oldest."""
+        by_sig: dict[str, list] = {}
+        for issue, state in issues:
+            if issue.state == "open":
+                by_sig.setdefault(state.get("sig"), []).append((issue, state))
+        closed = set()
+        for sig, items in by_sig.items():
+            items.sort(key=lambda t: t[0].number)
+            for issue, state in items[1:]:
+                self._close_as_duplicate(issue, items[0][0].number, sig)
+                closed.add(issue.number)
+        return [(i, s) for i, s in issues if i.number not in closed]
+
+    def _close_as_duplicate(self, issue: Issue, survivor: int, sig: str) -> None:
+        self.comment(issue, "duplicate", "duplicate_comment.md.j2", {"survivor": survivor, "sig": sig})
+        self.tracker.edit_issue(issue.number, state="closed", state_reason="not_planned")
+        self.record("duplicate_closed", None, issue, f"duplicate of #{survivor}", survivor=survivor,
+                    commented=True, fingerprint=sig)
+
+    def _match(self, issues, group: list[Failure]):
+        """The issue for this bug: primary signature first, then the alternatives; open before closed."""
+        fpr = group[0].fingerprint
+        ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
+        for keys, field in (([fpr.primary], "sigs"), (fpr.alternatives, "alt")):
+            for issue, state in ranked:
+                if any(k in (state.get(field) or []) for k in keys):
+                    return issue, state
+        return None
+
+    def _create(self, group, when, me) -> Issue:
+        state, _ = merge_state(None, group, self.run_id, when)
+        body, overflow = self.body(group, state)
+        ctx = issue_context(group, state, self.opts, self.run_dir)
+        title = self.renderer.title(ctx)
+        labels = labels_for(state, group, [], self.opts.label)
+        issue = self.tracker.create_issue(title, body, labels, list(self.opts.assignees), state["sig"])
+        # Re-check: a concurrent reporter may have filed the same bug. The oldest open issue survives.
+        rivals = sorted(i.number for i, s in self._bot_issues(me)
+                        if i.state == "open" and s.get("sig") == state["sig"])
+        if rivals and rivals[0] != issue.number and issue.number in rivals:
+            self.record("created", group, issue, "new fingerprint", labels=labels, overflow=overflow)
+            self._close_as_duplicate(issue, rivals[0], state["sig"])
+            survivor = next(i for i, s in self._bot_issues(me) if i.number == rivals[0])
+            sstate = fp.parse_marker(survivor.body)
+            self._update(survivor, sstate, group, when)
+            return survivor
+        self.record("created", group, issue, "new fingerprint" + (" (flaky)" if state["flaky"] else ""),
+                    labels=labels, overflow=overflow)
+        return issue
+
+    def _update(self, issue: Issue, state: dict, group, when) -> None:
+        if self.run_id in state.get("runs", []):
+            self.record("unchanged", group, issue, "this run was already reported")
+            return
+        new_state, events = merge_state(state, group, self.run_id, when)
+        body, overflow = self.body(group, new_state)
+        labels = labels_for(new_state, group, issue.labels, self.opts.label)
+        self.tracker.edit_issue(issue.number, body=body, labels=labels if set(labels) != set(issue.labels) else None)
+        commented = False
+        if events:
+            commented = self.comment(issue, "update", "update_comment.md.j2",
+                                     {"events": events, "run_link": self.run_link(), "sig": new_state["sig"]})
+        self.record("updated", group, issue, "; ".join(events) or "seen again", commented=commented,
+                    overflow=overflow)
+
+    def _reopen(self, issue: Issue, state: dict, group, when) -> None:
+        if issue.state_reason == "not_planned":
+            self.record("skipped", group, issue, "closed as not planned; not reopened")
+            return
+        if self.run_id in state.get("runs", []):
+            self.record("unchanged", group, issue, "this run was already reported")
+            return
+        new_state, events = merge_state(state, group, self.run_id, when)
+        body, overflow = self.body(group, new_state)
+        labels = labels_for(new_state, group, issue.labels, self.opts.label)
+        self.tracker.edit_issue(issue.number, body=body, state="open", labels=labels)
+        commented = self.comment(issue, "reopen", "reopen_comment.md.j2",
+                                 {"events": events, "run_link": self.run_link(), "sig": new_state["sig"]})
+        self.record("reopened", group, issue, "failing again", commented=commented, overflow=overflow)
+
+    def _close_passing(self, issues, touched, failures, passing) -> None:
+        failing_keys = {f.fingerprint.check_key for f in failures}
+        passing_by_key: dict[str, list[str]] = {}
+        for c in passing:
+            passing_by_key.setdefault(fp.check_key(c), []).append(c["id"])
+        for issue, state in issues:
+            if issue.state != "open" or issue.number in touched or state.get("flaky"):
+                continue
+            keys = state.get("checks") or []
+            if any(k in failing_keys for k in keys):
+                continue
+            ids = [i for k in keys for i in passing_by_key.get(k, [])]
+            if not ids:
+                continue  # not checked in this run
+            runs = state.get("passing_runs") or []
+            if any(r.get("run") == self.run_id for r in runs):
+                self.record("unchanged", None, issue, "passing run already counted", checks=ids,
+                            fingerprint=state.get("sig"))
+                continue
+            new = json.loads(json.dumps(state))
+            new["passing_runs"] = (runs + [{"run": self.run_id, "link": self.run_link(), "checks": ids[:20]}])[-10:]
+            body = _replace_marker(issue.body, new)
+            if len(new["passing_runs"]) >= self.opts.close_after:
+                self.comment(issue, "close", "close_comment.md.j2",
+                             {"passing_runs": new["passing_runs"], "sig": state.get("sig")})
+                self.tracker.edit_issue(issue.number, body=body, state="closed", state_reason="completed")
+                self.record("closed", None, issue, f"passed in {len(new['passing_runs'])} consecutive runs",
+                            checks=ids, commented=True, fingerprint=state.get("sig"))
+            else:
+                self.tracker.edit_issue(issue.number, body=body)
+                self.record("updated", None, issue,
+                            f"passing ({len(new['passing_runs'])}/{self.opts.close_after} runs to close)",
+                            checks=ids, fingerprint=state.get("sig"))
+
+
+def _replace_marker(body: str, state: dict) -> str:
+    head = body.rstrip().rsplit("\n", 1)[0] if "\n" in body.rstrip() else ""
+    return head.rstrip("\n") + "\n\n" + fp.make_marker(state) + "\n"
+
+
+def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOptions | None = None) -> ReportResult:
+    """Report one run directory through ``tracker``. Writes report.json and summary.md into it."""
+    opts = options or ReportOptions()
+    if opts.max_new < 0 or opts.close_after < 1:
+        raise UsageError("--max-new must be >= 0 and --close-after >= 1")
+    run = Path(run_dir)
+    results, failures, passing = load_run(run)  # all validation happens before any write
+    rep = _Reporter(run, tracker, opts)
+    rep.run_id = opts.run_id or default_run_id(results)
+    result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
+    try:
+        rep.run(results, failures, passing)
+    except BotError as exc:
+        rep.write_report(error=str(exc))
+        result.error = str(exc)
+        result.summary_path = write_summary(rep, failures)
+        raise
+    rep.write_report()
+    result.summary_path = write_summary(rep, failures)
+    return result
+
+
+def write_summary(rep: _Reporter, failures) -> Path:
+    not_filed = [a for a in rep.actions if a["action"] == "capped"]
+    text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
+                               not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
+                               run_id=rep.run_id, run_url=rep.opts.run_url)
+    path = rep.run_dir / "summary.md"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,223 @@
+"""GitHub (or GitHub Enterprise) issues through PyGithub.
+
+Safety rules (see docs/reporting.md):
+- No Search API (its index lags): candidates come from listing issues by the bot's label.
+- POSTs are never replayed blindly. PyGithub's retry is limited to idempotent methods; a create or
+  comment whose reply was a 5xx or a timeout is followed by a re-list, and only repeated when the
+  issue (matched by its marker) or the comment (matched by its hidden tag) is not there.
+- Writes are paced (PyGithub's seconds_between_writes, default 1 s: under the 80/min secondary
+  limit) and 403/429 rate limits are waited out, honouring Retry-After, up to ``max_rate_wait``.
+- The token never appears in an error message.
+"""
+
+from __future__ import annotations
+
+import time
+
+import github
+from github import Auth, GithubException, GithubRetry
+
+from bot.fingerprint import parse_marker
+from bot.tracker.base import Issue, Tracker, TrackerError
+
+DEFAULT_API_URL = "https://api.github.com"
+ACTIONS_BOT_LOGIN = "github-actions[bot]"
+_RATE_WORDS = ("rate limit", "abuse", "try again later", "please wait")
+
+
+class GitHubTracker(Tracker):
+    name = "github"
+
+    def __init__(self, repo: str, token: str, api_url: str | None = None, *, login: str | None = None,
+                 seconds_between_requests: float = 0.25, seconds_between_writes: float = 1.0,
+                 max_rate_wait: float = 300.0, create_attempts: int = 3, timeout: float = 15.0,
+                 sleep=time.sleep):
+        if not token:
+            raise TrackerError("the github tracker needs a token (--token or GITHUB_TOKEN)")
+        if "/" not in (repo or ""):
+            raise TrackerError(f"--repo must be owner/name, got {repo!r}")
+        self.repo_name = repo
+        self._token = token
+        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        self.max_rate_wait = max_rate_wait
+        self.create_attempts = create_attempts
+        self._sleep = sleep
+        self._login = login
+        # Retries for idempotent methods only: never POST (a replayed create files a duplicate).
+        retry = GithubRetry(total=5, backoff_factor=0.5, max_rate_limit_wait=max_rate_wait,
+                            allowed_methods=frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"}))
+        self.gh = github.Github(auth=Auth.Token(token), base_url=self.api_url, timeout=timeout, retry=retry,
+                                per_page=100, seconds_between_requests=seconds_between_requests,
+                                seconds_between_writes=seconds_between_writes, lazy=True)
+        self.repo = self.gh.get_repo(repo)
+
+    # ------------------------------------------------------------------ helpers
+    def _mask(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def _fail(self, what: str, exc: Exception) -> TrackerError:
+        if isinstance(exc, GithubException):
+            msg = exc.data.get("message") if isinstance(exc.data, dict) else str(exc.data)
+            detail = f"HTTP {exc.status}: {msg}"
+            if isinstance(exc.data, dict) and exc.data.get("errors"):
+                detail += f" {exc.data['errors']}"
+        else:
+            detail = f"{type(exc).__name__}: {exc}"
+        return TrackerError(self._mask(f"GitHub {what} failed ({self.api_url}, {self.repo_name}): {detail}"))
+
+    def _rate_wait(self, exc: GithubException) -> float | None:
+        """Seconds to wait if ``exc`` is a rate limit (403/429), else None."""
+        if exc.status not in (403, 429):
+            return None
+        headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+        msg = str(exc.data.get("message", "") if isinstance(exc.data, dict) else exc.data).lower()
+        if exc.status == 403 and "retry-after" not in headers and not any(w in msg for w in _RATE_WORDS) \
+                and headers.get("x-ratelimit-remaining") != "0":
+            return None  # a permission error, not a rate limit
+        if "retry-after" in headers:
+            try:
+                return float(headers["retry-after"])
+            except ValueError:
+                pass
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+            return max(1.0, float(headers["x-ratelimit-reset"]) - time.time() + 1)
+        return 60.0  # GitHub: wait at least a minute on a secondary limit without Retry-After
+
+    def _call(self, what: str, fn):
+        """Call ``fn``, waiting out 403/429 rate limits (they mean nothing was stored). Other
+        GitHub errors propagate unchanged; a rate limit longer than ``max_rate_wait`` becomes a
+        TrackerError."""
+        waited = 0.0
+        while True:
+            try:
+                return fn()
+            except GithubException as exc:
+                wait = self._rate_wait(exc)
+                if wait is None:
+                    raise
+                if waited + wait > self.max_rate_wait:
+                    raise self._fail(what + " (rate limited)", exc) from None
+                self._sleep(wait)
+                waited += wait
+
+    def _with_rate_limit(self, what: str, fn):
+        """Like _call, but any failure becomes a TrackerError with a clear, token-free message."""
+        try:
+            return self._call(what, fn)
+        except TrackerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - GithubException, connection errors, timeouts
+            raise self._fail(what, exc) from None
+
+    @staticmethod
+    def _outcome_unknown(exc: Exception) -> bool:
+        if isinstance(exc, GithubException):
+            return exc.status >= 500
+        return isinstance(exc, (OSError, TimeoutError)) or "Timeout" in type(exc).__name__ \
+            or "Connection" in type(exc).__name__
+
+    def _to_issue(self, gi) -> Issue:
+        return Issue(number=gi.number, title=gi.title, body=gi.body or "", state=gi.state,
+                     labels=[lb.name for lb in gi.labels], author=gi.user.login if gi.user else "",
+                     url=gi.html_url, state_reason=getattr(gi, "state_reason", None))
+
+    # ------------------------------------------------------------------ Tracker
+    def bot_login(self) -> str:
+        if self._login is None:
+            try:
+                self._login = self._with_rate_limit("GET /user", lambda: self.gh.get_user().login)
+            except TrackerError:
+                # Installation tokens (the Actions GITHUB_TOKEN) cannot read /user.
+                self._login = ACTIONS_BOT_LOGIN
+        return self._login
+
+    def list_issues(self, label: str) -> list[Issue]:
+        def go():
+            return [self._to_issue(gi) for gi in self.repo.get_issues(state="all", labels=[label],
+                                                                         sort="created", direction="asc")
+                    if gi.pull_request is None]
+        return self._with_rate_limit("listing issues", go)
+
+    def _find_by_marker(self, labels: list[str], sig: str) -> Issue | None:
+        me = self.bot_login()
+        for issue in self.list_issues(labels[0]):
+            state = parse_marker(issue.body)
+            if issue.author == me and state and sig in state.get("sigs", []) and issue.state == "open":
+                return issue
+        return None
+
+    def create_issue(self, title, body, labels, assignees, marker_sig) -> Issue:
+        last: Exception | None = None
+        for attempt in range(self.create_attempts):
+            if attempt:
+                # The previous create may have been stored: list again before creating again.
+                found = self._find_by_marker(labels, marker_sig)
+                if found:
+                    return found
+                self._sleep(min(2.0 ** attempt, 10.0))
+            try:
+                gi = self._call("creating an issue", lambda: self.repo.create_issue(
+                    title=title, body=body, labels=labels, assignees=list(assignees)))
+                return self._to_issue(gi)
+            except TrackerError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                if not self._outcome_unknown(exc):
+                    raise self._fail("creating an issue", exc) from None
+                last = exc
+        found = self._find_by_marker(labels, marker_sig)
+        if found:
+            return found
+        raise self._fail(f"creating an issue ({self.create_attempts} attempts)", last)
+
+    def edit_issue(self, number, *, body=None, state=None, state_reason=None, labels=None) -> Issue:
+        kwargs = {}
+        if body is not None:
+            kwargs["body"] = body
+        if state is not None:
+            kwargs["state"] = state
+        if state_reason is not None:
+            kwargs["state_reason"] = state_reason
+        if labels is not None:
+            kwargs["labels"] = list(labels)
+
+        def go():
+            gi = self.repo.get_issue(number)
+            gi.edit(**kwargs)
+            return self._to_issue(gi)
+        return self._with_rate_limit(f"editing issue #{number}", go)
+
+    def comment(self, number, body, tag) -> str:
+        gi = self._with_rate_limit(f"reading issue #{number}", lambda: self.repo.get_issue(number))
+        last: Exception | None = None
+        for attempt in range(self.create_attempts):
+            if attempt:
+                for c in self._with_rate_limit("listing comments", lambda: list(gi.get_comments())):
+                    if tag and tag in (c.body or ""):
+                        return c.html_url
+                self._sleep(min(2.0 ** attempt, 10.0))
+            try:
+                return self._call(f"commenting on #{number}", lambda: gi.create_comment(body)).html_url
+            except TrackerError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                if not self._outcome_unknown(exc):
+                    raise self._fail(f"commenting on #{number}", exc) from None
+                last = exc
+        raise self._fail(f"commenting on #{number} ({self.create_attempts} attempts)", last)
+
+    def ensure_label(self, name, color, description) -> None:
+        try:
+            self._with_rate_limit("reading a label", lambda: self.repo.get_label(name))
+            return
+        except TrackerError as exc:
+            if "HTTP 404" not in str(exc):
+                raise
+        try:
+            self._with_rate_limit("creating a label", lambda: self.repo.create_label(name, color, description))
+        except TrackerError as exc:
+            if "already_exists" not in str(exc):  # another reporter created it first
+                raise
+
+    def close(self) -> None:
+        self.gh.close()
