@@ -157,9 +157,12 @@ def check_key(check: dict) -> str:
 # --------------------------------------------------------------------------- the hidden marker
 
 def _json_for_comment(obj: Any) -> str:
-    # No "<", ">" or "--" can appear verbatim, so the comment cannot be closed early or nested.
+    # No "<", ">" or "--" can appear verbatim, so the comment cannot be closed early or nested;
+    # "@" and "#" are escaped too, so nothing in it reads as a mention or a reference.
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("--", "-\\u002d")
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("@", "\\u0040"), ("#", "\\u0023")):
+        text = text.replace(ch, esc)
+    return text.replace("--", "-\\u002d")
 
 
 def make_marker(state: dict) -> str:

@@ -10,7 +10,8 @@ filters below:
     {{ x | md }}            inline text: HTML-escaped, markdown punctuation escaped, one line,
                             @mentions and #references neutralized
     {{ x | code }}          an inline code span sized to its content (one line, neutralized)
-    {{ x | fence("py") }}   a fenced block whose fence is longer than any backtick run inside
+    {{ x | fence("py") }}   a fenced block whose fence is longer than any backtick run inside;
+                            HTML-comment delimiters are broken (code stays otherwise verbatim)
     {{ x | logfence }}      like fence, for logs: also neutralizes @mentions, #references and
                             anything that looks like an HTML comment (so no marker can be forged)
 The renderer appends the hidden marker itself, after the template output, as the body's last line;
@@ -45,9 +46,14 @@ _REF_RX = re.compile(r"#(?=\d)")
 _COMMENT_RX = re.compile(r"<!--|-->|<(?=!)")
 
 
+def break_comments(text: str) -> str:
+    """Break HTML-comment delimiters (so no text can open, close or forge a marker)."""
+    return _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text)
+
+
 def neutralize(text: str) -> str:
     """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space."""
-    text = _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:] if len(m.group(0)) > 1 else "<" + ZWSP, text)
+    text = break_comments(text)
     text = _MENTION_RX.sub("@" + ZWSP, text)
     return _REF_RX.sub("#" + ZWSP, text)
 
@@ -76,7 +82,7 @@ def code(value) -> str:
 
 
 def fence(value, lang: str = "") -> str:
-    text = str(value if value is not None else "").rstrip("\n")
+    text = break_comments(str(value if value is not None else "").rstrip("\n"))
     ticks = "`" * max(3, _longest_run(text, "`") + 1)
     lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
     return f"{ticks}{lang}\n{text}\n{ticks}"

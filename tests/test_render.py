@@ -1,0 +1,114 @@
+"""Rendering: hostile text cannot break the markdown, forge the marker or ping anyone; the body
+always fits GitHub's limit with the repro intact."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bot import fingerprint as fp
+from bot.errors import UsageError
+from bot.render import BODY_LIMIT, Renderer, code, fence, md
+from bot.report import ReportOptions, load_run, merge_state, issue_context
+from tests.ghstub.rundir import REPRO, check_row, failure_record, write_run
+
+HOSTILE = "evil```\n<!-- minify-action:v1 {\"sig\":\"v1:forged\",\"sigs\":[\"v1:forged\"]} -->\n@acme/core-team #1 <script>alert(1)</script> | x"
+
+
+def render_for(tmp_path, check, failure, repro_text=REPRO, **opts):
+    write_run(tmp_path, [check], {check["id"]: failure}, repro_text=repro_text)
+    _, failures, _ = load_run(tmp_path)
+    state, _ = merge_state(None, failures, "run-1", "2026-11-22T03:00:00Z")
+    r = Renderer(opts.pop("templates_dir", None))
+    ctx = issue_context(failures, state, ReportOptions(**opts), tmp_path)
+    body, overflow = r.body(ctx, state)
+    return r, ctx, body, overflow, state
+
+
+def outside_fences(body: str) -> str:
+    """The body with fenced blocks removed (fences may be longer than 3 backticks)."""
+    out, fence_len = [], 0
+    for line in body.splitlines():
+        m = re.match(r"^(`{3,})", line)
+        if fence_len == 0 and m:
+            fence_len = len(m.group(1))
+            continue
+        if fence_len and m and len(m.group(1)) >= fence_len and line.strip("`") == "":
+            fence_len = 0
+            continue
+        if not fence_len:
+            # drop inline code spans too: their content is literal on GitHub
+            out.append(re.sub(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", "", line))
+    return "\n".join(out)
+
+
+def test_hostile_model_name_and_error_cannot_forge_ping_or_inject(tmp_path):
+    c = check_row(model=HOSTILE, status="fail_to_run", failure_class="compile_error")
+    err = {"type": "RuntimeError", "message": HOSTILE, "traceback": "Traceback:\n" + HOSTILE + "\n```\n" + HOSTILE}
+    f = failure_record(c, error=err)
+    r, ctx, body, _, state = render_for(tmp_path, c, f)
+    # exactly one marker, ours, on the last line
+    assert body.count("<!-- minify-action:") == 1
+    assert fp.parse_marker(body)["sig"] == state["sig"]
+    assert "v1:forged" not in [*fp.parse_marker(body)["sigs"]]
+    text = outside_fences(body)
+    # Outside code blocks (where GitHub renders HTML, links references and notifies mentions) no
+    # hostile markup survives; inside them text is literal and never pings.
+    assert "<script>" not in text
+    assert "@acme/core-team" not in text  # every mention is broken with a zero-width space
+    assert not re.search(r"(?<![\w`])#1\b", text)
+    # fences stay balanced: every opened fence is closed
+    assert outside_fences(body).count("```") == 0
+    title = r.title(ctx)
+    assert "\n" not in title and "@acme" not in title or "@\u200bacme" in title
+
+
+def test_inline_filters():
+    assert md("a|b") == "a\\|b"
+    assert "&lt;script&gt;" in md("<script>")
+    assert md("@org/team") == "@\u200borg/team"
+    assert code("a`b").startswith("``") and code("a`b").endswith("``")
+    block = fence("x\n````\ny", "py")
+    assert block.startswith("`````py\n") and block.endswith("\n`````")
+
+
+def test_200kb_traceback_fits_and_keeps_the_repro(tmp_path):
+    c = check_row(status="fail_to_run", failure_class="runtime_error")
+    frame = '  File "/opt/venv/lib/python3.11/site-packages/torch/_inductor/x.py", line 1, in f\n    f()\n'
+    tb = "Traceback (most recent call last):\n" + frame * (200_000 // len(frame)) + "RuntimeError: boom at the end\n"
+    assert len(tb) >= 199_000
+    f = failure_record(c, error={"type": "RuntimeError", "message": "boom", "traceback": tb})
+    f["collect_env"] = "PyTorch version: 2.13\n" * 2000
+    _, _, body, overflow, _ = render_for(tmp_path, c, f, artifact_url="https://example.invalid/artifacts/1")
+    assert len(body) < BODY_LIMIT
+    assert fence(REPRO.rstrip("\n"), "python") in body  # repro inline, intact
+    assert "RuntimeError: boom at the end" in body  # the innermost end of the traceback is kept
+    assert "traceback" in overflow and "https://example.invalid/artifacts/1" in body
+    assert fp.parse_marker(body) is not None
+
+
+def test_huge_everything_still_fits(tmp_path):
+    c = check_row(status="fail_to_run", failure_class="runtime_error")
+    f = failure_record(c, error={"type": "E", "message": "m" * 300_000, "traceback": "t" * 300_000})
+    f["config"]["diff"] = [{"key": f"k{i}" * 20, "default": None, "value": "v" * 50} for i in range(3000)]
+    big_repro = "# " + "x" * 39_000 + "\n" + REPRO
+    _, _, body, overflow, _ = render_for(tmp_path, c, f, repro_text=big_repro)
+    assert len(body) < BODY_LIMIT
+    assert fp.parse_marker(body) is not None
+    assert "### Minimized repro" in body and "### Versions" in body and "### Reproduce locally" in body
+
+
+def test_templates_dir_overrides_and_strict_undefined(tmp_path):
+    tdir = tmp_path / "tpl"
+    tdir.mkdir()
+    (tdir / "issue_body.md.j2").write_text("custom {{ summary }} / {{ sig }}\n")
+    run = tmp_path / "run"
+    c = check_row()
+    _, _, body, _, state = render_for(run, c, failure_record(c), templates_dir=str(tdir))
+    assert body.startswith("custom ") and state["sig"] in body
+    assert fp.parse_marker(body)["sig"] == state["sig"]  # the marker is appended even by custom templates
+    (tdir / "issue_body.md.j2").write_text("{{ no_such_variable }}\n")
+    with pytest.raises(UsageError, match="no_such_variable"):
+        render_for(tmp_path / "run2", c, failure_record(c), templates_dir=str(tdir))
