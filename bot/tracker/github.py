@@ -30,7 +30,7 @@ class GitHubTracker(Tracker):
 
     def __init__(self, repo: str, token: str, api_url: str | None = None, *, login: str | None = None,
                  seconds_between_requests: float = 0.25, seconds_between_writes: float = 1.0,
-                 max_rate_wait: float = 300.0, create_attempts: int = 3, timeout: float = 15.0,
+                 max_rate_wait: float = 300.0, create_attempts: int = 3, timeout: int = 15,
                  sleep=time.sleep):
         if not token:
             raise TrackerError("the github tracker needs a token (--token or GITHUB_TOKEN)")
@@ -46,7 +46,7 @@ class GitHubTracker(Tracker):
         # Retries for idempotent methods only: never POST (a replayed create files a duplicate).
         retry = GithubRetry(total=5, backoff_factor=0.5, max_rate_limit_wait=max_rate_wait,
                             allowed_methods=frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"}))
-        self.gh = github.Github(auth=Auth.Token(token), base_url=self.api_url, timeout=timeout, retry=retry,
+        self.gh = github.Github(auth=Auth.Token(token), base_url=self.api_url, timeout=int(timeout), retry=retry,
                                 per_page=100, seconds_between_requests=seconds_between_requests,
                                 seconds_between_writes=seconds_between_writes, lazy=True)
         self.repo = self.gh.get_repo(repo)
