@@ -1,0 +1,1 @@
+"""The accuracy sweep: settings, the judge (one check), isolation, and results."""

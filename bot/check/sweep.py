@@ -1,0 +1,147 @@
+"""The sweep: run every selected check in isolation, write results as they come, print a table."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
+from bot.check.settings import Settings, check_id
+
+IN_PROCESS_SOURCES = ("zoo", "yaml")
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_term(signum, frame):
+    raise _Terminated()
+
+
+def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, baseline=None,
+              memory_limit_mb: int | None = None, warm: bool = True, progress=_say) -> ResultsWriter:
+    """Run the checks; returns the writer (its rows are in results.json whatever happens)."""
+    writer = ResultsWriter(out_dir, run_settings)
+    total = len(models)
+    if any(m.spec["source"] == "csv" for m in models):
+        rows = csv_to_rows([m.spec["record"] for m in models], settings.to_dict())
+        for row in rows:
+            mark_baseline(row, baseline)
+            writer.add(row)
+        writer.finish(True)
+        return writer
+
+    old = signal.signal(signal.SIGTERM, _on_term)
+    runner = None
+    complete = False
+    try:
+        if any(m.spec["source"] in IN_PROCESS_SOURCES for m in models) and total:
+            progress(f"preparing: importing torch and warming up the compiler (once for all {total} checks)")
+            from bot.check.isolate import ForkRunner
+
+            runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
+            progress(f"ready in {runner.warm_seconds:.1f}s")
+        for k, m in enumerate(models, 1):
+            cid = check_id(m.name, settings)
+            log_rel = os.path.join("checks", f"{cid}.log")
+            log_path = os.path.join(out_dir, log_rel)
+            base = {
+                "id": cid, "model": m.name, "spec": m.spec,
+                "backend": settings.backend, "mode": settings.mode, "dtype": settings.dtype,
+                "device": settings.device, "dynamic": settings.dynamic, "config": dict(settings.config),
+            }
+            if m.skip:
+                row = {**base, "status": "pass_due_to_skip", "failure_class": None, "error": None,
+                       "accuracy": None, "skipped": m.skip, "duration_s": 0.0, "log": None}
+                mark_baseline(row, baseline)
+                writer.add(row)
+                progress(f"[{k}/{total}] {m.name}: skipped ({m.skip})")
+                continue
+            progress(f"[{k}/{total}] {m.name}: checking ({settings.backend}, {settings.mode}, "
+                     f"{settings.dtype}, {settings.device})")
+            t0 = time.perf_counter()
+            result = _run_one(runner, m, settings, log_path, out_dir)
+            row = {**base, **result, "log": log_rel}
+            row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
+            mark_baseline(row, baseline)
+            writer.add(row)
+            progress(f"[{k}/{total}] {m.name}: {describe(row)} in {row['duration_s']:.1f}s")
+        complete = True
+    except (_Terminated, KeyboardInterrupt):
+        progress(f"interrupted: {len(writer.rows)} of {total} checks recorded in {out_dir}/results.json")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        writer.finish(complete)
+    return writer
+
+
+def _run_one(runner, m, settings, log_path, out_dir) -> dict:
+    src = m.spec["source"]
+    if src in IN_PROCESS_SOURCES:
+        return runner.run(m.spec, settings, log_path)
+    import tempfile
+
+    work = tempfile.mkdtemp(prefix="minify-check-", dir=None)
+    try:
+        if src == "command":
+            from bot.suites.command import run_command
+
+            return run_command(m.spec["command"], settings, log_path, cwd=os.getcwd())
+        if src == "harness":
+            from bot.suites.harness import run_harness
+
+            return run_harness(m.spec, settings, log_path, work)
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    raise AssertionError(f"unhandled source {src}")
+
+
+def describe(row: dict) -> str:
+    status = row["status"]
+    cls = row.get("failure_class")
+    text = status if not cls or cls == status else f"{status} ({cls})"
+    if row.get("baseline"):
+        text += f" [{row['baseline']}]"
+    return text
+
+
+def detail(row: dict) -> str:
+    err = row.get("error") or {}
+    acc = row.get("accuracy") or {}
+    if row.get("skipped"):
+        return f"skipped: {row['skipped']}"
+    if row.get("failure_class") == "accuracy" and acc:
+        return f"rmse {acc.get('rmse_res', 0):.3g} vs eager {acc.get('rmse_ref', 0):.3g} (tol {acc.get('tolerance')})"
+    if err:
+        msg = " ".join(str(err.get("message", "")).split())
+        return f"{err.get('type')}: {msg[:70]}"
+    return ""
+
+
+def table(rows: list[dict]) -> str:
+    headers = ["model", "status", "class", "baseline", "time", "detail"]
+    data = [[r.get("model", ""), r.get("status", ""), r.get("failure_class") or "-", r.get("baseline") or "-",
+             f"{(r.get('duration_s') or 0):.1f}s", detail(r)] for r in rows]
+    widths = [max(len(h), *(len(str(d[i])) for d in data)) if data else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for d in data:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(d, widths)).rstrip())
+    fails = sum(1 for r in rows if is_failure(r))
+    new = sum(1 for r in rows if is_failure(r) and r.get("baseline") == "new")
+    fixed = sum(1 for r in rows if r.get("baseline") == "fixed")
+    summary = f"{len(rows)} checks: {len(rows) - fails} passed, {fails} failed"
+    if any(r.get("baseline") for r in rows):
+        summary += f" ({new} new, {fails - new} known, {fixed} fixed)"
+    lines.append(summary)
+    return "\n".join(lines)

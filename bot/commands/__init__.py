@@ -1,0 +1,1 @@
+"""One module per `minify-bot` command (see bot/cli.py for the protocol)."""

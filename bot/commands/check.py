@@ -1,0 +1,135 @@
+"""`minify-bot check`: the accuracy sweep."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bot.errors import EXIT_FAILURES, EXIT_OK, UsageError
+
+HELP = "run torch.compile accuracy checks over a model source and write a run directory"
+DESCRIPTION = """Run torch.compile accuracy checks, judged like PyTorch's benchmark harness (fp64
+reference, torch._dynamo.utils.same with per-dtype tolerance, cosine fallback), each check in
+its own process with a timeout. Writes results.json, results.csv (harness format) and per-check
+logs to the run directory, and prints a table.
+
+model sources (--suite):
+  zoo       built-in small models (default)
+  yaml      user models: --model-file models.yaml  (name: module:factory, with options)
+  command   an arbitrary command: --command "python my_bench.py ..."
+  harness   PyTorch's benchmarks/dynamo: --pytorch PATH --harness-suite torchbench
+  csv       import a harness accuracy CSV: --csv FILE
+
+examples:
+  minify-bot check
+  minify-bot check --models mlp_relu,transformer --config inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy
+  minify-bot check --suite yaml --model-file models.yaml --mode training --dtype bfloat16
+"""
+
+
+def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags shared by `check` and `run`."""
+    g = p.add_argument_group("models")
+    g.add_argument("--suite", default="zoo", choices=["zoo", "yaml", "command", "harness", "csv"],
+                   help="where the models come from (default: zoo)")
+    g.add_argument("--models", default=None, help="comma-separated model names (default: all the source offers)")
+    g.add_argument("--list", action="store_true", help="list the models the source offers and exit")
+    g.add_argument("--model-file", help="YAML file of user models (--suite yaml)")
+    g.add_argument("--command", help="command to run as one check (--suite command)")
+    g.add_argument("--name", help="name of the --command check (default: command)")
+    g.add_argument("--pytorch", help="path to a pytorch checkout (--suite harness)")
+    g.add_argument("--harness-suite", default="torchbench", help="torchbench, huggingface or timm_models (--suite harness)")
+    g.add_argument("--csv", help="harness accuracy CSV to import (--suite csv)")
+    s = p.add_argument_group("settings")
+    s.add_argument("--backend", default="inductor",
+                   help="inductor, aot_eager, eager, aot_eager_decomp_partition, or module:function (default: inductor)")
+    s.add_argument("--mode", default="inference", help="inference or training (default: inference)")
+    s.add_argument("--dtype", default="float32", help="float32, float16, bfloat16 or amp (default: float32)")
+    s.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    s.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
+    s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="compiler config override, e.g. inductor.max_autotune=true (repeatable)")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds per check (default: 600)")
+    s.add_argument("--memory-limit-mb", type=int, default=None, help="address-space limit per check (MiB)")
+    r = p.add_argument_group("run")
+    r.add_argument("--out", default="minify-out", help="run directory (default: ./minify-out)")
+    r.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (deterministic split)")
+    r.add_argument("--baseline", default=None,
+                   help="earlier results.json or a harness expected-accuracy CSV: marks failures new or known")
+    r.add_argument("--fail-on", default="any", choices=["any", "new", "never"],
+                   help="exit 1 when any check fails (default), only on new failures, or never")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_common_check_arguments(p)
+
+
+def select_models(args):
+    from bot.check.settings import parse_shard, shard
+    from bot.suites import available, select
+
+    i, n = parse_shard(args.shard)
+    models = available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
+                       pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name)
+    names = [x.strip() for x in args.models.split(",") if x.strip()] if args.models else None
+    models = select(models, names)
+    return shard(models, i, n) if n > 1 else models, (i, n)
+
+
+def build_settings(args):
+    from bot.check.settings import Settings
+    from bot.torch_adapter.config import parse_overrides
+
+    s = Settings(backend=args.backend, mode=args.mode, dtype=args.dtype, device=args.device,
+                 dynamic=args.dynamic, config={}, timeout=args.timeout)
+    s.validate(with_torch=False)
+    s.config = parse_overrides(args.config)
+    s.validate(with_torch=True)
+    return s
+
+
+def prepare(args):
+    """Validate everything before anything is written: returns (models, settings, baseline, run_settings)."""
+    from bot.check.results import load_baseline
+
+    models, (i, n) = select_models(args)
+    settings = build_settings(args)
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    run_settings = {**settings.to_dict(), "source": args.suite, "shard": f"{i}/{n}",
+                    "baseline": os.path.abspath(args.baseline) if args.baseline else None,
+                    "models": [m.name for m in models]}
+    return models, settings, baseline, run_settings
+
+
+def exit_code(rows, fail_on: str) -> int:
+    from bot.check.results import is_failure
+
+    if fail_on == "never":
+        return EXIT_OK
+    if fail_on == "new":
+        return EXIT_FAILURES if any(is_failure(r) and r.get("baseline") in ("new", None) for r in rows) else EXIT_OK
+    return EXIT_FAILURES if any(is_failure(r) for r in rows) else EXIT_OK
+
+
+def run(args) -> int:
+    if args.list:
+        from bot.suites import available
+
+        models = available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
+                           pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name)
+        for m in models:
+            extra = f"  (skip: {m.skip})" if m.skip else ""
+            print(f"{m.name:<20} {m.description}{extra}")
+        return EXIT_OK
+    models, settings, baseline, run_settings = prepare(args)
+    if not models:
+        raise UsageError("no models selected (empty shard or empty source)")
+    from bot.check.sweep import run_sweep, table
+
+    os.makedirs(args.out, exist_ok=True)
+    writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
+                       memory_limit_mb=args.memory_limit_mb)
+    print(table(writer.rows), flush=True)
+    print(f"results: {os.path.join(args.out, 'results.json')}", file=sys.stderr)
+    return exit_code(writer.rows, args.fail_on)

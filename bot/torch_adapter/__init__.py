@@ -1,0 +1,28 @@
+"""The one place that touches torch's private API.
+
+Everything under ``torch._dynamo``, ``torch._inductor``, ``torch._functorch`` and other
+underscore modules is reached only through this package, feature-detected and gated by
+torch version, so a torch upgrade changes this package and nothing else.
+
+Submodules:
+  config    --config overrides: parse, validate against the real config modules, apply, diff
+  accuracy  the benchmark harness's accuracy judgement (same(), collect_results, losses)
+  runtime   determinism, compile entry, exception classification, dynamo reset
+  versions  torch/CUDA/triton/compiler version facts
+  repro     repro-after capture and repro files (minify stage)
+  minifier  the fx minifier driver (minify stage)
+  bisect    CompilerBisector (minify stage)
+"""
+
+from __future__ import annotations
+
+
+def torch_version() -> tuple[int, int]:
+    """(major, minor) of the installed torch, without importing more than torch.version."""
+    import torch
+
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)

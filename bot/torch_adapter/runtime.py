@@ -1,0 +1,337 @@
+"""Running models the way PyTorch's benchmark harness does: determinism, compile, judge.
+
+The accuracy judgement mirrors ``benchmarks/dynamo/common.py``: an fp64 reference, two eager
+runs that must agree, then the compiled run compared with ``torch._dynamo.utils.same`` using
+the harness's tolerance and its cosine fallback.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import random
+from typing import Any, Callable
+
+from bot.errors import UsageError
+
+SEED = 1337  # the harness patches torch.manual_seed to this
+
+BUILTIN_BACKENDS = ("inductor", "aot_eager", "eager", "aot_eager_decomp_partition")
+
+
+def setup_determinism(device: str) -> None:
+    """Seeds and deterministic kernels, as the harness's setup_determinism() does."""
+    import numpy as np
+    import torch
+
+    random.seed(SEED)
+    np.random.seed(SEED)
+    torch.manual_seed(SEED)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if device == "cuda":
+        import os
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch._inductor.config as inductor_config
+
+    # the harness sets this so that compiled random ops match eager
+    inductor_config.fallback_random = True
+
+
+def reseed() -> None:
+    import numpy as np
+    import torch
+
+    random.seed(SEED)
+    np.random.seed(SEED)
+    torch.manual_seed(SEED)
+
+
+def resolve_backend(name: str) -> str | Callable:
+    """A dynamo backend name, or 'module:function' for a custom backend."""
+    if ":" in name:
+        modname, _, fn = name.partition(":")
+        try:
+            mod = importlib.import_module(modname)
+            backend = getattr(mod, fn)
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"cannot load custom backend {name!r}: {exc}") from exc
+        if not callable(backend):
+            raise UsageError(f"custom backend {name!r} is not callable")
+        return backend
+    return name
+
+
+def known_backend_names() -> list[str]:
+    import torch._dynamo
+
+    try:
+        return sorted(torch._dynamo.list_backends(exclude_tags=()))
+    except TypeError:  # older signature
+        return sorted(torch._dynamo.list_backends())
+
+
+def validate_backend(name: str) -> None:
+    if ":" in name:
+        resolve_backend(name)
+        return
+    names = known_backend_names()
+    if name not in names:
+        raise UsageError(
+            f"unknown backend {name!r}: expected one of {', '.join(BUILTIN_BACKENDS)}, "
+            "another registered dynamo backend, or module:function"
+        )
+
+
+def reset() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+def compile_model(model, backend, dynamic: bool):
+    import torch
+
+    return torch.compile(model, backend=resolve_backend(backend) if isinstance(backend, str) else backend,
+                         dynamic=True if dynamic else None)
+
+
+class BackendTracker:
+    """Wraps a backend to learn whether an exception came from compiling or from running."""
+
+    def __init__(self, backend):
+        self.inner = resolve_backend(backend) if isinstance(backend, str) else backend
+        self.compiling = False
+        self.compile_failed = False
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        import torch._dynamo
+
+        inner = self.inner
+        if isinstance(inner, str):
+            inner = torch._dynamo.lookup_backend(inner)
+        self.compiling = True
+        try:
+            out = inner(gm, example_inputs, **kwargs)
+            self.graphs += 1
+            return out
+        except BaseException:
+            self.compile_failed = True
+            raise
+        finally:
+            self.compiling = False
+
+
+def is_compile_exception(exc: BaseException, tracker: BackendTracker | None) -> bool:
+    """True when the exception was raised while compiling rather than running compiled code."""
+    if tracker is not None and tracker.compile_failed:
+        return True
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"BackendCompilerFailed", "InductorError", "CppCompileError", "Unsupported",
+                "InternalTorchDynamoError", "TorchRuntimeError", "UserError", "LoweringException",
+                "CompilationError", "TorchDynamoException"}:
+        # TorchRuntimeError is raised while tracing with fake tensors
+        return True
+    return False
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, MemoryError):
+        return True
+    oom = getattr(torch, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    msg = str(exc).lower()
+    return "out of memory" in msg or "cannot allocate memory" in msg
+
+
+def unwrap_exception(exc: BaseException) -> BaseException:
+    """The user-meaningful exception inside dynamo's wrappers (BackendCompilerFailed.inner_exception)."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None)
+        if isinstance(inner, BaseException):
+            exc = inner
+            continue
+        break
+    return exc
+
+
+# --- accuracy -----------------------------------------------------------------------------------
+
+
+def clone_inputs(inputs):
+    import torch
+
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            y = x.detach().clone()
+            y.requires_grad_(x.requires_grad)
+            out.append(y)
+        else:
+            out.append(copy.deepcopy(x))
+    return tuple(out)
+
+
+def cast_to(dtype, model, inputs):
+    """Cast the model's floating parameters and the floating inputs (integers stay)."""
+    import torch
+
+    model = model.to(dtype)
+    cast = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            y = x.detach().to(dtype)
+            y.requires_grad_(x.requires_grad)
+            cast.append(y)
+        else:
+            cast.append(x)
+    return model, tuple(cast)
+
+
+def reduce_to_scalar_loss(out):
+    from torch._dynamo.testing import reduce_to_scalar_loss as r
+
+    return r(out)
+
+
+def collect_results(model, prediction, loss, inputs):
+    from torch._dynamo.testing import collect_results as c
+
+    return c(model, prediction, loss, inputs)
+
+
+def run_iteration(model, inputs, training: bool, autocast: Any = None):
+    """One forward (inference) or forward+backward (training); returns what the harness compares."""
+    import contextlib
+
+    import torch
+
+    reseed()
+    cloned = clone_inputs(inputs)
+    ctx = autocast if autocast is not None else contextlib.nullcontext()
+    if training:
+        model.zero_grad(set_to_none=True)
+        with ctx:
+            pred = model(*cloned)
+            loss = reduce_to_scalar_loss(pred)
+        loss.backward()
+        return collect_results(model, pred, loss, cloned)
+    with torch.no_grad(), ctx:
+        return model(*cloned)
+
+
+def same(ref, res, fp64_ref=None, *, tol: float, cosine: bool = False, equal_nan: bool = True) -> bool:
+    from torch._dynamo.utils import same as _same
+
+    return bool(
+        _same(ref, res, fp64_ref=fp64_ref, cos_similarity=cosine, tol=tol, equal_nan=equal_nan,
+              log_error=lambda *a, **k: None)
+    )
+
+
+def rmse_summary(ref, res, fp64_ref) -> dict:
+    """RMSE of eager and compiled results against the fp64 reference, and the max abs diff."""
+    import torch
+
+    def flat(x):
+        out = []
+        if isinstance(x, torch.Tensor):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                out.extend(flat(y))
+        elif isinstance(x, dict):
+            for k in sorted(x, key=str):
+                out.extend(flat(x[k]))
+        elif hasattr(x, "to_tuple"):
+            out.extend(flat(x.to_tuple()))
+        return out
+
+    a, b, c = flat(ref), flat(res), flat(fp64_ref) if fp64_ref is not None else []
+    rmse_res = rmse_ref = max_abs = 0.0
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not (x.is_floating_point() and y.is_floating_point()) or x.shape != y.shape:
+            continue
+        max_abs = max(max_abs, float((x.double() - y.double()).abs().max()) if x.numel() else 0.0)
+        if i < len(c) and c[i].shape == x.shape:
+            g = c[i].double()
+            rmse_res = max(rmse_res, float(torch.sqrt(torch.mean((y.double() - g) ** 2))) if y.numel() else 0.0)
+            rmse_ref = max(rmse_ref, float(torch.sqrt(torch.mean((x.double() - g) ** 2))) if x.numel() else 0.0)
+    return {"rmse_res": rmse_res, "rmse_ref": rmse_ref, "max_abs_diff": max_abs}
+
+
+def autocast_context(device: str):
+    import torch
+
+    dtype = torch.bfloat16 if device == "cpu" else torch.float16
+    return torch.autocast(device_type=device, dtype=dtype)
+
+
+def warm_up(device: str = "cpu") -> None:
+    """Pay the one-time costs (lazy imports, CPU ISA detection, first C++ compile) once, in a
+    process that will fork the checks, without starting thread pools or touching CUDA."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+        from torch._inductor import config as inductor_config
+
+        def f(x):
+            return (x.sin() + 1).sum(0)
+
+        # no compile worker pools in a process that will fork
+        with inductor_config.patch(compile_threads=1):
+            torch.compile(f, backend="inductor")(torch.randn(4, 4))
+        reset()
+    finally:
+        torch.set_num_threads(threads)
+        after_fork()
+
+
+def after_fork() -> None:
+    """Forget compile thread/process pools inherited from a parent: their threads did not survive
+    the fork, and waiting on them deadlocks. Called in every forked check."""
+    try:
+        from torch._inductor import async_compile
+    except ImportError:  # pragma: no cover
+        return
+    reset_fn = getattr(async_compile, "after_fork", None)
+    if callable(reset_fn):
+        reset_fn()
+    ac = getattr(async_compile, "AsyncCompile", None)
+    for name in ("pool", "process_pool"):
+        fn = getattr(ac, name, None)
+        if hasattr(fn, "cache_clear"):
+            fn.cache_clear()
+
+
+def dynamo_stats() -> dict:
+    """The harness CSV's dynamo columns for the compiles in this process."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover
+        return {}
+    stats = counters.get("stats", {})
+    breaks = counters.get("graph_break", {})
+    return {
+        "calls_captured": int(stats.get("calls_captured", 0)),
+        "unique_graphs": int(stats.get("unique_graphs", 0)),
+        "graph_breaks": int(sum(breaks.values())),
+        "unique_graph_breaks": len(breaks),
+        "autograd_captures": int(counters.get("compiled_autograd", {}).get("captures", 0)),
+        "autograd_compiles": int(counters.get("compiled_autograd", {}).get("compiles", 0)),
+        "cudagraph_skips": int(counters.get("inductor", {}).get("cudagraph_skips", 0)),
+    }
