@@ -133,7 +133,8 @@ def consistent(original: Signature | None, captured: Signature) -> bool:
     must overlap when both have them)."""
     if original is None:
         return True
-    if original.failure_class != captured.failure_class:
+    both_errors = original.failure_class in ERROR_CLASSES and captured.failure_class in ERROR_CLASSES
+    if original.failure_class != captured.failure_class and not both_errors:
         return False
     if captured.failure_class not in ERROR_CLASSES:
         return True

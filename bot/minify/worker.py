@@ -95,15 +95,16 @@ class Evaluator:
                 ref = M.run_eager(gm, args)
         except Exception:
             return None  # eager must run for the graph to be a valid candidate
+        phase = "compile_error"
         try:
             with torch.no_grad():
                 fn = self.compile(gm, args)
+                phase = "runtime_error"
                 res = fn(M.clone_inputs(args))
         except Exception as exc:  # noqa: BLE001 - any failure is data here
             if self.cls == "accuracy":
-                return None
-            cls = self.cls if self.cls in ERROR_CLASSES else "runtime_error"
-            return signature_of_exception(cls, exc)
+                return None  # never drift from a wrong result to an error
+            return signature_of_exception(phase, exc)
         if self.cls != "accuracy":
             return None
         fp64 = M.fp64_reference(gm, args)
@@ -398,10 +399,11 @@ def cmd_localize(job_path: str) -> int:
     with open(job_path) as fh:
         job = json.load(fh)
     from bot.check.judge import judge
+    from bot.check.settings import Settings
 
     rows = []
     for backend in job["backends"]:
-        settings = dict(job["settings"], backend=backend)
+        settings = Settings.from_dict(dict(job["settings"], backend=backend))
         try:
             row = judge(job["spec"], settings)
             status = row.get("status")
@@ -412,6 +414,8 @@ def cmd_localize(job_path: str) -> int:
         rows.append({"backend": backend, "status": status, "failure_class": fclass,
                      "error": (err or {}).get("type") if isinstance(err, dict) else None})
         emit(event="stage", backend=backend, status=status)
+        if err:
+            log(f"{backend}: {status}: {(err or {}).get('type')}: {str((err or {}).get('message'))[:500]}")
         with open(job["out"], "w") as fh:
             json.dump(rows, fh)
         if fclass:

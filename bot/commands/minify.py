@@ -1,0 +1,130 @@
+"""`minify-bot minify`: turn each failing check of a run directory (or one launcher / repro file)
+into a minimized, verified repro under failures/<check-id>/."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+from bot.errors import EXIT_FAILURES, EXIT_OK, InfraError, UsageError
+
+HELP = "minimize each failing check's graph into a verified repro (failures/<id>/)"
+DESCRIPTION = """Minimize failures found by `check`.
+
+For each failing check in RUN_DIR/results.json: localize the first failing stage (eager,
+aot_eager, aot_eager_decomp_partition, inductor), capture the failing graph with its real inputs
+(repro-after), reduce it with torch's fx minifier (in-process worker; per-query isolation as a
+fallback), verify the result in fresh processes and write failures/<check-id>/{failure.json,
+repro.py, inputs/, minifier.log[, repro_standalone.py]}.
+
+With --launcher/--repro FILE, minify one torch minifier_launcher.py / repro.py instead."""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--out", metavar="RUN_DIR", default="minify-out",
+                   help="run directory (reads results.json, writes failures/) [minify-out]")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--launcher", metavar="FILE", help="minify this minifier_launcher.py instead of a run")
+    src.add_argument("--repro", metavar="FILE", help="minify this repro.py instead of a run")
+    p.add_argument("--only", metavar="CHECK_ID,...", help="only these failing checks")
+    p.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
+    p.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
+    p.add_argument("--strict-accuracy", action="store_true",
+                   help="minimize on any divergence, including non-floating outputs")
+    p.add_argument("--offload-to-disk", action="store_true",
+                   help="keep the minifier's intermediate values on disk instead of in memory")
+    p.add_argument("--isolate", action="store_true",
+                   help="one fresh process per minifier query (slow; for failures that crash the process)")
+    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+                   help="time budget per failure for reduction [600]")
+    p.add_argument("--verify-runs", type=int, default=3, metavar="N", help="fresh verification runs [3]")
+    p.add_argument("--no-localize", action="store_true", help="skip the eager/aot_eager/... ablation")
+    p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
+    p.add_argument("--check-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="time limit for each rerun of a check (localize, capture) [900]")
+
+
+def _say(msg: str) -> None:
+    print(f"minify: {msg}", file=sys.stderr, flush=True)
+
+
+def preflight() -> dict:
+    """Fail early (exit 3) on a torch without what minify needs; returns version facts."""
+    try:
+        from bot.torch_adapter import repro as R
+        from bot.torch_adapter import versions
+
+        R.require_repro_api()
+    except InfraError:
+        raise
+    except Exception as exc:  # an import-time failure inside torch
+        raise InfraError(f"torch is not usable for minify: {type(exc).__name__}: {exc}") from exc
+    return versions.collect()
+
+
+def run(args) -> int:
+    from bot.minify.pipeline import Options, process
+
+    if args.budget <= 0:
+        raise UsageError("--budget must be a positive number of seconds")
+    if args.verify_runs < 1:
+        raise UsageError("--verify-runs must be at least 1")
+    opts = Options(repro_after=args.repro_after, repro_level=args.repro_level,
+                   strict_accuracy=args.strict_accuracy, offload_to_disk=args.offload_to_disk,
+                   isolate=args.isolate, budget=args.budget, verify_runs=args.verify_runs,
+                   localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
+    run_dir = os.path.abspath(args.out)
+    given = args.launcher or args.repro
+    todo: list[tuple[dict, dict, str | None]] = []
+    if given:
+        from bot.torch_adapter.repro import parse_repro_file
+
+        parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.splitext(os.path.basename(given))[0])
+        row = {"id": name, "model": None, "spec": None, "backend": "inductor", "status": None,
+               "failure_class": None, "error": None, "accuracy": None, "config": {}}
+        todo.append((row, {}, os.path.abspath(given)))
+    else:
+        from bot.check import results
+
+        doc = results.load(run_dir)  # UsageError (exit 2) for an unknown schema
+        settings = dict(doc.get("settings") or {})
+        only = set(filter(None, (args.only or "").split(",")))
+        rows = doc["checks"]
+        known = {r.get("id") for r in rows}
+        unknown = sorted(only - known)
+        if unknown:
+            raise UsageError(f"--only: no check {', '.join(unknown)} in {run_dir}/results.json")
+        for r in rows:
+            if only and r.get("id") not in only:
+                continue
+            if not r.get("failure_class"):
+                if only:
+                    _say(f"{r['id']}: status {r.get('status')}: the check passes, nothing to minify "
+                         "(no repro is written for a clean model)")
+                continue
+            s = {k: r.get(k, settings.get(k)) for k in ("backend", "mode", "dtype", "device", "dynamic", "config")}
+            s["timeout"] = settings.get("timeout", 600)
+            todo.append((r, s, None))
+        if not todo:
+            _say(f"no failing checks{' among ' + ','.join(sorted(only)) if only else ''} in "
+                 f"{os.path.join(args.out, 'results.json')}: nothing to minify")
+            return EXIT_OK
+    versions = preflight()
+    t0 = time.time()
+    found = 0
+    for i, (row, s, launcher) in enumerate(todo, 1):
+        _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
+        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher)
+        st = rec["repro"]["status"]
+        ver = rec["repro"].get("verification") or {}
+        extra = f", verified {ver.get('failed_same_way')}/{ver.get('runs')}" if ver else ""
+        _say(f"[{i}/{len(todo)}] {row['id']}: {st}{extra}"
+             + (f" ({rec['repro']['reason']})" if rec["repro"].get("reason") else "")
+             + f" -> {os.path.relpath(os.path.join(run_dir, 'failures', row['id']))}/")
+        if st in ("minimized", "partial"):
+            found += 1
+    _say(f"done: {found}/{len(todo)} failures minimized and verified in {time.time() - t0:.0f} s")
+    return EXIT_FAILURES if found else EXIT_OK

@@ -1,0 +1,100 @@
+"""Capture: rerun the failing check in its own working/debug directory so the failing graph and
+its real inputs are written to disk.
+
+- inductor-stage failures: torch's ``TORCHDYNAMO_REPRO_AFTER=aot`` at the level that fits the class
+  (4 accuracy, 2 compile error, 3 runtime error/crash: level 3 saves the real inputs);
+- earlier stages (or ``--repro-after dynamo``): ``TORCHDYNAMO_REPRO_AFTER=dynamo`` only when a probe
+  shows it works on a clean graph with this backend; otherwise (torch 2.13) this project's own
+  dynamo-level capture backend (:func:`bot.torch_adapter.repro.capture_backend`).
+
+The FX-graph and AOTAutograd caches are off in the capture run (a cache hit skips the repro
+wrapper, so a warm machine would capture nothing); the C++ kernel cache stays warm.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+
+from bot.minify import procs
+
+LEVEL_FOR_CLASS = {"accuracy": 4, "compile_error": 2, "runtime_error": 3, "crash": 3}
+CAPTURE_BACKEND = "bot.torch_adapter.repro:capture_backend"
+
+
+@dataclass
+class Capture:
+    launcher: str | None
+    repro_after: str
+    repro_level: int | None
+    method: str            # "torch" | "project"
+    note: str | None
+    row: dict | None       # the capture run's own row (None if the process died)
+    candidates: list       # all graph files (dynamo-level capture can save several)
+
+
+def level_for(failure_class: str) -> int:
+    return LEVEL_FOR_CLASS.get(failure_class, 2)
+
+
+def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300) -> str | None:
+    """None when TORCHDYNAMO_REPRO_AFTER=dynamo works on a clean graph here, else the reason."""
+    res = procs.run_logged([procs.python(), "-m", "bot.minify.worker", "probe-dynamo", backend],
+                           cwd=os.path.join(workdir, "probe"), log_path=log_path, timeout=timeout)
+    for ev in res.events:
+        if ev.get("event") == "probe":
+            return ev.get("reason") if ev.get("broken") else None
+    return f"the probe process failed (exit {res.returncode})"
+
+
+def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str, stage_backend: str,
+                repro_after: str, level: int | None, timeout: float, probe_note: str | None = None) -> Capture:
+    capdir = os.path.join(workdir, "capture")
+    os.makedirs(capdir, exist_ok=True)
+    check = os.path.join(capdir, "check.json")
+    out_row = os.path.join(capdir, "row.json")
+    s = dict(settings)
+    env_extra: dict = {}
+    note = probe_note
+    if repro_after == "aot":
+        level = level or level_for(failure_class)
+        env_extra.update({
+            "TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
+            "TORCH_COMPILE_DEBUG_DIR": capdir,
+        })
+        method = "torch"
+    elif repro_after == "dynamo-torch":
+        level = level or (4 if failure_class == "accuracy" else 2)
+        env_extra.update({"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": str(level),
+                          "TORCH_COMPILE_DEBUG_DIR": capdir})
+        s["backend"] = stage_backend
+        method, repro_after = "torch", "dynamo"
+    else:  # project's dynamo-level capture
+        level = None
+        s["backend"] = CAPTURE_BACKEND
+        env_extra.update({"MINIFY_BOT_CAPTURE_DIR": os.path.join(capdir, "graphs"),
+                          "MINIFY_BOT_CAPTURE_BACKEND": stage_backend})
+        method, repro_after = "project", "dynamo"
+    env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
+    with open(check, "w") as fh:
+        json.dump({"spec": row["spec"], "settings": s}, fh)
+    res = procs.run_logged([procs.python(), "-m", "bot.check.one", "--check", check, "--out", out_row],
+                           cwd=capdir, log_path=log_path, timeout=timeout, env=procs.child_env(env_extra))
+    cap_row = None
+    if os.path.exists(out_row):
+        with open(out_row) as fh:
+            cap_row = json.load(fh)
+    if method == "project":
+        cands = sorted(glob.glob(os.path.join(capdir, "graphs", "graph_*.py")),
+                       key=lambda p: int(os.path.basename(p)[6:-3]))
+        # the graph that ran last is the one an error stopped in
+        cands = list(reversed(cands)) if failure_class != "accuracy" else cands
+    else:
+        cands = sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
+                                              "minifier_launcher.py")), key=os.path.getmtime)
+        cands = list(reversed(cands))
+    if res.timed_out:
+        note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
+    return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)

@@ -1,0 +1,94 @@
+"""Package a repro for publishing: relative input paths, no machine-specific env lines or cache
+directories, only the config that matters, only the storages it reads; plus a standalone
+variant (random inputs, no files) when random inputs reproduce.
+
+Pure text processing of torch's repro format (see bot.torch_adapter.repro for the patterns).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+from bot.torch_adapter.repro import CONFIG_LINE, ENV_LINE, SAVE_DIR_ARG, STORAGE_LINE
+
+INPUTS_LINE = "_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'inputs')"
+HEADER = "# Minimized by minify-bot. Run: python {name}   (inputs: {inputs})\n"
+_ABS = re.compile(r"""(['"])(/(?:[^'"\s]+/)+[^'"\s]*)\1""")
+_MACHINE_COMMENT = re.compile(r"^#.*(/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\)")
+
+
+def config_line(key: str, value) -> str:
+    prefix, _, name = key.partition(".")
+    mod = {"inductor": "torch._inductor.config", "dynamo": "torch._dynamo.config",
+           "functorch": "torch._functorch.config", "fx": "torch.fx.experimental._config"}[prefix]
+    return f"{mod}.{name} = {value!r}"
+
+
+def clean_source(source: str, config: list[dict] | None, *, standalone: bool, name: str) -> str:
+    """Rewrite a torch-format repro. ``config``: [{key, value}] to set (None: keep the file's)."""
+    repl = "save_dir=None" if standalone else "save_dir=_INPUTS"
+    lines = SAVE_DIR_ARG.sub(repl, source).splitlines()
+    out: list[str] = []
+    config_done = False
+    for line in lines:
+        s = line.strip()
+        if ENV_LINE.match(s):
+            continue  # machine-specific: cache dirs, debug dirs, internal pointers
+        if config is not None and CONFIG_LINE.match(s):
+            if not config_done:
+                out += [config_line(d["key"], d["value"]) for d in config]
+                config_done = True
+            continue
+        if _MACHINE_COMMENT.match(s):
+            continue
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    if config is not None and not config_done and config:
+        anchor = "import torch.fx.experimental._config\n"
+        extra = "".join(config_line(d["key"], d["value"]) + "\n" for d in config)
+        text = text.replace(anchor, anchor + "\n" + extra, 1) if anchor in text else extra + text
+    if not standalone:
+        marker = "mod = Repro()\n"
+        text = text.replace(marker, INPUTS_LINE + "\n" + marker, 1)
+    if not re.search(r"(?m)^import os$", text):
+        text = "import os\n" + text
+    text = HEADER.format(name=name, inputs="random" if standalone else "./inputs") + text
+    # no absolute paths may survive (they are machine-specific)
+    text = _ABS.sub(lambda m: m.group(1) + os.path.basename(m.group(2)) + m.group(1), text)
+    return text
+
+
+def copy_inputs(source: str, save_dir: str | None, dest_dir: str) -> tuple[int, int]:
+    """Copy the storages the repro reads; returns (copied, missing)."""
+    hashes = [m.group(2) for m in STORAGE_LINE.finditer(source)]
+    os.makedirs(os.path.join(dest_dir, "storages"), exist_ok=True)
+    copied = missing = 0
+    for h in dict.fromkeys(hashes):
+        src = os.path.join(save_dir, "storages", h) if save_dir else None
+        if src and os.path.exists(src):
+            shutil.copyfile(src, os.path.join(dest_dir, "storages", h))
+            copied += 1
+        else:
+            missing += 1
+    return copied, missing
+
+
+def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: list[dict] | None) -> str:
+    with open(final_path, encoding="utf-8") as fh:
+        source = fh.read()
+    copy_inputs(source, save_dir, os.path.join(out_dir, "inputs"))
+    path = os.path.join(out_dir, "repro.py")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(clean_source(source, config, standalone=False, name="repro.py"))
+    return path
+
+
+def write_standalone(out_dir: str, config: list[dict] | None, final_path: str) -> str:
+    with open(final_path, encoding="utf-8") as fh:
+        source = fh.read()
+    path = os.path.join(out_dir, "repro_standalone.py")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(clean_source(source, config, standalone=True, name="repro_standalone.py"))
+    return path

@@ -1,0 +1,259 @@
+"""One failure end to end: localize -> capture -> reduce -> package -> verify -> failure.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Callable
+
+from bot.minify import capture as cap
+from bot.minify import localize as loc
+from bot.minify import package as pkg
+from bot.minify import reduce as red
+from bot.minify import verify as ver
+from bot.minify.predicate import MINIFIABLE_CLASSES, Signature
+
+SCHEMA = "minify-action/failure/v1"
+
+NOT_MINIFIED = {
+    "eager_error": "the model fails in eager mode: not a compiler bug, nothing to minify",
+    "timeout": "the check timed out: graph minification needs a failure that finishes",
+    "oom": "the check ran out of memory: graph minification does not apply",
+}
+
+
+@dataclass
+class Options:
+    repro_after: str | None = None      # None: by stage; "aot" | "dynamo"
+    repro_level: int | None = None
+    strict_accuracy: bool = False
+    offload_to_disk: bool = False
+    isolate: bool = False
+    budget: float = 600.0
+    verify_runs: int = 3
+    localize: bool = True
+    bisect: bool = True
+    check_timeout: float = 900.0
+    keep_work: bool = False
+
+
+def empty_repro(status: str, reason: str | None) -> dict:
+    return {"status": status, "reason": reason, "path": None, "standalone_path": None, "inputs_dir": None,
+            "log": None, "nodes_before": None, "nodes_after": None, "queries": 0, "seconds": 0.0, "graph": None,
+            "verification": None, "capture": None}
+
+
+def base_record(row: dict) -> dict:
+    acc = row.get("accuracy")
+    return {
+        "schema": SCHEMA,
+        "id": row["id"],
+        "check": row,
+        "class": row.get("failure_class"),
+        "stage": None,
+        "ablation": None,
+        "bisect": None,
+        "error": row.get("error"),
+        "accuracy": ({k: acc.get(k) for k in ("tolerance", "rmse_res", "rmse_ref")}
+                     if row.get("failure_class") == "accuracy" and isinstance(acc, dict) else None),
+        "repro": empty_repro("none", None),
+        "config": {"diff": [], "minimal": None},
+        "versions": {},
+        "flaky": False,
+    }
+
+
+def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: dict,
+            say: Callable[[str], None], launcher: str | None = None) -> dict:
+    """Minify one failure; always returns (and writes) a failure record."""
+    fid = row["id"]
+    fdir = os.path.join(run_dir, "failures", fid)
+    work = os.path.join(run_dir, "minify-work", fid)
+    shutil.rmtree(fdir, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(fdir, exist_ok=True)
+    os.makedirs(work, exist_ok=True)
+    log_path = os.path.join(fdir, "minifier.log")
+    rec = base_record(row)
+    rec["versions"] = versions
+    try:
+        _process(rec, row, settings, fdir, work, log_path, opts, say, launcher)
+    except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
+        rec["repro"] = dict(empty_repro("none", f"minify-bot internal error: {type(exc).__name__}: {exc}"),
+                            log="minifier.log")
+        import traceback
+
+        with open(log_path, "a") as fh:
+            fh.write(traceback.format_exc())
+        say(f"{fid}: internal error: {type(exc).__name__}: {exc}")
+    if os.path.exists(log_path):
+        rec["repro"]["log"] = "minifier.log"
+    _write_json(os.path.join(fdir, "failure.json"), rec)
+    if not opts.keep_work and rec["repro"]["status"] in ("minimized", "partial", "none", "not_reproduced"):
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            os.rmdir(os.path.join(run_dir, "minify-work"))
+        except OSError:
+            pass
+    return rec
+
+
+def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launcher):
+    fid = row["id"]
+    fclass = row.get("failure_class")
+    if launcher is None:
+        if fclass in NOT_MINIFIED or fclass not in MINIFIABLE_CLASSES:
+            rec["repro"]["reason"] = NOT_MINIFIED.get(fclass, f"failure class {fclass!r} is not minified")
+            say(f"{fid}: skipped: {rec['repro']['reason']}")
+            return
+        # 1. localize
+        stage_backend = row.get("backend") or settings.get("backend")
+        if opts.localize:
+            say(f"{fid}: localize: rerunning with eager / aot_eager / aot_eager_decomp_partition")
+            lz = loc.localize(row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
+                              on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
+                              if e.get("event") == "stage" else None)
+            rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
+            stage_backend = lz["first_failing"]
+        else:
+            rec["stage"] = "inductor" if stage_backend == "inductor" else stage_backend
+        say(f"{fid}: first failing stage: {rec['stage']}")
+        if rec["stage"] == "dynamo":
+            rec["repro"]["reason"] = ("the check already fails with the eager backend: the bug is in dynamo's "
+                                      "tracing, before a graph reaches a compiler; graph minification does not apply")
+            return
+        # 2. capture
+        mode = opts.repro_after or ("aot" if rec["stage"] == "inductor" and stage_backend == "inductor" else "dynamo")
+        note = None
+        if mode == "aot" and stage_backend != "inductor":
+            mode = "dynamo"
+            note = "repro_after=aot wraps inductor only; captured after dynamo instead"
+        if mode == "dynamo":
+            reason = cap.probe_dynamo(stage_backend, work, log_path)
+            if reason is None:
+                mode = "dynamo-torch"
+            else:
+                note = ((note + "; ") if note else "") + (
+                    f"torch's TORCHDYNAMO_REPRO_AFTER=dynamo fails on a clean graph with backend {stage_backend!r} "
+                    f"here ({reason}); captured with minify-bot's own dynamo-level capture backend instead")
+                mode = "project"
+                say(f"{fid}: {note}")
+        say(f"{fid}: capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
+            f"{'' if mode == 'project' else ' level ' + str(opts.repro_level or cap.level_for(fclass))}")
+        c = cap.run_capture(row, settings, work, log_path, failure_class=fclass, stage_backend=stage_backend,
+                            repro_after=mode, level=opts.repro_level, timeout=opts.check_timeout, probe_note=note)
+        rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
+                                   "note": c.note}
+        if c.launcher is None:
+            if c.row is not None and not c.row.get("failure_class"):
+                rec["flaky"] = True
+                rec["repro"].update(status="not_reproduced", reason=(
+                    f"the failure did not recur when the check was rerun for capture (status {c.row.get('status')})"))
+            else:
+                rec["repro"].update(status="none", reason=(
+                    "the capture run wrote no graph" + (f" (status {c.row.get('status')})" if c.row else
+                                                        " (the capture process died)")))
+            say(f"{fid}: {rec['repro']['reason']}")
+            return
+        candidates = c.candidates[:4]
+    else:
+        candidates = [launcher]
+        stage_backend = "inductor"
+        rec["stage"] = "inductor"
+        rec["repro"]["capture"] = {"repro_after": None, "repro_level": None, "method": "given", "note": None}
+
+    # 3. reduce
+    result = None
+    for i, cand in enumerate(candidates):
+        wdir = os.path.join(work, f"minify{i}")
+        say(f"{fid}: minify: {'isolated ' if opts.isolate else ''}fx minifier on "
+            f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
+        progress = {"last": None}
+
+        def on_event(e, progress=progress):
+            if e.get("event") == "loaded":
+                say(f"{fid}: minify: {e['nodes']} nodes")
+            elif e.get("event") == "checkpoint" and e.get("nodes") != progress["last"]:
+                progress["last"] = e.get("nodes")
+                say(f"{fid}: minify: -> {e['nodes']} nodes")
+        job = {
+            "repro": cand, "workdir": wdir, "class": fclass if launcher is None else _class_of_launcher(cand),
+            "original_error": row.get("error"), "tolerance": (row.get("accuracy") or {}).get("tolerance") or 1e-4,
+            "strict_accuracy": opts.strict_accuracy, "offload_to_disk": opts.offload_to_disk,
+            "isolate": opts.isolate, "budget": opts.budget, "check_config": row.get("config") or {},
+            "bisect": opts.bisect and rec["stage"] == "inductor", "backend": stage_backend or "inductor",
+        }
+        result = red.reduce(job, log_path, on_event=on_event)
+        if result.get("status") != "not_reproduced" or len(candidates) == 1:
+            break
+    assert result is not None
+    sig = Signature.from_json(result.get("signature"))
+    if launcher is not None and sig is not None:
+        rec["class"] = sig.failure_class
+    rec["bisect"] = result.get("bisect")
+    rec["config"] = {"diff": result.get("config_diff") or [], "minimal": result.get("config_minimal")}
+    r = rec["repro"]
+    r.update(nodes_before=result.get("nodes_before"), nodes_after=result.get("nodes_after"),
+             queries=result.get("queries") or 0, seconds=result.get("seconds") or 0.0, graph=result.get("graph"))
+    if result.get("note"):
+        r["capture"]["note"] = "; ".join(x for x in (r["capture"].get("note"), result["note"]) if x)
+    if result.get("status") not in ("minimized", "partial") or sig is None:
+        r.update(status=result.get("status") if result.get("status") in ("not_reproduced", "none") else "none",
+                 reason=result.get("reason"))
+        say(f"{fid}: no repro: {r['reason']}")
+        return
+    say(f"{fid}: minify: {r['nodes_before']} -> {r['nodes_after']} nodes in {r['queries']} queries, "
+        f"{r['seconds']:.1f} s{' (partial: ' + str(result.get('reason')) + ')' if result['status'] == 'partial' else ''}")
+
+    # 4. package + verify
+    from bot.torch_adapter.repro import parse_repro_file
+
+    final = result["final"]
+    save_dir = parse_repro_file(final).save_dir
+    config = rec["config"]["minimal"] if rec["config"]["minimal"] is not None else (rec["config"]["diff"] or None)
+    path = pkg.write_repro(final, save_dir, fdir, config)
+
+    def vlog(msg):
+        with open(log_path, "a") as fh:
+            fh.write(msg + "\n")
+
+    say(f"{fid}: verify: {opts.verify_runs} fresh runs")
+    v = ver.verify(path, sig, opts.verify_runs, log=vlog)
+    if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
+        vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
+        pkg.write_repro(final, save_dir, fdir, rec["config"]["diff"])
+        v = ver.verify(path, sig, opts.verify_runs, log=vlog)
+        if v["failed_same_way"]:
+            rec["config"]["minimal"] = None
+    r["verification"] = {"runs": v["runs"], "failed_same_way": v["failed_same_way"],
+                         "random_inputs_reproduce": v["random_inputs_reproduce"]}
+    r.update(path="repro.py", inputs_dir="inputs")
+    say(f"{fid}: verify: {v['failed_same_way']}/{v['runs']} fresh runs fail the same way; random inputs "
+        f"{'reproduce' if v['random_inputs_reproduce'] else 'do not reproduce'}")
+    if v["failed_same_way"] == 0:
+        r.update(status="not_reproduced",
+                 reason=f"the minimized repro did not fail the same way in {v['runs']} fresh processes")
+        return
+    r["status"] = result["status"]
+    r["reason"] = result.get("reason")
+    if v["random_inputs_reproduce"]:
+        pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
+                             else (rec["config"]["diff"] or None), final)
+        r["standalone_path"] = "repro_standalone.py"
+
+
+def _class_of_launcher(path: str) -> str:
+    from bot.torch_adapter.repro import parse_repro_file
+
+    rf = parse_repro_file(path)
+    return "accuracy" if rf.accuracy else "error"
+
+
+def _write_json(path: str, doc: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1, default=str)
+        fh.write("\n")
+    os.replace(tmp, path)

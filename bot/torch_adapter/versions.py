@@ -1,0 +1,66 @@
+"""Version facts for failure.json: torch (+git hash), CUDA, cuDNN, triton, GPUs, driver, Python,
+OS and the C++ compiler inductor uses. Every probe is best-effort: a missing piece is None."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+
+
+def _run(cmd: list[str]) -> str | None:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = (p.stdout or p.stderr or "").strip()
+    return out if p.returncode == 0 and out else None
+
+
+def cxx_compiler() -> str | None:
+    name = None
+    try:
+        from torch._inductor import cpp_builder
+
+        if hasattr(cpp_builder, "get_cpp_compiler"):
+            name = cpp_builder.get_cpp_compiler()
+    except Exception:  # noqa: BLE001
+        name = None
+    name = name or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if not name:
+        return None
+    out = _run([name, "--version"])
+    return out.splitlines()[0] if out else None
+
+
+def collect() -> dict:
+    info: dict = {"torch": None, "torch_git": None, "cuda": None, "cudnn": None, "triton": None, "gpus": [],
+                  "driver": None, "python": platform.python_version(), "os": platform.platform(terse=False),
+                  "cxx": cxx_compiler()}
+    try:
+        import torch
+    except ImportError:
+        return info
+    info["torch"] = torch.__version__
+    info["torch_git"] = getattr(torch.version, "git_version", None)
+    info["cuda"] = getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None)
+    try:
+        v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        info["cudnn"] = str(v) if v else None
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import triton  # noqa: F401
+
+        info["triton"] = getattr(triton, "__version__", None)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001
+        pass
+    if shutil.which("nvidia-smi"):
+        out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver"] = out.splitlines()[0].strip() if out else None
+    return info
