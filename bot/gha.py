@@ -285,6 +285,11 @@ def append_summary(markdown: str, env: Mapping[str, str] | None = None,
         used = os.path.getsize(path)
     except OSError:
         used = 0
+    if used >= len(SUMMARY_TRUNCATED):
+        with open(path, "rb") as fh:
+            fh.seek(used - len(SUMMARY_TRUNCATED.encode("utf-8")))
+            if fh.read() == SUMMARY_TRUNCATED.encode("utf-8"):
+                return True  # already cut: later text would land after the note
     data = markdown.encode("utf-8")
     room = limit - used
     if len(data) > room:

@@ -179,7 +179,8 @@ def parse(body: object) -> SlashCommand | None:
     except (argparse.ArgumentError, ValueError, TypeError) as exc:
         return SlashCommand("invalid", line=line, error=str(exc))
     if ns.help or ns.words == ["help"]:
-        if ns.words not in ([], ["help"]):
+        if ns.words not in ([], ["help"]) or any(
+                v for v in (ns.models, ns.backend, ns.mode, ns.dtype, ns.config, ns.sha)):
             return SlashCommand("invalid", line=line, error="`help` takes no other arguments")
         return SlashCommand("help", line=line)
     if ns.words:
