@@ -14,8 +14,9 @@ import sys
 from bot.minify.procs import child_env
 
 
-def run_checks(out_dir: str, models: list[str], config: dict, *, backend: str = "inductor",
+def run_checks(out_dir: str, models: list, config: dict, *, backend: str = "inductor",
                timeout: float = 900, env: dict | None = None) -> dict:
+    """``models``: names, or (name, extra_config) pairs whose config is merged over ``config``."""
     from bot.check.results import ResultsWriter
     from bot.check.settings import Settings, check_id
 
@@ -23,9 +24,13 @@ def run_checks(out_dir: str, models: list[str], config: dict, *, backend: str = 
                 "dynamic": False, "config": config, "timeout": timeout, "shard": "1/1", "baseline": None}
     out_dir = os.path.abspath(out_dir)
     writer = ResultsWriter(out_dir, settings, versions={"python": sys.version.split()[0]})
-    s = Settings(backend=backend, config=dict(config), timeout=timeout)
-    for model in models:
+    for item in models:
+        model, extra = (item, {}) if isinstance(item, str) else item
+        cfg = {**config, **extra}
+        s = Settings(backend=backend, config=cfg, timeout=timeout)
         cid = check_id(model, s)
+        if extra:
+            cid += "-" + "-".join(str(v) for v in extra.values())
         spec = {"source": "zoo", "model": model}
         req = os.path.join(out_dir, "checks", f"{cid}.json")
         row_path = os.path.join(out_dir, "checks", f"{cid}.row.json")
@@ -40,7 +45,7 @@ def run_checks(out_dir: str, models: list[str], config: dict, *, backend: str = 
         os.remove(row_path)
         os.remove(req)
         full = {"id": cid, "model": model, "spec": spec, "backend": backend, "mode": "inference",
-                "dtype": "float32", "device": "cpu", "dynamic": False, "config": dict(config),
+                "dtype": "float32", "device": "cpu", "dynamic": False, "config": cfg,
                 "baseline": None, "log": f"checks/{cid}.log", **row}
         writer.add(full)
     writer.finish()
