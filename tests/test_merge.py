@@ -23,6 +23,25 @@ def check_row(model: str, status: str = "pass", failure_class: str | None = None
     }
 
 
+def failure_doc(r: dict) -> dict:
+    """A failure.json as `minify` writes it (docs/run-directory.md)."""
+    return {
+        "schema": "minify-action/failure/v1", "id": r["id"], "check": r, "class": r["failure_class"],
+        "stage": "inductor",
+        "ablation": [{"backend": "eager", "status": "pass"}, {"backend": "inductor", "status": r["status"]}],
+        "bisect": None, "error": None, "accuracy": {"tolerance": 0.0001, "rmse_res": 0.4, "rmse_ref": 1e-8},
+        "repro": {"status": "minimized", "reason": None, "path": "repro.py", "standalone_path": None,
+                  "inputs_dir": None, "log": None, "nodes_before": 16, "nodes_after": 3, "queries": 13,
+                  "seconds": 2.0, "graph": [{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [2]}],
+                  "verification": {"runs": 3, "failed_same_way": 3, "random_inputs_reproduce": True},
+                  "capture": {"repro_after": "aot", "repro_level": 4, "method": "torch", "note": None}},
+        "config": {"diff": [], "minimal": []},
+        "versions": {"torch": "2.13.0+cpu", "torch_git": None, "cuda": None, "cudnn": None, "triton": None,
+                     "gpus": [], "driver": None, "python": "3.11.7", "os": "Linux", "cxx": None},
+        "flaky": False,
+    }
+
+
 def make_shard(root: Path, name: str, shard: str, rows: list[dict], *, torch: str = "2.13.0+cpu",
                backend: str = "inductor", failures: bool = True) -> Path:
     d = root / name
@@ -45,12 +64,7 @@ def make_shard(root: Path, name: str, shard: str, rows: list[dict], *, torch: st
             f = d / "failures" / r["id"]
             f.mkdir(parents=True)
             (f / "repro.py").write_text("print('repro')\n")
-            (f / "failure.json").write_text(json.dumps({
-                "schema": "minify-action/failure/v1", "id": r["id"], "check": r, "class": r["failure_class"],
-                "stage": "inductor", "error": None,
-                "repro": {"status": "minimized", "reason": None, "path": "repro.py", "standalone_path": None},
-                "flaky": False,
-            }))
+            (f / "failure.json").write_text(json.dumps(failure_doc(r)))
     return d
 
 

@@ -40,6 +40,9 @@ STAGES = ("all", "check", "report", "authorize")
 FAIL_ON = ("regression", "failure", "never")
 SWEEP_EVENTS = ("schedule", "workflow_dispatch", "push", "pull_request", "pull_request_target", "repository_dispatch")
 STAGE_TIMEOUT = 6 * 3600.0
+# `python -c` without the working directory on sys.path: the workspace (maybe a pull request's
+# checkout) must never shadow the installed bot package.
+LAUNCH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; from bot.cli import main; sys.exit(main())"
 
 
 def add_arguments(parser) -> None:
@@ -71,6 +74,7 @@ class Inputs:
     timeout: str = ""
     minify: bool = True
     verification_runs: int | None = None
+    minify_budget: str = ""
     baseline: str = ""
     shard: str = ""
     tracker: str = "github"
@@ -85,6 +89,7 @@ class Inputs:
     expected_sha: str = ""
     check_result: str = ""
     bot_login: str = ""
+    artifact_url: str = ""
     pr_issues: bool = False
 
     @classmethod
@@ -109,6 +114,7 @@ class Inputs:
             timeout=g("timeout"),
             minify=gha.get_bool_input("minify", True, env),
             verification_runs=gha.get_int_input("verification-runs", None, env, minimum=0),
+            minify_budget=g("minify-budget"),
             baseline=g("baseline"),
             shard=g("shard"),
             tracker=(g("tracker", "github") or "github").lower(),
@@ -123,6 +129,7 @@ class Inputs:
             expected_sha=g("expected-sha").lower(),
             check_result=g("check-result").lower(),
             bot_login=g("bot-login"),
+            artifact_url=g("artifact-url"),
             pr_issues=gha.get_bool_input("pr-issues", False, env),
         )
         if i.stage not in STAGES:
@@ -171,7 +178,7 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         if with_token and ctx.inputs.token:
             env["GITHUB_TOKEN"] = ctx.inputs.token
-        cmd = [sys.executable, "-m", "bot", command, *argv]
+        cmd = [sys.executable, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(f"$ minify-bot {command} {' '.join(shlex.quote(a) for a in argv)}\n")
         proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
@@ -314,21 +321,26 @@ def results_table(results: dict | None, failures_dir: Path | None, entries: list
 
 
 def actions_list(report: dict | None) -> str:
+    """What report did, one line per action, with the reason (also for what was NOT filed)."""
     entries = _report_entries(report)
     if report is None:
         return "_Nothing was reported (no report.json)._\n"
     if not entries:
-        return "_Nothing to file._\n"
+        return "_Nothing to file: no failures, and no open issue changed state._\n"
     out = []
     for e in entries:
         action = gha.md_escape(e.get("action") or e.get("kind") or "?", 30)
-        title = gha.md_escape(e.get("title") or e.get("fingerprint") or "", 120)
         url = _entry_url(e)
-        label = gha.md_escape("#" + str(e["number"]) if e.get("number") else "issue", 20)
-        ref = f" [{label}]({url.replace(')', '%29')})" if url else ""
+        number = e.get("issue") if isinstance(e.get("issue"), int) else e.get("number")
+        label = gha.md_escape(f"#{number}" if isinstance(number, int) else "issue", 20)
+        ref = f" [{label}]({url.replace(')', '%29')})" if url else (f" {label}" if isinstance(number, int) else "")
+        checks = [c for c in e.get("checks") or [] if isinstance(c, str)]
+        what = (" " + ", ".join(gha.md_code(c, 120) for c in checks[:5]) + (" …" if len(checks) > 5 else "")) if checks else ""
         reason = e.get("reason") or e.get("why")
         why = f" — {gha.md_escape(reason, 300)}" if reason else ""
-        out.append(f"- **{action}**{ref} {title}{why}")
+        out.append(f"- **{action}**{ref}{what}{why}")
+    if report.get("dry_run"):
+        out.append("\n_Dry run: nothing was filed on GitHub._")
     return "\n".join(out) + "\n"
 
 
@@ -397,7 +409,8 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
         margv = ["--out", str(ctx.out)]
         for flag, value, name in (("--repro-after", i.repro_after, "repro-after"),
                                   ("--repro-level", i.repro_level, "repro-level"),
-                                  ("--verification-runs", i.verification_runs, "verification-runs")):
+                                  ("--verification-runs", i.verification_runs, "verification-runs"),
+                                  ("--budget", i.minify_budget, "minify-budget")):
             if value in ("", None):
                 continue
             alt = {"--verification-runs": "--verify-runs"}.get(flag)
@@ -436,14 +449,23 @@ def stage_report(ctx: Context, run, *, file_issues: bool) -> dict | None:
         argv += ["--tracker", "github"]
     if not local and "--repo" in flags:
         argv += ["--repo", gha.repository(ctx.env)]
-    for label in i.labels:
+    if i.labels:
         if "--label" in flags:
-            argv += ["--label", label]
-        elif "--labels" in flags:
-            argv += ["--labels", ",".join(i.labels)]
-            break
-    if i.max_new_issues is not None and "--max-new-issues" in flags:
-        argv += ["--max-new-issues", str(i.max_new_issues)]
+            argv += ["--label", i.labels[0]]
+        if len(i.labels) > 1:
+            gha_warn(ctx, "input 'labels': only the first label (the bot's own) is used by this build's `report`")
+    if i.max_new_issues is not None:
+        if "--max-new" in flags:
+            argv += ["--max-new", str(i.max_new_issues)]
+        elif "--max-new-issues" in flags:
+            argv += ["--max-new-issues", str(i.max_new_issues)]
+    if not local and i.bot_login and "--bot-login" in flags:
+        argv += ["--bot-login", i.bot_login]
+    if i.artifact_url and "--artifact-url" in flags:
+        argv += ["--artifact-url", i.artifact_url]
+    action_templates = Path(ctx.env.get("GITHUB_ACTION_PATH") or "/nonexistent") / "templates"
+    if "--templates" in flags and action_templates.is_dir():
+        argv += ["--templates", str(action_templates)]  # the action's own templates, whatever the install
     if "--run-url" in flags and gha.run_url(ctx.env):
         argv += ["--run-url", gha.run_url(ctx.env)]
     if not local and not i.token:
@@ -861,7 +883,7 @@ def run(args) -> int:
             inputs.stage = args.stage
         if args.dry_run:
             inputs.dry_run = True
-        secrets = [inputs.token] + list(gha.secret_like_env(env).values())
+        secrets = list(dict.fromkeys([inputs.token, *gha.secret_like_env(env).values()]))
         for s in secrets:
             cmds.add_mask(s)
         event = gha.read_event(env)
