@@ -91,6 +91,7 @@ class Inputs:
     bot_login: str = ""
     artifact_url: str = ""
     pr_issues: bool = False
+    working_directory: str = ""
 
     @classmethod
     def read(cls, env) -> "Inputs":
@@ -131,6 +132,7 @@ class Inputs:
             bot_login=g("bot-login"),
             artifact_url=g("artifact-url"),
             pr_issues=gha.get_bool_input("pr-issues", False, env),
+            working_directory=g("working-directory"),
         )
         if i.stage not in STAGES:
             raise UsageError(f"input 'stage' must be one of {', '.join(STAGES)}, got {i.stage!r}")
@@ -888,6 +890,10 @@ def run(args) -> int:
             cmds.add_mask(s)
         event = gha.read_event(env)
         workdir = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+        if inputs.working_directory:
+            workdir = workdir / inputs.working_directory
+            if not workdir.is_dir():
+                raise UsageError(f"input 'working-directory': {inputs.working_directory} is not a directory")
         out = Path(inputs.out) if inputs.out else _default_out(env)
         if not out.is_absolute():
             out = workdir / out
