@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -32,6 +33,7 @@ PHASE_STATUS = {
 }
 OOM_PHASE_STATUS = {"eager_1st": "eager_1st_run_OOM", "eager_2nd": "eager_2nd_run_OOM", "compile": "OOM",
                     "compare": "OOM"}
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
 CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
 
 
@@ -180,9 +182,20 @@ def _interpret(status, timed_out, last_phase, row_path, timeout, log_path) -> di
                     "error": {"type": "Killed", "message": f"process killed by {name} (out of memory?) "
                               f"during {last_phase or 'start'}", "traceback": tail, "frames": []},
                     "accuracy": None, "phase": last_phase}
+        thrown = UNCAUGHT_CPP.search(tail)
+        if thrown and sig == signal.SIGABRT and last_phase in ("compile", "compare"):
+            # Compiled code threw a C++ exception. Inside an OpenMP parallel region it cannot
+            # propagate, so the runtime calls std::terminate: by nature a runtime error of the
+            # generated code, which happened to take the process down.
+            return {"status": "fail_to_run", "failure_class": "runtime_error",
+                    "error": {"type": "UncaughtCppException",
+                              "message": f"compiled code threw a C++ exception ({thrown.group(0)}); "
+                                         f"the process aborted with {name}",
+                              "traceback": tail, "frames": [], "signal": name},
+                    "accuracy": None, "phase": last_phase}
         return {"status": PHASE_STATUS.get(last_phase, "fail_to_run"), "failure_class": "crash",
                 "error": {"type": name, "message": f"process died with {name} during {last_phase or 'start'}",
-                          "traceback": tail, "frames": []},
+                          "traceback": tail, "frames": [], "signal": name},
                 "accuracy": None, "phase": last_phase}
     code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
     if "MemoryError" in tail or "out of memory" in tail.lower():

@@ -17,7 +17,7 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-class _Terminated(Exception):
+class _Terminated(KeyboardInterrupt):
     pass
 
 

@@ -1,0 +1,43 @@
+"""User models for the YAML-source tests: a good one, and ones that break the check process."""
+
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+
+class Aborts(nn.Module):
+    def forward(self, x):
+        os.abort()
+
+
+class Hangs(nn.Module):
+    def forward(self, x):
+        while True:
+            time.sleep(1)
+
+
+def good(batch_size=4):
+    return Small(), (torch.randn(batch_size, 8),)
+
+
+def aborts():
+    return Aborts(), (torch.randn(2, 8),)
+
+
+def hangs():
+    return Hangs(), (torch.randn(2, 8),)
+
+
+def raises():
+    raise ValueError("factory could not build the model: missing weights")
