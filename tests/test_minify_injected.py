@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -32,8 +35,16 @@ PLUMBING = {"aten.view.default", "aten.permute.default", "aten.t.default", "aten
 
 
 @pytest.fixture(scope="module")
-def minified(tmp_path_factory, bot):
-    run = tmp_path_factory.mktemp("run")
+def workdir():
+    # not pytest's tmp_path: its retention policy can delete a directory of a concurrent session
+    d = Path(tempfile.mkdtemp(prefix="minify-test-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def minified(workdir, bot):
+    run = workdir / "run"
     doc = run_checks(str(run), [(m, cfg) for m, cfg, _, _ in CASES], {"inductor.compile_threads": 1})
     assert [r["failure_class"] for r in doc["checks"]] == [c for _, _, c, _ in CASES], \
         [(r["id"], r["status"], r.get("error")) for r in doc["checks"]]
@@ -95,11 +106,11 @@ def test_accuracy_minification_never_drifts_to_an_error(minified):
         assert "accuracy='accuracy'" in out and rec["repro"]["graph"], "an accuracy repro must check accuracy"
 
 
-def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(minified, bot, tmp_path):
+def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(minified, bot, workdir):
     run, doc, _ = minified
     row = next(r for r in doc["checks"] if r["model"] == "mlp_relu")
     fdir = run / "failures" / row["id"]
-    out = tmp_path / "again"
+    out = workdir / "again"
     p = bot("minify", "--repro", fdir / "repro.py", "--out", out, "--verify-runs", "1", "--no-bisect",
             env={"MINIFY_BOT_WORKER_CRASH_AFTER": "1"})
     rec = json.loads((out / "failures" / "repro" / "failure.json").read_text())

@@ -377,8 +377,12 @@ def probe_dynamo_repro_after(backend: str) -> str | None:
         try:
             torch.compile(clean, backend=backend)(torch.randn(4, 4))
         except Exception as exc:  # the known 2.13 failure: ValueError inside WrapBackendDebug
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return f"{type(exc).__name__}: {msg[:200]}"
+            inner = exc
+            while inner.__cause__ is not None:
+                inner = inner.__cause__
+            lines = [l for l in str(inner).strip().splitlines() if l.strip()]
+            msg = lines[-1] if lines else ""
+            return f"{type(inner).__name__}: {msg[:200]}"
         finally:
             torch._dynamo.reset()
     return None
