@@ -166,3 +166,41 @@ def test_read_event_rejects_malformed_payloads_with_exit_2(tmp_path):
     ev = gha.read_event({"GITHUB_EVENT_NAME": "issue_comment", "GITHUB_EVENT_PATH": str(p)})
     assert ev.comment_body == "/minify"
     assert gha.read_event({"GITHUB_EVENT_NAME": "schedule"}).payload == {}
+
+
+# ---------------------------------------------------------------- action.yml stays consistent
+
+
+def _action():
+    import yaml
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return root, yaml.safe_load((root / "action.yml").read_text())
+
+
+def test_every_input_reaches_python_through_env_and_is_documented():
+    import inspect
+
+    from bot.commands import action as action_cmd
+
+    root, action = _action()
+    steps = {s.get("id"): s for s in action["runs"]["steps"]}
+    run_env = steps["run"]["env"]
+    install_env = steps["install"]["env"]
+    source = inspect.getsource(action_cmd.Inputs.read)
+    docs = (root / "docs" / "action.md").read_text()
+    for name in action["inputs"]:
+        assert f"| `{name}` |" in docs, f"input {name} is not in docs/action.md"
+        if name in ("install", "python"):  # used by the install step
+            assert any(f"inputs.{name}" in str(v) for v in install_env.values())
+            continue
+        env_name = "INPUT_" + name.upper().replace("-", "_")
+        assert run_env.get(env_name) == f"${{{{ inputs.{name} }}}}", f"{name} is not passed as {env_name}"
+        assert f'"{name}"' in source, f"input {name} is not read by minify-bot action"
+    # no ${{ }} expression is ever interpolated into a script
+    for step in action["runs"]["steps"]:
+        assert "${{" not in step["run"]
+    for name, spec in action["outputs"].items():
+        assert f"| `{name}` |" in docs
+        assert spec["value"] == f"${{{{ steps.run.outputs.{name} }}}}"
