@@ -40,9 +40,14 @@ def run_checks(out_dir: str, models: list, config: dict, *, backend: str = "indu
             subprocess.run([sys.executable, "-m", "bot.check.one", "--check", req, "--out", row_path],
                            cwd=out_dir, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
                            env=child_env(env))
-        with open(row_path) as fh:
-            row = json.load(fh)
-        os.remove(row_path)
+        if os.path.exists(row_path):
+            with open(row_path) as fh:
+                row = json.load(fh)
+            os.remove(row_path)
+        else:  # the process died before writing its row (e.g. an abort inside a kernel)
+            row = {"status": "crash", "failure_class": "crash", "accuracy": None,
+                   "error": {"type": "Crash", "message": "the check process died before writing its row",
+                             "traceback": ""}}
         os.remove(req)
         full = {"id": cid, "model": model, "spec": spec, "backend": backend, "mode": "inference",
                 "dtype": "float32", "device": "cpu", "dynamic": False, "config": cfg,
