@@ -161,7 +161,7 @@ def test_minify_comment_by_a_writer_answers_in_one_sticky_comment(runner, users)
     assert len(sticky) == 1
     body = sticky[0]["body"]
     assert pr.STICKY_MARKER in body
-    assert "Requested by @\u200bwalt" in body and "`aaaaaaaaaaaa`" in body
+    assert "Requested by @walt: models mlp\\_relu" in body and "`aaaaaaaaaaaa`" in body
     assert "| `mlp_relu` |" in body and "fail\\_accuracy" in body and "minimized (1/1 verified)" in body
     assert filed_issues(users) == []  # PR results go to the PR, not the tracker
     o = res.outputs
