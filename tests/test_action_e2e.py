@@ -370,3 +370,31 @@ def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, t
     assert again.rc == 1, again.stdout + again.stderr
     assert len(filed_issues(ghstub)) == len(issues)
     assert not [a for a in json.loads((again.run_dir / "report.json").read_text())["actions"] if a["action"] == "created"]
+
+
+# ------------------------------------------------------------------ pull_request, file ownership
+
+
+def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, users):
+    number = users.add_pull(None, head_sha="d" * 40, author="walt")
+    payload = {"action": "synchronize", "number": number,
+               "pull_request": {"number": number, "head": {"sha": "d" * 40}}}
+    res = runner("pull_request", payload, {"models": "gru", "minify": "false"})
+    assert res.rc == 0, res.stdout + res.stderr
+    sticky = bot_comments(users, number)
+    assert len(sticky) == 1 and pr.STICKY_MARKER in sticky[0]["body"] and "| `gru` |" in sticky[0]["body"]
+    assert "`dddddddddddd`" in sticky[0]["body"]
+    assert filed_issues(users) == []
+    assert res.outputs["failure-count"] == "0" and res.outputs["issue-urls"] == ""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, like a job container")
+def test_files_written_as_root_are_handed_to_the_workspace_owner(runner, tmp_path):
+    ws = tmp_path / "owned-workspace"
+    ws.mkdir()
+    os.chown(ws, 4321, 4321)  # the runner user on the host
+    res = runner("schedule", {}, {"stage": "check", "models": "gru", "minify": "false"}, workspace=ws, token="")
+    assert res.rc == 0, res.stdout + res.stderr
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [res.run_dir, *res.run_dir.rglob("*")]}
+    assert owners == {(4321, 4321)}
+    assert not any(ws.iterdir())
