@@ -59,6 +59,22 @@ def is_failure(row: dict) -> bool:
     return row.get("failure_class") is not None
 
 
+# What one run writes into the run directory; a new check clears it so that a reused directory
+# never mixes runs. The local issue tracker (issues/) lives on across runs and is kept.
+RUN_OUTPUTS = ("results.json", "results.csv", "checks", "failures", "report.json", "summary.md")
+
+
+def clear_run_outputs(out_dir: str) -> None:
+    import shutil
+
+    for name in RUN_OUTPUTS:
+        path = os.path.join(out_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+
+
 def _atomic_write(path: str, text: str) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -71,6 +87,7 @@ class ResultsWriter:
 
     def __init__(self, out_dir: str, settings: dict, versions: dict | None = None):
         self.out_dir = out_dir
+        clear_run_outputs(out_dir)
         os.makedirs(os.path.join(out_dir, "checks"), exist_ok=True)
         self.doc: dict[str, Any] = {
             "schema": SCHEMA,

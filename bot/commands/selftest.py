@@ -1,0 +1,95 @@
+"""`minify-bot selftest`: prove the whole pipeline works on this runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK
+
+HELP = "inject a known bug into a built-in model and run the whole pipeline; the first thing to run on a new runner"
+DESCRIPTION = """Inject inductor's test-only relu accuracy bug, then run check -> minify -> report
+against a throw-away local tracker and check every stage's result:
+
+  check   mlp_relu fails accuracy, mlp_gelu (no relu) passes
+  minify  the repro is minimized to the relu, fails the same way in every fresh run
+  report  exactly one issue is filed; reporting the same run again files and comments nothing
+
+Exits 0 when every stage behaves, 3 (loudly, saying which stage) when one does not."""
+
+INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--keep", metavar="DIR", help="keep the run directory here instead of a temporary one")
+
+
+class _StageFailed(Exception):
+    pass
+
+
+def _expect(cond, stage, what):
+    if not cond:
+        raise _StageFailed(f"{stage}: {what}")
+
+
+def run(args) -> int:
+    from bot.cli import main
+
+    base = args.keep or tempfile.mkdtemp(prefix="minify-selftest-")
+    out = os.path.join(base, "run")
+    issues = os.path.join(base, "issues")
+    t0 = time.perf_counter()
+    say = lambda m: print(f"selftest: {m}", file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        say(f"injecting {INJECT} (device {args.device}); working in {base}")
+        rc = main(["check", "--out", out, "--models", "mlp_relu,mlp_gelu", "--device", args.device,
+                   "--config", INJECT, "--timeout", "300"])
+        _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
+        rows = {r["model"]: r for r in json.load(open(os.path.join(out, "results.json")))["checks"]}
+        _expect(rows["mlp_relu"]["status"] == "fail_accuracy", "check",
+                f"mlp_relu should fail accuracy under the injected bug, got {rows['mlp_relu']['status']}")
+        _expect(rows["mlp_gelu"]["status"] == "pass", "check",
+                f"mlp_gelu has no relu and should pass, got {rows['mlp_gelu']['status']}")
+        say(f"check ok ({time.perf_counter() - t0:.0f}s)")
+
+        rc = main(["minify", "--out", out, "--no-bisect", "--budget", "120"])
+        fid = rows["mlp_relu"]["id"]
+        fpath = os.path.join(out, "failures", fid, "failure.json")
+        _expect(os.path.exists(fpath), "minify", f"no {fpath} (exit {rc})")
+        rec = json.load(open(fpath))
+        repro = rec["repro"]
+        _expect(repro["status"] == "minimized", "minify", f"repro status {repro['status']}: {repro.get('reason')}")
+        ops = [n["op"] for n in repro.get("graph") or []]
+        _expect(any(op.startswith("aten.relu") for op in ops), "minify", f"minimized graph lost the relu: {ops}")
+        ver = repro.get("verification") or {}
+        _expect(ver.get("runs") and ver.get("failed_same_way") == ver.get("runs"), "minify",
+                f"repro did not fail the same way in every fresh run: {ver}")
+        keys = [d["key"] for d in (rec["config"].get("minimal") or [])]
+        _expect(keys == [INJECT.split("=")[0]], "minify", f"minimal config diff should be the injected key, got {keys}")
+        say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
+            f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
+
+        report = ["report", "--out", out, "--tracker", "local", "--issues-dir", issues]
+        rc = main(report)
+        _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
+        counts = json.load(open(os.path.join(out, "report.json"))).get("counts", {})
+        _expect(counts.get("created") == 1, "report", f"expected 1 issue filed, got {counts}")
+        rc = main(report)
+        counts = json.load(open(os.path.join(out, "report.json"))).get("counts", {})
+        _expect(counts.get("created", 0) == 0 and counts.get("commented", 0) == 0, "report",
+                f"reporting the same run twice must file and comment nothing, got {counts}")
+        say(f"report ok: one issue in {issues}; a second report filed nothing")
+    except _StageFailed as exc:
+        say(f"FAILED at {exc}")
+        say(f"the run directory is kept for inspection: {base}")
+        return EXIT_INTERNAL
+    say(f"PASSED in {time.perf_counter() - t0:.0f}s")
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return EXIT_OK
