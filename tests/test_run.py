@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
 
 INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
 
@@ -12,29 +15,34 @@ def _issues(d):
 
 
 def test_run_without_token_files_locally_and_follows_the_bug_lifecycle(tmp_path, bot):
+    (tmp_path / "user_models.py").write_text((DATA / "user_models.py").read_text())
+    (tmp_path / "models.yaml").write_text("models:\n  relunet: user_models:relu_under_buggy_compiler\n"
+                                          "  tanhnet: user_models:good\n")
     out = tmp_path / "out"
-    env = {"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""}
-    models = ("--models", "mlp_relu,mlp_gelu", "--no-minify")
+    args = ("run", "--out", out, "--suite", "yaml", "--model-file", tmp_path / "models.yaml", "--no-minify")
+    buggy = {"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": "", "MINIFY_TEST_COMPILER_BUG": "1"}
+    fixed = {**buggy, "MINIFY_TEST_COMPILER_BUG": "0"}
 
-    proc = bot("run", "--out", out, *models, "--config", INJECT, env=env)
+    proc = bot(*args, env=buggy)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert f"local tracker in {out}/issues/" in proc.stderr
     issues = _issues(out / "issues")
     assert len(issues) == 1 and issues[0]["state"] == "open"
-    assert "mlp_relu" in (out / "issues" / f"{issues[0]['number']}.md").read_text()
+    assert "relunet" in (out / "issues" / f"{issues[0]['number']}.md").read_text()
 
-    proc = bot("run", "--out", out, *models, "--config", INJECT, env=env)       # still failing: updated
+    bot(*args, env=buggy)                                                      # still failing: updated
     report = json.loads((out / "report.json").read_text())
     assert report["counts"]["created"] == 0 and len(_issues(out / "issues")) == 1
 
-    for _ in range(2):                                                         # fixed twice: closed
-        proc = bot("run", "--out", out, *models, env=env)
+    for k in range(2):                                                         # fixed twice: closed
+        proc = bot(*args, env=fixed)
         assert proc.returncode == 0, proc.stderr[-3000:]
-    (issue,) = _issues(out / "issues")
-    assert issue["state"] == "closed"
-    assert any("pass" in c["body"].lower() for c in issue.get("comments", [])), issue.get("comments")
+        (issue,) = _issues(out / "issues")
+        assert issue["state"] == ("open" if k == 0 else "closed")
+    closing = issue["comments"][-1]["body"]
+    assert "relunet" in closing and "reopen" in closing.lower()
 
-    proc = bot("run", "--out", out, *models, "--config", INJECT, env=env)       # back: reopened
+    bot(*args, env=buggy)                                                      # back: reopened
     (issue,) = _issues(out / "issues")
     assert issue["state"] == "open"
     assert json.loads((out / "report.json").read_text())["counts"]["reopened"] == 1

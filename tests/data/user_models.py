@@ -41,3 +41,21 @@ def hangs():
 
 def raises():
     raise ValueError("factory could not build the model: missing weights")
+
+
+class ReluNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def relu_under_buggy_compiler(batch_size=4):
+    """A relu model; MINIFY_TEST_COMPILER_BUG=1 plays a compiler release that miscompiles relu."""
+    import torch._inductor.config as inductor_config
+
+    if os.environ.get("MINIFY_TEST_COMPILER_BUG") == "1":
+        inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+    return ReluNet(), (torch.randn(batch_size, 8),)
