@@ -141,3 +141,15 @@ def test_the_client_does_not_replay_posts(env):
     with pytest.raises(Exception):
         repo.get_issue(number).create_comment("once")
     assert [c["body"] for c in stub.comments(number=number)] == ["once"]
+
+
+def test_fork_pull_requests_need_an_explicit_sha(env):
+    # the stand-in has no forks: a pull object shaped like PyGithub's, with the head in another repo
+    from types import SimpleNamespace
+
+    stub, gh, repo, number = env
+    fork_pull = SimpleNamespace(state="open", number=number, head=SimpleNamespace(
+        sha=HEAD, repo=SimpleNamespace(full_name="mallory/models")))
+    with pytest.raises(pr.Rejected, match="comes from a fork"):
+        pr.pin_head(repo, fork_pull, None)
+    assert pr.pin_head(repo, fork_pull, HEAD[:10]) == HEAD

@@ -104,20 +104,16 @@ def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None
     except Exception:
         cosine = True  # the harness falls back to cosine similarity when fp64 fails
 
-    phase("eager_1st")
-    try:
-        ref = rt.run_iteration(copy.deepcopy(model), inputs, training, autocast)
-    except Exception as exc:
-        oom = rt.is_oom(exc)
-        return _result("eager_1st_run_OOM" if oom else "eager_1st_run_fail", "oom" if oom else "eager_error",
-                       error_info(exc), **extra)
-    phase("eager_2nd")
-    try:
-        ref2 = rt.run_iteration(copy.deepcopy(model), inputs, training, autocast)
-    except Exception as exc:
-        oom = rt.is_oom(exc)
-        return _result("eager_2nd_run_OOM" if oom else "eager_2nd_run_fail", "oom" if oom else "eager_error",
-                       error_info(exc), **extra)
+    refs = []
+    for nth in ("1st", "2nd"):  # two eager runs with the same seed must agree
+        phase(f"eager_{nth}")
+        try:
+            refs.append(rt.run_iteration(copy.deepcopy(model), inputs, training, autocast))
+        except Exception as exc:
+            oom = rt.is_oom(exc)
+            return _result(f"eager_{nth}_run_OOM" if oom else f"eager_{nth}_run_fail",
+                           "oom" if oom else "eager_error", error_info(exc), **extra)
+    ref, ref2 = refs
     if not rt.same(ref, ref2, None, tol=0.0, cosine=False):
         return _result("eager_two_runs_differ", "eager_error",
                        {"type": "EagerNondeterminism", "message": "two eager runs with the same seed differ",
