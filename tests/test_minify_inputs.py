@@ -183,3 +183,14 @@ def test_a_passing_check_gets_no_repro_and_the_reason_is_said(bot, tmp_path):
 
 def _root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_wrapper_without_a_cause_is_unwrapped_through_its_message():
+    from bot.minify.predicate import signature_of_exception
+
+    class InductorError(Exception):
+        pass
+
+    sig = signature_of_exception("compile_error", InductorError(GCC_A))
+    assert sig.exc_type == "CppCompileError"
+    assert sig.matches(Signature("compile_error", "CppCompileError", message_keys(GCC_B)))

@@ -103,7 +103,11 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
 
 def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
     chain = exception_chain(exc)
-    chosen = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
+    chosen = next((e for e in chain if type(e).__name__ not in WRAPPERS), None)
+    if chosen is None:
+        # only wrappers (e.g. an InductorError whose cause was dropped by a compile pool): the real
+        # type is then written as "Name: message" inside the wrapper's text
+        return signature_of_error_record(failure_class, {"type": type(exc).__name__, "message": str(exc)})
     return Signature(failure_class, type(chosen).__name__, message_keys(str(chosen)))
 
 
