@@ -49,6 +49,13 @@ def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300
     return f"the probe process failed (exit {res.returncode})"
 
 
+def capture_config(level: int, debug_dir_root: str) -> dict:
+    """Runtime config for an after-aot capture: torch's repro settings, and the FX-graph and
+    AOTAutograd caches off (a cache hit skips the repro wrapper)."""
+    return {"dynamo.repro_after": "aot", "dynamo.repro_level": level, "dynamo.debug_dir_root": debug_dir_root,
+            "inductor.fx_graph_cache": False, "functorch.enable_autograd_cache": False}
+
+
 def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str, stage_backend: str,
                 repro_after: str, level: int | None, timeout: float, probe_note: str | None = None) -> Capture:
     capdir = os.path.join(workdir, "capture")
@@ -59,12 +66,19 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
     env_extra: dict = {}
     note = probe_note
     if repro_after == "aot":
+        # forked from this warmed process; the repro settings are patched at runtime (torch reads
+        # repro_after/repro_level/debug_dir_root when it compiles, not at import)
+        from bot.minify.localize import run_check_forked
+
         level = level or level_for(failure_class)
-        env_extra.update({
-            "TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
-            "TORCH_COMPILE_DEBUG_DIR": capdir,
-        })
-        method = "torch"
+        s["config"] = {**(s.get("config") or {}), **capture_config(level, os.path.join(capdir, "torch_compile_debug"))}
+        s["timeout"] = timeout
+        cap_row = run_check_forked(row["spec"], s, log_path, capdir, "capture")
+        cands = list(reversed(sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
+                                                            "minifier_launcher.py")), key=os.path.getmtime)))
+        if cap_row.get("failure_class") == "timeout":
+            note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
+        return Capture(cands[0] if cands else None, "aot", level, "torch", note, cap_row, cands)
     elif repro_after == "dynamo-torch":
         level = level or (4 if failure_class == "accuracy" else 2)
         env_extra.update({"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": str(level),

@@ -1,13 +1,15 @@
 """Config diffs: the true diff (each option against its real default) and the minimal diff
 (the non-default keys actually needed to reproduce, by delta debugging over the keys).
 
-Pure Python; values come from the run's overrides and the repro file's config lines, defaults
-from :mod:`bot.torch_adapter.repro` in the worker.
+Values come from the run's overrides and the repro file's config lines; defaults and the
+value comparison are :mod:`bot.torch_adapter.config`'s (the same ones ``check`` uses).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
+
+from bot.errors import UsageError
 
 
 def ddmin(items: Sequence[str], fails: Callable[[list[str]], bool]) -> list[str]:
@@ -37,31 +39,23 @@ def ddmin(items: Sequence[str], fails: Callable[[list[str]], bool]) -> list[str]
     return cur
 
 
-def true_diff(values: dict[str, Any], default_of: Callable[[str], Any], ignore: set[str] = frozenset()) -> list[dict]:
-    """[{key, default, value}] for every key whose value differs from its real default."""
+def true_diff(values: dict[str, Any], default_of: Callable[[str], Any] | None = None,
+              ignore: set[str] = frozenset()) -> list[dict]:
+    """[{key, default, value}] for every key whose value differs from its real default
+    (``default_of``: :func:`bot.torch_adapter.config.default_of` unless given)."""
+    from bot.torch_adapter import config as tconfig
+
+    default_of = default_of or tconfig.default_of
     out = []
     for key in sorted(values):
         if key in ignore:
             continue
         try:
             default = default_of(key)
-        except KeyError:
+        except (KeyError, UsageError):
             default = None
         value = values[key]
-        try:
-            same = value == default
-        except Exception:  # noqa: BLE001
-            same = False
-        if not same:
-            out.append({"key": key, "default": _jsonable(default), "value": _jsonable(value)})
+        if not tconfig._differs(value, default):
+            continue
+        out.append({"key": key, "default": tconfig._jsonable(default), "value": tconfig._jsonable(value)})
     return out
-
-
-def _jsonable(v):
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return repr(v)

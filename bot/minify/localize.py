@@ -3,8 +3,8 @@ order, stopping at the first that fails) to find the first failing stage."""
 
 from __future__ import annotations
 
-import json
 import os
+import time
 
 from bot.minify import procs
 
@@ -20,27 +20,41 @@ def stage_backends(backend: str) -> list[str]:
     return names[:3]  # a custom backend: still ask whether dynamo / aot_autograd alone fail
 
 
-def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> dict:
-    """Returns {"stage", "ablation": [{"backend", "status"}], "first_failing": backend|None}."""
-    backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
+def run_check_forked(spec: dict, settings: dict, log_path: str, workdir: str, name: str) -> dict:
+    """Run one check in a child forked from this warmed process (bot.check.isolate.ForkRunner);
+    its output is appended to ``log_path``. Always returns a row (deaths are classified)."""
+    from bot.check.isolate import ForkRunner
+    from bot.check.settings import Settings
+
+    procs.warm_parent()
     os.makedirs(workdir, exist_ok=True)
-    out = os.path.join(workdir, "localize.json")
-    job = os.path.join(workdir, "localize_job.json")
-    with open(job, "w") as fh:
-        json.dump({"spec": row["spec"], "settings": settings, "backends": backends, "out": out}, fh)
-    res = procs.run_logged([procs.python(), "-m", "bot.minify.worker", "localize", job], cwd=workdir,
-                           log_path=log_path, timeout=timeout, env=procs.child_env(), on_event=on_event)
+    own_log = os.path.join(workdir, f"{name}.log")
+    t0 = time.time()
+    row = ForkRunner(warm=False).run(spec, Settings.from_dict(settings), own_log)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
+            open(own_log, encoding="utf-8", errors="replace") as fh:
+        log.write(f"$ (forked check) {name}\n")
+        log.write(fh.read())
+        log.write(f"[{row.get('status')}, {time.time() - t0:.1f} s]\n")
+    return row
+
+
+def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> dict:
+    """Returns {"stage", "ablation": [{"backend", "status"}], "first_failing": backend|None}.
+
+    Each stage is a check forked from this (warmed) process: no interpreter start per stage."""
+    backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
     rows = []
-    if os.path.exists(out):
-        with open(out) as fh:
-            rows = json.load(fh)
+    for backend in backends:
+        r = run_check_forked(row["spec"], dict(settings, backend=backend, timeout=timeout), log_path, workdir,
+                             f"localize-{backend}")
+        rows.append({"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")})
+        if on_event:
+            on_event({"event": "stage", "backend": backend, "status": r.get("status")})
+        if r.get("failure_class"):
+            break
     ablation = [{"backend": r["backend"], "status": r["status"]} for r in rows]
     first = next((r["backend"] for r in rows if r.get("failure_class")), None)
-    if len(rows) < len(backends) and first is None:
-        # the worker died during a stage: that stage crashed
-        dead = backends[len(rows)]
-        ablation.append({"backend": dead, "status": "crash" if not res.timed_out else "timeout"})
-        first = dead
     ablation.append({"backend": row.get("backend"), "status": row.get("status")})
     stage = dict(STAGES).get(first, "inductor") if first else (
         "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend")))

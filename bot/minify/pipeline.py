@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -13,7 +14,7 @@ from bot.minify import localize as loc
 from bot.minify import package as pkg
 from bot.minify import reduce as red
 from bot.minify import verify as ver
-from bot.minify.predicate import MINIFIABLE_CLASSES, Signature
+from bot.minify.predicate import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
 
 SCHEMA = "minify-action/failure/v1"
 
@@ -42,7 +43,7 @@ class Options:
 def empty_repro(status: str, reason: str | None) -> dict:
     return {"status": status, "reason": reason, "path": None, "standalone_path": None, "inputs_dir": None,
             "log": None, "nodes_before": None, "nodes_after": None, "queries": 0, "seconds": 0.0, "graph": None,
-            "verification": None, "capture": None}
+            "verification": None, "capture": None, "timings": {}}
 
 
 def base_record(row: dict) -> dict:
@@ -78,6 +79,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
     log_path = os.path.join(fdir, "minifier.log")
     rec = base_record(row)
     rec["versions"] = versions
+    t0 = time.time()
     try:
         _process(rec, row, settings, fdir, work, log_path, opts, say, launcher)
     except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
@@ -90,6 +92,9 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
         say(f"{fid}: internal error: {type(exc).__name__}: {exc}")
     if os.path.exists(log_path):
         rec["repro"]["log"] = "minifier.log"
+    timings = rec["repro"].setdefault("timings", {})
+    timings["total"] = round(time.time() - t0, 2)
+    say(f"{fid}: timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     _write_json(os.path.join(fdir, "failure.json"), rec)
     if not opts.keep_work and rec["repro"]["status"] in ("minimized", "partial", "none", "not_reproduced"):
         shutil.rmtree(work, ignore_errors=True)
@@ -110,13 +115,16 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             return
         # 1. localize
         stage_backend = row.get("backend") or settings.get("backend")
+        timings = rec["repro"]["timings"]
         if opts.localize:
+            t = time.time()
             say(f"{fid}: localize: rerunning with eager / aot_eager / aot_eager_decomp_partition")
             lz = loc.localize(row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
                               on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
                               if e.get("event") == "stage" else None)
             rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
             stage_backend = lz["first_failing"]
+            timings["localize"] = round(time.time() - t, 2)
         else:
             rec["stage"] = "inductor" if stage_backend == "inductor" else stage_backend
         say(f"{fid}: first failing stage: {rec['stage']}")
@@ -142,8 +150,10 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                 say(f"{fid}: {note}")
         say(f"{fid}: capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
             f"{'' if mode == 'project' else ' level ' + str(opts.repro_level or cap.level_for(fclass))}")
+        t = time.time()
         c = cap.run_capture(row, settings, work, log_path, failure_class=fclass, stage_backend=stage_backend,
                             repro_after=mode, level=opts.repro_level, timeout=opts.check_timeout, probe_note=note)
+        timings["capture"] = round(time.time() - t, 2)
         rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
                                    "note": c.note}
         if c.launcher is None:
@@ -160,15 +170,19 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         candidates = c.candidates[:4]
     else:
         candidates = [launcher]
+        timings = rec["repro"]["timings"]
         stage_backend = "inductor"
         rec["stage"] = "inductor"
         rec["repro"]["capture"] = {"repro_after": None, "repro_level": None, "method": "given", "note": None}
 
     # 3. reduce
+    # a failure that aborted the check's process (a C++ exception thrown inside an OpenMP region)
+    # would abort an in-process worker too: one forked process per query from the start
+    aborts = launcher is None and short_type((row.get("error") or {}).get("type")) == ABORT_TYPE
     result = None
     for i, cand in enumerate(candidates):
         wdir = os.path.join(work, f"minify{i}")
-        say(f"{fid}: minify: {'isolated ' if opts.isolate else ''}fx minifier on "
+        say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}fx minifier on "
             f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
         progress = {"last": None}
 
@@ -182,10 +196,14 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             "repro": cand, "workdir": wdir, "class": fclass if launcher is None else _class_of_launcher(cand),
             "original_error": row.get("error"), "tolerance": (row.get("accuracy") or {}).get("tolerance") or 1e-4,
             "strict_accuracy": opts.strict_accuracy, "offload_to_disk": opts.offload_to_disk,
-            "isolate": opts.isolate, "budget": opts.budget, "check_config": row.get("config") or {},
+            "isolate": opts.isolate or aborts, "budget": opts.budget, "check_config": row.get("config") or {},
             "bisect": opts.bisect and rec["stage"] == "inductor", "backend": stage_backend or "inductor",
         }
+        t = time.time()
         result = red.reduce(job, log_path, on_event=on_event)
+        timings["reduce_total"] = round(timings.get("reduce_total", 0) + time.time() - t, 2)
+        for k, v in (result.get("timings") or {}).items():
+            timings[k] = round(timings.get(k, 0) + v, 2)
         if result.get("status") != "not_reproduced" or len(candidates) == 1:
             break
     assert result is not None
@@ -210,6 +228,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
     # 4. package + verify
     from bot.torch_adapter.repro import parse_repro_file
 
+    t = time.time()
     final = result["final"]
     save_dir = parse_repro_file(final).save_dir
     config = rec["config"]["minimal"] if rec["config"]["minimal"] is not None else (rec["config"]["diff"] or None)
@@ -219,7 +238,9 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         with open(log_path, "a") as fh:
             fh.write(msg + "\n")
 
-    say(f"{fid}: verify: {opts.verify_runs} fresh runs")
+    timings["package"] = round(time.time() - t, 2)
+    t = time.time()
+    say(f"{fid}: verify: {opts.verify_runs} fresh runs + 1 with random inputs, 2 at a time")
     v = ver.verify(path, sig, opts.verify_runs, log=vlog)
     if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
         vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
@@ -227,6 +248,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         v = ver.verify(path, sig, opts.verify_runs, log=vlog)
         if v["failed_same_way"]:
             rec["config"]["minimal"] = None
+    timings["verify"] = round(time.time() - t, 2)
     r["verification"] = {"runs": v["runs"], "failed_same_way": v["failed_same_way"],
                          "random_inputs_reproduce": v["random_inputs_reproduce"]}
     r.update(path="repro.py", inputs_dir="inputs")

@@ -23,6 +23,12 @@ WRAPPERS = {
     "CalledProcessError", "SubprocException", "UncapturedHigherOrderOpError",
 }
 
+# A C++ exception thrown by compiled code inside an OpenMP region cannot propagate: the runtime
+# calls std::terminate and the process aborts. ``check`` records that as a runtime error of type
+# UncaughtCppException; a minify query or a repro run that dies the same way fails the same way.
+ABORT_TYPE = "UncaughtCppException"
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
+
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "'"})
 
 
@@ -111,6 +117,15 @@ def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
     return Signature(failure_class, type(chosen).__name__, message_keys(str(chosen)))
 
 
+def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Signature | None:
+    """The signature of a process that died because compiled code threw a C++ exception
+    (``terminate called after throwing ...`` in its output, then SIGABRT); None otherwise."""
+    m = UNCAUGHT_CPP.search(output or "")
+    if m is None or signal_name not in (None, "SIGABRT"):
+        return None
+    return Signature("runtime_error", ABORT_TYPE, [normalize_line(m.group(0))])
+
+
 def signature_of_error_record(failure_class: str, error: dict | None) -> Signature | None:
     """The signature of a check row's ``error`` ({"type", "message", ...}).
 
@@ -120,6 +135,9 @@ def signature_of_error_record(failure_class: str, error: dict | None) -> Signatu
         return None
     etype = short_type(error.get("type"))
     message = error.get("message") or ""
+    if etype == ABORT_TYPE:
+        m = UNCAUGHT_CPP.search(message) or UNCAUGHT_CPP.search(error.get("traceback") or "")
+        return Signature(failure_class, ABORT_TYPE, [normalize_line(m.group(0))] if m else [])
     if etype in WRAPPERS or etype is None:
         found = None
         for m in re.finditer(r"(?m)^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): ?(.*)$", message):
@@ -155,6 +173,9 @@ def stderr_matches(sig: Signature, stderr: str) -> bool:
         return "AccuracyError" in stderr
     if sig.failure_class not in ERROR_CLASSES:
         return True
+    if sig.exc_type == ABORT_TYPE:
+        found = signature_of_abort(stderr, None)
+        return found is not None and (not sig.messages or bool(set(found.messages) & set(sig.messages)))
     if sig.exc_type and sig.exc_type not in stderr:
         return False
     if not sig.messages:

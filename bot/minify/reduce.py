@@ -30,9 +30,16 @@ def _run_worker(job: dict, workdir: str, log_path: str, on_event, env_extra=None
     with open(path, "w") as fh:
         json.dump(job, fh)
     timeout = max(10.0, job["deadline"] - time.time()) + GRACE_S
-    return procs.run_logged([procs.python(), "-m", "bot.minify.worker", "minify", path], cwd=workdir,
-                            log_path=log_path, timeout=timeout,
-                            env=procs.child_env(env_extra, keep_hooks=True), on_event=on_event)
+    if job.get("fresh_process"):
+        return procs.run_logged([procs.python(), "-m", "bot.minify.worker", "minify", path], cwd=workdir,
+                                log_path=log_path, timeout=timeout,
+                                env=procs.child_env(env_extra, keep_hooks=True), on_event=on_event)
+    # forked from this warmed process: no interpreter start, no torch import
+    from bot.minify import worker
+
+    procs.warm_parent()
+    return procs.fork_logged(lambda: worker.cmd_minify(path), name=f"minify worker {os.path.basename(path)}",
+                             cwd=workdir, log_path=log_path, timeout=timeout, on_event=on_event)
 
 
 def reduce(job: dict, log_path: str, on_event=None) -> dict:

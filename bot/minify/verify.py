@@ -35,12 +35,19 @@ def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
     return rc != 0 and stderr_matches(sig, output)
 
 
-def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None) -> dict:
-    same = 0
+def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None) -> dict:
+    """``runs`` fresh-process runs with the saved inputs plus one with random inputs, ``jobs`` at a
+    time (default: 2, or 1 on a one-core machine). Each run is its own interpreter: that is the point."""
+    from concurrent.futures import ThreadPoolExecutor
+
     t0 = time.time()
+    jobs = jobs or max(1, min(2, os.cpu_count() or 1))
+    plan = [False] * runs + [True]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        outs = list(pool.map(lambda rnd: run_repro(path, random_inputs=rnd, timeout=timeout), plan))
+    same = 0
     last_output = ""
-    for i in range(runs):
-        rc, out = run_repro(path, timeout=timeout)
+    for i, (rc, out) in enumerate(outs[:runs]):
         ok = fails_same_way(sig, rc, out)
         same += ok
         last_output = out
@@ -48,7 +55,7 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
             log(f"verify run {i + 1}/{runs}: exit {rc}, {'fails the same way' if ok else 'does NOT fail the same way'}")
             if not ok:
                 log(out[-3000:])
-    rc, out = run_repro(path, random_inputs=True, timeout=timeout)
+    rc, out = outs[-1]
     rnd = fails_same_way(sig, rc, out)
     if log:
         log(f"verify with random inputs: exit {rc}, {'fails the same way' if rnd else 'does not reproduce'}")

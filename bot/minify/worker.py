@@ -1,12 +1,11 @@
 """The minify worker: runs in a process of its own, started by :mod:`bot.minify.reduce`.
 
     python -m bot.minify.worker minify JOB.json     reduce a captured graph (fast path: in-process
-                                                     queries; or --isolate: one process per query)
-    python -m bot.minify.worker query JOB.json FILE  one isolated query: exit 1 = fails the same way
-    python -m bot.minify.worker localize JOB.json    run the check with eager/aot_eager/... in order
+                                                     queries; or --isolate: one forked process per query)
     python -m bot.minify.worker probe-dynamo BACKEND does TORCHDYNAMO_REPRO_AFTER=dynamo work here?
 
-JOB.json is written by the parent (see reduce.py). Progress goes to stdout as lines starting with
+Normally :func:`cmd_minify` runs in a child forked from the minify command's warmed process
+(see reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent. Progress goes to stdout as lines starting with
 ``@@ `` followed by JSON; everything else is the minifier log.
 """
 
@@ -14,11 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
-from bot.minify.predicate import ERROR_CLASSES, Signature, consistent, signature_of_error_record, \
+from bot.minify.predicate import Signature, consistent, signature_of_error_record, \
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -127,58 +125,120 @@ class Evaluator:
 
 
 class IsolatedEvaluator:
-    """One fresh process per query (for failures that crash or hang the worker)."""
+    """One process per query, for failures that crash or hang the worker: each query is a child
+    forked from this worker (which holds the graph and inputs and has not run compiled code), so
+    a query that aborts (a C++ exception thrown inside an OpenMP region) or segfaults only takes
+    its own process down. A child that dies with ``terminate called after throwing ...`` fails as
+    the runtime error ``UncaughtCppException`` (the way ``check`` records it)."""
 
-    def __init__(self, job: dict, job_path: str, kind: str, store: str):
-        self.job, self.job_path, self.kind, self.store = job, job_path, kind, store
+    def __init__(self, job: dict, kind: str, pinned: Signature | None):
+        self.job, self.kind, self.pinned = job, kind, pinned
         self.queries = 0
         self.deadline = job.get("deadline")
         self.dir = os.path.join(job["workdir"], "isolate")
         os.makedirs(self.dir, exist_ok=True)
 
-    def __call__(self, gm, args) -> bool:
-        from bot.torch_adapter import repro as R
-
-        if self.deadline and time.time() > self.deadline:
-            raise BudgetExceeded()
-        self.queries += 1
-        path = os.path.join(self.dir, f"q{self.queries}.py")
-        src = R.repro_source(gm, args, kind=self.kind, accuracy=_acc_mode(self.job), save_dir=self.store,
-                             backend=self.job.get("backend"))
-        with open(path, "w") as fh:
-            fh.write(src)
+    def observe(self, gm, args, config: tuple[dict, dict] | None = None) -> Signature | None:
         timeout = float(self.job.get("query_timeout") or 300)
         if self.deadline:
             timeout = max(5.0, min(timeout, self.deadline - time.time() + 5))
-        rc = _run_query(self.job_path, path, timeout)
-        ok = rc == 1 or (self.job["class"] == "crash" and rc is not None and rc < 0)
+        return observe_forked(self.job, self.kind, gm, args, timeout, self.dir, config)
+
+    def __call__(self, gm, args) -> bool:
+        if self.deadline and time.time() > self.deadline:
+            raise BudgetExceeded()
+        self.queries += 1
+        sig = self.observe(gm, args)
+        ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
         emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok, isolated=True)
-        try:
-            os.remove(path)
-        except OSError:
-            pass
         return ok
 
 
-def _run_query(job_path: str, path: str, timeout: float) -> int | None:
-    cmd = [sys.executable, "-m", "bot.minify.worker", "query", job_path, path]
+def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
+                   config: tuple[dict, dict] | None = None) -> Signature | None:
+    """Evaluate a candidate in a forked child; its failure signature (None: it does not fail).
+    ``config``: (all keys, subset) — run with only ``subset`` of the config diff set."""
+    import signal as _signal
+
+    from bot.minify.predicate import signature_of_abort
+
+    out_path = os.path.join(qdir, "query.json")
+    log_path = os.path.join(qdir, "query.log")
+    for f in (out_path,):
+        if os.path.exists(f):
+            os.remove(f)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # --- child
+        code = 70
+        try:
+            os.setpgid(0, 0)
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            os.environ.pop(CRASH_HOOK_ENV, None)
+            from bot.torch_adapter.runtime import after_fork
+
+            after_fork()
+            threads = job.get("_threads")
+            if threads:
+                import torch
+
+                torch.set_num_threads(int(threads))
+            ev = Evaluator({**job, "deadline": None}, kind, None)
+            if config is not None:
+                sig = _with_config(config[0], config[1], lambda: ev.observe(gm, args))
+            else:
+                sig = ev.observe(gm, args)
+            with open(out_path + ".tmp", "w") as fh:
+                json.dump({"signature": sig.to_json() if sig else None}, fh)
+            os.replace(out_path + ".tmp", out_path)
+            code = 0
+        except BaseException:  # noqa: BLE001
+            try:
+                import traceback
+
+                traceback.print_exc()
+            except BaseException:  # noqa: BLE001
+                pass
+        finally:
+            os._exit(code)
+    deadline = time.time() + timeout
+    status = None
+    while time.time() < deadline:
+        wpid, st = os.waitpid(pid, os.WNOHANG)
+        if wpid:
+            status = st
+            break
+        time.sleep(0.02)
     try:
-        p = subprocess.run(cmd, cwd=os.path.dirname(path), timeout=timeout, capture_output=True, text=True,
-                           env=_child_env())
-    except subprocess.TimeoutExpired:
+        os.killpg(pid, _signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if status is None:
+        os.waitpid(pid, 0)
+        log(f"query: killed at its {timeout:.0f} s limit")
         return None
-    sys.stdout.write("".join(">>  " + l + "\n" for l in (p.stdout + p.stderr).splitlines()[-5:]))
-    return p.returncode
-
-
-def _child_env() -> dict:
-    env = dict(os.environ)
-    env.pop(CRASH_HOOK_ENV, None)
-    env.pop("TORCHDYNAMO_REPRO_AFTER", None)
-    env.pop("TORCHDYNAMO_REPRO_LEVEL", None)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and os.path.exists(out_path):
+        with open(out_path) as fh:
+            return Signature.from_json(json.load(fh).get("signature"))
+    try:
+        with open(log_path, errors="replace") as fh:
+            output = fh.read()[-20000:]
+    except OSError:
+        output = ""
+    if os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        name = _signal.Signals(num).name if num in _signal.Signals._value2member_map_ else str(num)
+        sig = signature_of_abort(output, name)
+        if sig is None and job["class"] == "crash":
+            sig = Signature("crash")
+        log(f"query: process died with {name}" + (f" ({sig.describe()})" if sig else ""))
+        return sig
+    log("query: process failed: " + " | ".join(output.strip().splitlines()[-3:]))
+    return None
 
 
 def _acc_mode(job: dict) -> str:
@@ -209,8 +269,17 @@ def cmd_minify(job_path: str) -> int:
     os.makedirs(ckdir, exist_ok=True)
     sig_path = os.path.join(workdir, "signature.json")
     result: dict = {"status": None, "reason": None}
+    timings: dict = {}
+    result["timings"] = timings
+    isolate = bool(job.get("isolate"))
+    if isolate:
+        # queries are forked from this process: it must not start OpenMP's thread pool itself
+        job["_threads"] = torch.get_num_threads()
+        torch.set_num_threads(1)
 
+    t = time.time()
     rf, gm, args = load_graph(job["repro"])
+    timings["load"] = round(time.time() - t, 2)
     kind = rf.kind
     job.setdefault("backend", rf.backend or "inductor")
     nodes_start = len(gm.graph.nodes)
@@ -219,17 +288,13 @@ def cmd_minify(job_path: str) -> int:
     original = signature_of_error_record(job["class"], job.get("original_error"))
 
     pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
-    isolate = bool(job.get("isolate"))
 
     with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+        t = time.time()
         # 1. sanity: the captured graph must fail, and the same way as the check
         if pinned is None:
             if isolate:
-                rc = _run_query(job_path, job["repro"], float(job.get("query_timeout") or 300))
-                learned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
-                if learned is None and job["class"] == "crash" and rc is not None and rc < 0:
-                    learned = Signature("crash")
-                sig = learned
+                sig = IsolatedEvaluator(job, kind, None).observe(gm, args)
             else:
                 sig = Evaluator(job, kind, None).observe(gm, args)
             if sig is None:
@@ -244,9 +309,11 @@ def cmd_minify(job_path: str) -> int:
                 json.dump(pinned.to_json(), fh)
         emit(event="signature", signature=pinned.to_json())
         result["signature"] = pinned.to_json()
+        timings["sanity"] = round(time.time() - t, 2)
+        t = time.time()
 
         # 2. reduce
-        evaluator = IsolatedEvaluator(job, job_path, kind, store) if isolate else Evaluator(job, kind, pinned)
+        evaluator = IsolatedEvaluator(job, kind, pinned) if isolate else Evaluator(job, kind, pinned)
         best = {"gm": gm, "args": args}
 
         def dump_state(cur_gm, cur_args):
@@ -277,22 +344,35 @@ def cmd_minify(job_path: str) -> int:
             return _finish(job, result, "not_reproduced", "the captured graph does not fail when run on its own",
                            t0, nodes_before)
         queries = evaluator.queries
+        timings["reduce"] = round(time.time() - t, 2)
+        t = time.time()
 
         # 3. the minimal config diff, by delta debugging over the non-default keys
         from bot.minify.configdiff import true_diff
 
         values = {**rf.config, **(job.get("check_config") or {})}
-        diff = true_diff(values, R.config_default, R.CAPTURE_KEYS)
+        diff = true_diff(values, ignore=R.CAPTURE_KEYS)
         result["config_diff"] = diff
         keys = {d["key"]: values[d["key"]] for d in diff if not isinstance(values[d["key"]], R._Unparsed)}
         minimal = None
-        if keys and not isolate:
+        if keys:
+            if isolate:
+                iso = IsolatedEvaluator({**job, "deadline": None}, kind, pinned)
+
+                def fails(cfg):
+                    sig = iso.observe(final_gm, final_args, config=(keys, cfg))
+                    return sig is not None and pinned.matches(sig)
+            else:
+                def fails(cfg):
+                    return _with_config(keys, cfg, lambda: Evaluator({**job, "deadline": None}, kind, pinned)(
+                        final_gm, final_args))
             try:
-                minimal = minimal_config(keys, lambda cfg: _with_config(keys, cfg, lambda: Evaluator(
-                    {**job, "deadline": None}, kind, pinned)(final_gm, final_args)))
+                minimal = minimal_config(keys, fails)
             except Exception as exc:  # noqa: BLE001
                 log(f"config minimization failed: {type(exc).__name__}: {exc}")
         result["config_minimal"] = None if minimal is None else [d for d in diff if d["key"] in minimal]
+        timings["config"] = round(time.time() - t, 2)
+        t = time.time()
 
         # 4. bisect (optional)
         result["bisect"] = None
@@ -307,6 +387,8 @@ def cmd_minify(job_path: str) -> int:
                                                       budget=min(remaining - 5, float(job.get("bisect_budget") or 60)))
                 except Exception as exc:  # noqa: BLE001
                     log(f"bisect failed: {type(exc).__name__}: {exc}")
+        if result["bisect"] is not None or job.get("bisect"):
+            timings["bisect"] = round(time.time() - t, 2)
 
     # 5. final repro (inputs in final/inputs)
     final_dir = os.path.join(workdir, "final")
@@ -344,14 +426,17 @@ def _with_config(all_keys: dict, subset: dict, fn):
 
 
 def minimal_config(keys: dict, fails) -> list[str]:
-    """ddmin over the keys: a smallest subset (1-minimal) for which ``fails(subset)`` holds."""
+    """ddmin over the keys: a smallest subset (1-minimal) for which ``fails(subset)`` holds.
+
+    The minimized graph fails with the full diff (it was minimized under it), so that is not
+    queried again; with one key, a single query (does it fail without it?) decides."""
     from bot.minify.configdiff import ddmin
 
     names = list(keys)
     if fails({}):
         return []
-    if not fails(dict(keys)):
-        raise RuntimeError("the failure does not reproduce with the full config diff")
+    if len(names) == 1:
+        return names
     return ddmin(names, lambda sub: fails({k: keys[k] for k in sub}))
 
 
@@ -362,70 +447,6 @@ def _finish(job, result, status, reason, t0, nodes_before) -> int:
         json.dump(result, fh, indent=2, default=str)
     os.replace(path + ".tmp", path)
     emit(event="done", status=status)
-    return 0
-
-
-# ------------------------------------------------------------------------------------------
-# query (isolated)
-# ------------------------------------------------------------------------------------------
-
-
-def cmd_query(job_path: str, path: str) -> int:
-    import torch
-    from bot.torch_adapter import repro as R
-
-    with open(job_path) as fh:
-        job = json.load(fh)
-    sig_path = os.path.join(job["workdir"], "signature.json")
-    pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
-    rf, gm, args = load_graph(path)
-    job.setdefault("backend", rf.backend or "inductor")
-    ev = Evaluator({**job, "deadline": None}, rf.kind, pinned)
-    with R.disable_repro_after(), torch.no_grad():
-        sig = ev.observe(gm, args)
-    if pinned is None and sig is not None:
-        with open(sig_path, "w") as fh:
-            json.dump(sig.to_json(), fh)
-        return 1
-    return 1 if sig is not None and pinned.matches(sig) else 0
-
-
-# ------------------------------------------------------------------------------------------
-# localize (runs the lead's judge for each stage backend, in order, until one fails)
-# ------------------------------------------------------------------------------------------
-
-
-def cmd_localize(job_path: str) -> int:
-    with open(job_path) as fh:
-        job = json.load(fh)
-    from bot.check.judge import judge
-    from bot.check.settings import Settings
-
-    rows = []
-    for backend in job["backends"]:
-        settings = Settings.from_dict(dict(job["settings"], backend=backend))
-        try:
-            row = judge(job["spec"], settings)
-            status = row.get("status")
-            fclass = row.get("failure_class")
-            err = row.get("error")
-        except Exception as exc:  # noqa: BLE001
-            status, fclass, err = "fail_to_run", "runtime_error", {"type": type(exc).__name__, "message": str(exc)}
-        rows.append({"backend": backend, "status": status, "failure_class": fclass,
-                     "error": (err or {}).get("type") if isinstance(err, dict) else None})
-        emit(event="stage", backend=backend, status=status)
-        if err:
-            log(f"{backend}: {status}: {(err or {}).get('type')}: {str((err or {}).get('message'))[:500]}")
-        with open(job["out"], "w") as fh:
-            json.dump(rows, fh)
-        if fclass:
-            break
-        try:
-            import torch
-
-            torch._dynamo.reset()
-        except Exception:  # noqa: BLE001
-            pass
     return 0
 
 
@@ -445,10 +466,6 @@ def main(argv=None) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "minify":
         return cmd_minify(rest[0])
-    if cmd == "query":
-        return cmd_query(rest[0], rest[1])
-    if cmd == "localize":
-        return cmd_localize(rest[0])
     if cmd == "probe-dynamo":
         return cmd_probe_dynamo(rest[0])
     print(f"unknown worker command {cmd}", file=sys.stderr)

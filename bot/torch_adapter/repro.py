@@ -41,7 +41,8 @@ RUN_REPRO_CALL = re.compile(r"run_repro\(mod, load_args, (.*)\)")
 STORAGE_LINE = re.compile(r"reader\.storage\((['\"])([0-9a-f]+)\1")
 
 # Keys the minify stage itself sets for capture (caches off); never part of a bug's config.
-CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "inductor.autotune_local_cache"}
+CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "inductor.autotune_local_cache",
+                "dynamo.repro_after", "dynamo.repro_level", "dynamo.debug_dir_root"}
 
 
 def _torch():
@@ -282,11 +283,12 @@ def config_module(prefix: str):
 
 
 def config_default(key: str) -> Any:
-    prefix, _, name = key.partition(".")
-    entries = getattr(config_module(prefix), "_config", None)
-    if not isinstance(entries, dict) or name not in entries:
-        raise KeyError(key)
-    return entries[name].default
+    from bot.torch_adapter import config as tconfig
+
+    try:
+        return tconfig.default_of(key)
+    except UsageError:
+        raise KeyError(key) from None
 
 
 def set_config(key: str, value: Any) -> None:
