@@ -240,12 +240,14 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
 
     timings["package"] = round(time.time() - t, 2)
     t = time.time()
-    say(f"{fid}: verify: {opts.verify_runs} fresh runs + 1 with random inputs, 2 at a time")
-    v = ver.verify(path, sig, opts.verify_runs, log=vlog)
+    rnd_known = result.get("random_inputs_reproduce")
+    say(f"{fid}: verify: {opts.verify_runs} fresh runs{' + 1 with random inputs' if rnd_known is None else ''}, "
+        "2 at a time")
+    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known)
     if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
         vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
         pkg.write_repro(final, save_dir, fdir, rec["config"]["diff"])
-        v = ver.verify(path, sig, opts.verify_runs, log=vlog)
+        v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known)
         if v["failed_same_way"]:
             rec["config"]["minimal"] = None
     timings["verify"] = round(time.time() - t, 2)

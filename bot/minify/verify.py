@@ -35,14 +35,16 @@ def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
     return rc != 0 and stderr_matches(sig, output)
 
 
-def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None) -> dict:
-    """``runs`` fresh-process runs with the saved inputs plus one with random inputs, ``jobs`` at a
-    time (default: 2, or 1 on a one-core machine). Each run is its own interpreter: that is the point."""
+def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None,
+           random_known: bool | None = None) -> dict:
+    """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default: 2, or 1 on a
+    one-core machine). Each run is its own interpreter: that is the point. Plus one run with random
+    inputs, unless ``random_known`` already says whether random inputs reproduce."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.time()
     jobs = jobs or max(1, min(2, os.cpu_count() or 1))
-    plan = [False] * runs + [True]
+    plan = [False] * runs + ([True] if random_known is None else [])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         outs = list(pool.map(lambda rnd: run_repro(path, random_inputs=rnd, timeout=timeout), plan))
     same = 0
@@ -55,9 +57,12 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
             log(f"verify run {i + 1}/{runs}: exit {rc}, {'fails the same way' if ok else 'does NOT fail the same way'}")
             if not ok:
                 log(out[-3000:])
-    rc, out = outs[-1]
-    rnd = fails_same_way(sig, rc, out)
-    if log:
-        log(f"verify with random inputs: exit {rc}, {'fails the same way' if rnd else 'does not reproduce'}")
+    if random_known is None:
+        rc, out = outs[-1]
+        rnd = fails_same_way(sig, rc, out)
+        if log:
+            log(f"verify with random inputs: exit {rc}, {'fails the same way' if rnd else 'does not reproduce'}")
+    else:
+        rnd = bool(random_known)
     return {"runs": runs, "failed_same_way": same, "random_inputs_reproduce": rnd,
             "seconds": round(time.time() - t0, 2), "last_output_tail": last_output[-2000:]}

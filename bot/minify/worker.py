@@ -397,11 +397,37 @@ def cmd_minify(job_path: str) -> int:
                          save_dir=os.path.join(final_dir, "inputs"), backend=job.get("backend"))
     with open(os.path.join(final_dir, "repro.py"), "w") as fh:
         fh.write(src)
+    result["random_inputs_reproduce"] = _random_inputs_reproduce(job, kind, pinned, final_gm,
+                                                                 os.path.join(final_dir, "repro.py"), isolate)
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
         backend=job.get("backend"),
     )
     return _finish(job, result, status, result.get("reason"), t0, nodes_before)
+
+
+def _random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:
+    """Whether the minimized graph fails the same way on random inputs (what ``repro.py run
+    --no-save-dir`` and repro_standalone.py use: the file's load_args read with no save dir).
+    Evaluated here (forked when isolated) rather than in one more fresh interpreter; None when
+    it could not be decided."""
+    import torch
+    from bot.torch_adapter import repro as R
+
+    t = time.time()
+    try:
+        with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+            rf = R.parse_repro_file(final_path)
+            rargs = R.read_inputs(R.load_repro_file(rf), None)
+            ev = (IsolatedEvaluator({**job, "deadline": None}, kind, pinned) if isolate
+                  else Evaluator({**job, "deadline": None}, kind, pinned))
+            sig = ev.observe(gm, rargs)
+        return sig is not None and pinned.matches(sig)
+    except Exception as exc:  # noqa: BLE001
+        log(f"random-input check failed: {type(exc).__name__}: {exc}")
+        return None
+    finally:
+        log(f"random-input check: {time.time() - t:.1f} s")
 
 
 def _bisect_probe(ev: Evaluator, gm, args, backend: str) -> bool:
