@@ -194,3 +194,23 @@ def test_a_wrapper_without_a_cause_is_unwrapped_through_its_message():
     sig = signature_of_exception("compile_error", InductorError(GCC_A))
     assert sig.exc_type == "CppCompileError"
     assert sig.matches(Signature("compile_error", "CppCompileError", message_keys(GCC_B)))
+
+
+def test_a_process_that_aborts_on_a_thrown_cpp_exception_fails_like_the_check_recorded_it():
+    from bot.minify.predicate import consistent, signature_of_abort
+
+    # what check writes when compiled code throws inside an OpenMP region and the process aborts
+    row_error = {"type": "UncaughtCppException", "signal": "SIGABRT",
+                 "message": "compiled code threw a C++ exception (terminate called after throwing an instance of "
+                            "'int'); the process aborted with SIGABRT"}
+    original = signature_of_error_record("runtime_error", row_error)
+    query = signature_of_abort("...\nterminate called after throwing an instance of 'int'\n", "SIGABRT")
+    assert query is not None and consistent(original, query) and original.matches(query)
+    # a segfault, or an abort for another reason, is not that failure
+    assert signature_of_abort("Segmentation fault", "SIGSEGV") is None
+    assert signature_of_abort("free(): invalid pointer", "SIGABRT") is None
+    other = signature_of_abort("terminate called after throwing an instance of 'std::bad_alloc'", "SIGABRT")
+    assert not original.matches(other)
+    # a repro run that aborts the same way verifies; one that raises RuntimeError does not
+    assert stderr_matches(original, "terminate called after throwing an instance of 'int'\n")
+    assert not stderr_matches(original, "RuntimeError: unhandled error\n")
