@@ -157,7 +157,18 @@ class IsolatedEvaluator:
 def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
                    config: tuple[dict, dict] | None = None) -> Signature | None:
     """Evaluate a candidate in a forked child; its failure signature (None: it does not fail).
-    ``config``: (all keys, subset) — run with only ``subset`` of the config diff set."""
+    ``config``: (all keys, subset) — run with only ``subset`` of the config diff set.
+
+    A child killed by a signal that left no recognisable trace is run once more: a real failure
+    dies the same way again, a one-off death of the process does not decide a query."""
+    sig, unexplained = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
+    if unexplained:
+        log("query: rerunning once after an unexplained death")
+        sig, _ = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
+    return sig
+
+
+def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     import signal as _signal
 
     from bot.minify.predicate import signature_of_abort
@@ -220,10 +231,10 @@ def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
     if status is None:
         os.waitpid(pid, 0)
         log(f"query: killed at its {timeout:.0f} s limit")
-        return None
+        return None, False
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and os.path.exists(out_path):
         with open(out_path) as fh:
-            return Signature.from_json(json.load(fh).get("signature"))
+            return Signature.from_json(json.load(fh).get("signature")), False
     try:
         with open(log_path, errors="replace") as fh:
             output = fh.read()[-20000:]
@@ -235,10 +246,11 @@ def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
         sig = signature_of_abort(output, name)
         if sig is None and job["class"] == "crash":
             sig = Signature("crash")
-        log(f"query: process died with {name}" + (f" ({sig.describe()})" if sig else ""))
-        return sig
+        log(f"query: process died with {name}" + (f" ({sig.describe()})" if sig else
+                                                   ": " + " | ".join(output.strip().splitlines()[-6:])))
+        return sig, sig is None
     log("query: process failed: " + " | ".join(output.strip().splitlines()[-3:]))
-    return None
+    return None, False
 
 
 def _acc_mode(job: dict) -> str:
