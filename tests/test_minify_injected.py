@@ -7,8 +7,9 @@ runs against a warm inductor cache (FX graph cache populated): capture must stil
 conv_bn and the transformer the injected runtime error aborts the process (a C++ exception thrown
 inside an OpenMP region): minify must still reduce it, one forked process per query.
 
-Every failure is verified in 3 fresh processes. Localize (the stage ablation) runs for the first
-model of each bug; the others use --no-localize to keep the suite's time down.
+The four sweeps' rows go into one run directory, with a broken row first (no spec: minify cannot
+rerun it), and ONE `minify` call handles all thirteen: the broken one must not stop the others.
+Every failure is verified in 3 fresh processes.
 """
 
 from __future__ import annotations
@@ -48,50 +49,51 @@ def workdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-_SWEEPS: dict = {}
-
-
 @pytest.fixture(scope="module")
 def sweep(workdir, bot):
-    """sweep(bug) -> (run_dir, {model: row}, minify stderr); each bug's sweep runs once."""
-
-    def get(bug):
-        if bug in _SWEEPS:
-            return _SWEEPS[bug]
-        key, kind, models, _ = BUGS[bug]
-        run = workdir / bug
+    """One `check` per bug over its three models; the rows are combined into one run directory
+    (with a broken row that minify cannot rerun) and minified by ONE `minify` call.
+    Returns (run_dir, {bug: {model: row}}, minify stderr, broken row id)."""
+    rows_by_bug, all_rows, settings = {}, [], None
+    for bug, (key, kind, models, _) in BUGS.items():
+        run = workdir / "checks" / bug
         p = bot("check", "--out", run, "--models", ",".join(models), "--config", f"{key}={kind}",
                 "--config", f"{HARMLESS}=1", "--timeout", "300")
         doc = json.loads((run / "results.json").read_text())
         rows = {r["model"]: r for r in doc["checks"]}
         assert [rows[m]["failure_class"] for m in models] == [kind] * 3, (p.stderr[-2000:], [
             (r["id"], r["status"], r.get("error")) for r in doc["checks"]])
-        fx_cache = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "fxgraph")
-        assert os.path.isdir(fx_cache) and os.listdir(fx_cache), "the checks should have warmed the FX graph cache"
-        first, rest = rows[models[0]]["id"], ",".join(rows[m]["id"] for m in models[1:])
-        p1 = bot("minify", "--out", run, "--only", first, "--budget", "300", "--no-bisect", check=True)
-        p2 = bot("minify", "--out", run, "--only", rest, "--budget", "300", "--no-bisect", "--no-localize",
-                 check=True)
-        _SWEEPS[bug] = (run, rows, p1.stderr + p2.stderr)
-        return _SWEEPS[bug]
-
-    return get
+        for r in doc["checks"]:
+            r["id"] = f"{bug}-{r['id']}"
+        rows_by_bug[bug] = rows
+        all_rows += doc["checks"]
+        settings = doc["settings"]
+    fx_cache = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "fxgraph")
+    assert os.path.isdir(fx_cache) and os.listdir(fx_cache), "the checks should have warmed the FX graph cache"
+    good = rows_by_bug["relu-accuracy"]["mlp_relu"]
+    broken = {k: v for k, v in good.items() if k != "spec"}  # no spec: minify cannot rerun it
+    broken["id"] = "broken-" + good["id"]
+    run = workdir / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({**doc, "settings": settings, "checks": [broken] + all_rows}))
+    p = bot("minify", "--out", run, "--budget", "300", "--no-bisect")
+    assert p.returncode == 1, p.stderr[-4000:]
+    return run, rows_by_bug, p.stderr, broken["id"]
 
 
 @pytest.mark.parametrize("bug,i", CASES, ids=[f"{b}-{BUGS[b][2][i]}" for b, i in CASES])
 def test_each_injected_bug_minimizes_to_the_culprit_op_and_verifies_3_of_3(sweep, bug, i):
     key, fclass, models, culprit = BUGS[bug]
-    run, rows, stderr = sweep(bug)
-    row = rows[models[i]]
+    run, rows_by_bug, stderr, _ = sweep
+    row = rows_by_bug[bug][models[i]]
     fdir = run / "failures" / row["id"]
     rec = json.loads((fdir / "failure.json").read_text())
     r = rec["repro"]
     assert r["status"] == "minimized", (r["reason"], stderr[-3000:])
     assert rec["class"] == fclass and rec["stage"] == "inductor"
-    if i == 0:
-        assert [a["backend"] for a in rec["ablation"]] == ["eager", "aot_eager", "aot_eager_decomp_partition",
-                                                           "inductor"]
-        assert [a["status"] for a in rec["ablation"][:3]] == ["pass"] * 3
+    assert [a["backend"] for a in rec["ablation"]] == ["eager", "aot_eager", "aot_eager_decomp_partition",
+                                                       "inductor"]
+    assert [a["status"] for a in rec["ablation"][:3]] == ["pass"] * 3
     ops = [g["op"] for g in r["graph"]]
     assert ops.count(culprit) == 1 and set(ops) - {culprit} <= PLUMBING, ops
     assert r["nodes_after"] < r["nodes_before"]
@@ -102,7 +104,7 @@ def test_each_injected_bug_minimizes_to_the_culprit_op_and_verifies_3_of_3(sweep
     assert [d["key"] for d in rec["config"]["minimal"]] == [key]
     assert HARMLESS in [d["key"] for d in rec["config"]["diff"]]
     assert rec["versions"]["torch"] and rec["versions"]["python"]
-    assert {"capture", "reduce", "verify", "total"} <= set(r["timings"])
+    assert {"localize", "capture", "reduce", "verify", "total"} <= set(r["timings"])
     # the published repro is clean and self-contained
     src = (fdir / "repro.py").read_text()
     assert not re.search(r"['\"]/(tmp|home|root|work)/", src)
@@ -120,16 +122,24 @@ def test_each_injected_bug_minimizes_to_the_culprit_op_and_verifies_3_of_3(sweep
 def test_failure_records_follow_the_schema(sweep):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).parent.parent / "bot" / "schemas" / "failure.schema.json").read_text())
-    for bug in ("relu-accuracy", "relu-runtime_error"):
-        run, rows, _ = sweep(bug)
-        for row in rows.values():
-            jsonschema.validate(json.loads((run / "failures" / row["id"] / "failure.json").read_text()), schema)
+    run = sweep[0]
+    for f in sorted((run / "failures").glob("*/failure.json")):
+        jsonschema.validate(json.loads(f.read_text()), schema)
+
+
+def test_a_crash_while_minifying_one_failure_does_not_stop_the_others(sweep):
+    run, rows_by_bug, stderr, broken = sweep
+    bad = json.loads((run / "failures" / broken / "failure.json").read_text())
+    assert bad["repro"]["status"] == "none" and "internal error" in bad["repro"]["reason"]
+    assert f"{broken}: none" in stderr
+    # it came first; all twelve others were still minified (checked one by one above)
+    assert len(list((run / "failures").glob("*/repro.py"))) == 12
 
 
 def test_a_clean_graph_gives_no_repro_and_says_why(sweep, bot, workdir):
     """The minimized accuracy repro with the injection switched off is a clean graph."""
-    run, rows, _ = sweep("relu-accuracy")
-    fdir = run / "failures" / rows["mlp_relu"]["id"]
+    run, rows_by_bug, _, _ = sweep
+    fdir = run / "failures" / rows_by_bug["relu-accuracy"]["mlp_relu"]["id"]
     clean = workdir / "clean"
     shutil.copytree(fdir, clean)
     src = (clean / "repro.py").read_text()
@@ -144,27 +154,9 @@ def test_a_clean_graph_gives_no_repro_and_says_why(sweep, bot, workdir):
     assert not (out / "failures" / "repro" / "repro.py").exists()
 
 
-def test_a_crash_while_minifying_one_failure_does_not_stop_the_others(sweep, bot, workdir):
-    run, rows, _ = sweep("relu-accuracy")
-    doc = json.loads((run / "results.json").read_text())
-    good = rows["mlp_relu"]
-    broken = {k: v for k, v in good.items() if k != "spec"}  # no spec: minify cannot rerun it
-    broken["id"] = "broken-" + good["id"]
-    doc["checks"] = [broken, good]
-    other = workdir / "with-broken"
-    other.mkdir()
-    (other / "results.json").write_text(json.dumps(doc))
-    p = bot("minify", "--out", other, "--no-bisect", "--no-localize", "--verify-runs", "1")
-    assert p.returncode == 1, p.stderr[-3000:]
-    bad = json.loads((other / "failures" / broken["id"] / "failure.json").read_text())
-    assert bad["repro"]["status"] == "none" and "internal error" in bad["repro"]["reason"]
-    ok = json.loads((other / "failures" / good["id"] / "failure.json").read_text())
-    assert ok["repro"]["status"] == "minimized"
-
-
 def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(sweep, bot, workdir):
-    run, rows, _ = sweep("relu-accuracy")
-    fdir = run / "failures" / rows["mlp_relu"]["id"]
+    run, rows_by_bug, _, _ = sweep
+    fdir = run / "failures" / rows_by_bug["relu-accuracy"]["mlp_relu"]["id"]
     out = workdir / "again"
     p = bot("minify", "--repro", fdir / "repro.py", "--out", out, "--verify-runs", "1", "--no-bisect",
             env={"MINIFY_BOT_WORKER_CRASH_AFTER": "1"})

@@ -87,6 +87,8 @@ class Signature:
             return True
         if self.exc_type != other.exc_type:
             return False
+        if self.exc_type == ABORT_TYPE and (not self.messages or not other.messages):
+            return True  # an abort whose thrown type went unprinted ("terminate called recursively")
         if not self.messages or not other.messages:
             return not self.messages and not other.messages
         return bool(set(self.messages) & set(other.messages))
@@ -120,10 +122,16 @@ def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
 def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Signature | None:
     """The signature of a process that died because compiled code threw a C++ exception
     (``terminate called after throwing ...`` in its output, then SIGABRT); None otherwise."""
-    m = UNCAUGHT_CPP.search(output or "")
-    if m is None or signal_name not in (None, "SIGABRT"):
+    if signal_name not in (None, "SIGABRT"):
         return None
-    return Signature("runtime_error", ABORT_TYPE, [normalize_line(m.group(0))])
+    m = UNCAUGHT_CPP.search(output or "")
+    if m is not None:
+        return Signature("runtime_error", ABORT_TYPE, [normalize_line(m.group(0))])
+    if "terminate called recursively" in (output or ""):
+        # several OpenMP threads threw at once; the process aborted before the first one's
+        # "terminate called after throwing ..." line was written: same failure, type unknown
+        return Signature("runtime_error", ABORT_TYPE, [])
+    return None
 
 
 def signature_of_error_record(failure_class: str, error: dict | None) -> Signature | None:
@@ -175,7 +183,7 @@ def stderr_matches(sig: Signature, stderr: str) -> bool:
         return True
     if sig.exc_type == ABORT_TYPE:
         found = signature_of_abort(stderr, None)
-        return found is not None and (not sig.messages or bool(set(found.messages) & set(sig.messages)))
+        return found is not None and sig.matches(found)
     if sig.exc_type and sig.exc_type not in stderr:
         return False
     if not sig.messages:
