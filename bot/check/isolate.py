@@ -33,7 +33,8 @@ PHASE_STATUS = {
 }
 OOM_PHASE_STATUS = {"eager_1st": "eager_1st_run_OOM", "eager_2nd": "eager_2nd_run_OOM", "compile": "OOM",
                     "compare": "OOM"}
-UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
+# several OpenMP threads throwing at once may leave only the second form in the log
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'|terminate called recursively")
 CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
 
 
