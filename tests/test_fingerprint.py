@@ -10,7 +10,7 @@ from tests.ghstub.rundir import check_row, failure_record
 TB = '''Traceback (most recent call last):
   File "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 655, in _fn
     return fn(*args, **kwargs)
-  File "/home/ci/work/model.py", line 12, in forward
+  File "/home/ci/src/model.py", line 12, in forward
     return self.net(x)
   File "/opt/venv/lib/python3.11/site-packages/torch/_inductor/codegen/cpp.py", line 901, in codegen_relu
     raise RuntimeError(msg)
