@@ -220,3 +220,20 @@ def test_interrupted_sweep_keeps_finished_rows(tmp_path):
     doc = json.loads(results.read_text())
     assert [r["model"] for r in doc["checks"]] == ["first"]
     assert doc["checks"][0]["status"] == "pass" and doc["complete"] is False and doc["finished"]
+
+
+def test_uncaught_cpp_exception_abort_is_a_runtime_error_whatever_terminate_printed(tmp_path):
+    """Generated C++ that throws inside an OpenMP region aborts the process; when several threads
+    throw at once, libstdc++ may print only 'terminate called recursively'."""
+    from bot.check.isolate import _interpret
+
+    for text, cls in (("terminate called after throwing an instance of 'int'\n", "runtime_error"),
+                      ("terminate called recursively\n", "runtime_error"),
+                      ("Fatal Python error: Aborted\n", "crash")):
+        log = tmp_path / "check.log"
+        log.write_text("[check] phase compile\n" + text)
+        row = _interpret(signal.SIGABRT, False, "compile", str(tmp_path / "no-row.json"), 60, str(log))
+        assert (row["status"], row["failure_class"]) == ("fail_to_run", cls), text
+        assert row["error"]["signal"] == "SIGABRT"
+    row = _interpret(signal.SIGABRT, False, "eager_1st", str(tmp_path / "no-row.json"), 60, str(log))
+    assert row["failure_class"] == "crash" and row["status"] == "eager_1st_run_fail"
