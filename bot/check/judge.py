@@ -131,7 +131,7 @@ def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None
         extra["stats"] = rt.dynamo_stats()
         if rt.is_oom(exc):
             return _result("OOM", "oom", error_info(exc), **extra)
-        cls = "compile_error" if rt.is_compile_exception(exc, None) else "runtime_error"
+        cls = "compile_error" if rt.is_compile_exception(exc) else "runtime_error"
         return _result("fail_to_run", cls, error_info(exc), **extra)
     extra["compile_s"] = round(time.perf_counter() - t1, 3)
     extra["stats"] = rt.dynamo_stats()

@@ -28,8 +28,6 @@ KNOWN_CHOICES = {
     "inductor.cpp.inject_log1p_bug_TESTING_ONLY": {None, "accuracy"},
 }
 
-# Test-only bug injection knobs (used by selftest and the tests), when this torch has them.
-INJECTION_KEYS = tuple(KNOWN_CHOICES)
 
 
 def _module(prefix: str):
@@ -192,11 +190,6 @@ def default_of(key: str) -> Any:
     return _entry(key).default
 
 
-def current_value(key: str) -> Any:
-    prefix, name = split_key(key)
-    return getattr(_module(prefix), name)
-
-
 def non_default(prefixes=("inductor", "dynamo", "functorch")) -> list[dict]:
     """Every option whose live value differs from its real default in this process.
 
@@ -234,13 +227,3 @@ def _jsonable(v):
         return {str(k): _jsonable(x) for k, x in v.items()}
     return repr(v)
 
-
-def injection_keys_available() -> list[str]:
-    keys = []
-    for key in INJECTION_KEYS:
-        try:
-            _entry(key)
-            keys.append(key)
-        except (UsageError, InfraError):
-            pass
-    return keys

@@ -100,37 +100,8 @@ def compile_model(model, backend, dynamic: bool):
                          dynamic=True if dynamic else None)
 
 
-class BackendTracker:
-    """Wraps a backend to learn whether an exception came from compiling or from running."""
-
-    def __init__(self, backend):
-        self.inner = resolve_backend(backend) if isinstance(backend, str) else backend
-        self.compiling = False
-        self.compile_failed = False
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs, **kwargs):
-        import torch._dynamo
-
-        inner = self.inner
-        if isinstance(inner, str):
-            inner = torch._dynamo.lookup_backend(inner)
-        self.compiling = True
-        try:
-            out = inner(gm, example_inputs, **kwargs)
-            self.graphs += 1
-            return out
-        except BaseException:
-            self.compile_failed = True
-            raise
-        finally:
-            self.compiling = False
-
-
-def is_compile_exception(exc: BaseException, tracker: BackendTracker | None) -> bool:
+def is_compile_exception(exc: BaseException) -> bool:
     """True when the exception was raised while compiling rather than running compiled code."""
-    if tracker is not None and tracker.compile_failed:
-        return True
     names = {c.__name__ for c in type(exc).__mro__}
     if names & {"BackendCompilerFailed", "InductorError", "CppCompileError", "Unsupported",
                 "InternalTorchDynamoError", "TorchRuntimeError", "UserError", "LoweringException",
