@@ -21,7 +21,11 @@ against a throw-away local tracker and check every stage's result:
 
 Exits 0 when every stage behaves, 3 (loudly, saying which stage) when one does not."""
 
-INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
+def injection(device: str) -> str:
+    """The test-only relu bug of the code generator inductor uses on ``device``: C++ on the CPU,
+    Triton on CUDA (the C++ injection would leave a CUDA run untouched and the selftest red)."""
+    backend = "triton" if device == "cuda" else "cpp"
+    return f"inductor.{backend}.inject_relu_bug_TESTING_ONLY=accuracy"
 
 
 def add_arguments(p) -> None:
@@ -45,11 +49,12 @@ def run(args) -> int:
     out = os.path.join(base, "run")
     issues = os.path.join(base, "issues")
     t0 = time.perf_counter()
+    inject = injection(args.device)
     say = lambda m: print(f"selftest: {m}", file=sys.stderr, flush=True)  # noqa: E731
     try:
-        say(f"injecting {INJECT} (device {args.device}); working in {base}")
+        say(f"injecting {inject} (device {args.device}); working in {base}")
         rc = main(["check", "--out", out, "--models", "mlp_relu,mlp_gelu", "--device", args.device,
-                   "--config", INJECT, "--timeout", "300"])
+                   "--config", inject, "--timeout", "300"])
         _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
         rows = {r["model"]: r for r in json.load(open(os.path.join(out, "results.json")))["checks"]}
         _expect(rows["mlp_relu"]["status"] == "fail_accuracy", "check",
@@ -71,7 +76,7 @@ def run(args) -> int:
         _expect(ver.get("runs") and ver.get("failed_same_way") == ver.get("runs"), "minify",
                 f"repro did not fail the same way in every fresh run: {ver}")
         keys = [d["key"] for d in (rec["config"].get("minimal") or [])]
-        _expect(keys == [INJECT.split("=")[0]], "minify", f"minimal config diff should be the injected key, got {keys}")
+        _expect(keys == [inject.split("=")[0]], "minify", f"minimal config diff should be the injected key, got {keys}")
         say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
             f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
 
