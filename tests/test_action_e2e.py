@@ -49,7 +49,10 @@ class Runner:
         for d in (job, ws, job / "temp"):
             d.mkdir(parents=True, exist_ok=True)
         event = job / "event.json"
-        event.write_text(payload if isinstance(payload, str) else json.dumps(payload))
+        if isinstance(payload, bytes):
+            event.write_bytes(payload)
+        else:
+            event.write_text(payload if isinstance(payload, str) else json.dumps(payload))
         (job / "output").write_text("")
         (job / "summary").write_text("")
         env = {k: v for k, v in os.environ.items()
