@@ -260,6 +260,24 @@ def test_number_bomb_in_a_shard_exits_2(runner, ghstub, tmp_path):  # noqa: F811
     assert res.outputs["exit-code"] == "2" and filed_issues(ghstub) == []
 
 
+def test_an_unexpected_error_exits_3_with_outputs_summary_and_an_answer(runner, users, tmp_path):
+    failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    payload = pr_comment(users, "walt-token", "/minify --models mlp_relu")
+    auth = runner("issue_comment", payload, {"stage": "authorize"})
+    assert auth.rc == 0, auth.stdout + auth.stderr
+    # a run directory that cannot be created: nothing the bot checks for, so an unexpected OSError
+    res = runner("issue_comment", payload, {"stage": "report", "request": auth.outputs["request"],
+                                            "shards": str(tmp_path / "download"), "check-result": "success",
+                                            "out": "/dev/null/minify-out"})
+    assert res.rc == 3, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert "::error title=minify-bot%3A internal error::internal error: NotADirectoryError" in res.stdout
+    assert res.outputs["exit-code"] == "3" and "Internal error" in res.summary
+    assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
+    assert "`/minify` did not finish: an internal error stopped it" in bot_comments(users, payload["issue"]["number"])[-1]["body"]
+    assert_token_not_leaked(res)
+
+
 # ------------------------------------------------------------------ 7. misleading output
 
 

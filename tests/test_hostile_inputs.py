@@ -321,9 +321,10 @@ def test_the_corpus_is_large():
 
 # ------------------------------------------------------------------ model code never sees a token
 
-# The "model": a shell that dumps its own environment and every other one it can read.
-DUMP = ("sh -c 'for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null | tr \"\\000\" \"\\n\"; done > {out}; "
-        "env >> {out}'")
+# The "model": a shell that dumps its own environment and those of all its ancestors (same user:
+# /proc/<pid>/environ is readable), up to init.
+DUMP = ("sh -c 'p=$$; while [ \"$p\" -gt 1 ]; do tr \"\\000\" \"\\n\" < /proc/$p/environ; "
+        "p=$(sed -n \"s/^PPid:[[:space:]]*//p\" /proc/$p/status); done > {out}'")
 
 
 def test_model_code_on_an_untrusted_event_never_starts_while_a_token_is_present(runner, ghstub, tmp_path):  # noqa: F811

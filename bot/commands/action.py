@@ -851,6 +851,7 @@ def execute(ctx: Context) -> int:
         if request is None:
             raise UsageError("stage `report` on a /minify comment needs the `request` input from the authorize step")
         prc = _pr_context(ctx, request["pr"], request.get("comment_id"))
+        ctx.prc, ctx.requester = prc, request["requested_by"]
         return _comment_report(ctx, run, request, prc)
 
     if ev.name not in SWEEP_EVENTS:
