@@ -13,16 +13,13 @@
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bot import pr
-from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, ghstub, make_client  # noqa: F401
+from tests.ghstub.fixtures import BOT_LOGIN, REPO, ghstub, make_client  # noqa: F401
 from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, write_run
 from tests.test_action_e2e import (  # noqa: F401
     ROOT, assert_token_not_leaked, bot_comments, filed_issues, pr_comment, reactions, runner, users)

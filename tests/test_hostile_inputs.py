@@ -11,15 +11,14 @@ before `check` runs, or the stage is authorize/report.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, ghstub  # noqa: F401
-from tests.ghstub.rundir import check_row, failing_run, failure_record, write_run
+from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, ghstub  # noqa: F401
+from tests.ghstub.rundir import failing_run
 from tests.test_action_e2e import assert_token_not_leaked, bot_comments, pr_comment, reactions, runner  # noqa: F401
 
 SHA = "ab" * 20

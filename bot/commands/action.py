@@ -12,6 +12,12 @@ Stages (input `stage`), so one workflow can split privileges over several jobs:
 
 Events: schedule, workflow_dispatch and push sweep and file issues; pull_request sweeps and answers
 in the pull request; issue_comment handles `/minify` comments.
+
+Model code never runs next to a token where the code is untrusted (issue_comment,
+pull_request_target, fork pull_request): scrubbing a child's environment is no boundary, since code
+of the same user reads /proc/<pid>/environ of its ancestors. Whatever goes wrong ends with exit 2
+(bad input) or 3 (internal/infrastructure), outputs and a summary, and on /minify an answer in the
+pull request; exit 1 only ever means "failures found".
 """
 
 from __future__ import annotations
@@ -568,7 +574,7 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
 
 
 def _report_error(report: dict | None) -> str | None:
-    """Why report stopped (report.json's `error`), redacted of URLs' hosts only by the caller."""
+    """Why report stopped: report.json's `error` (e.g. "... HTTP 403: Resource not accessible")."""
     err = (report or {}).get("error")
     return str(err)[:500] if err else None
 
@@ -725,7 +731,7 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
         raise UsageError(f"/minify refused: {auth.reason}")
     try:
         pull = prc.repo.get_pull(number)
-        sha = pr.pin_head(prc.repo, pull, cmd.sha, commented_at=_comment_time(prc, comment),
+        sha = pr.pin_head(prc.repo, pull, cmd.sha, commented_at=_comment_time(prc),
                           timeline=prc.issue.get_timeline())
     except pr.Rejected as exc:
         _react(ctx, prc, pr.REACTION_REJECTED)
@@ -745,7 +751,7 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     return cmd, request, prc
 
 
-def _comment_time(prc: PRContext, comment: dict):
+def _comment_time(prc: PRContext):
     """When the comment was written: GitHub's answer for the comment (not the payload's copy)."""
     created = getattr(prc.comment, "created_at", None) if prc.comment is not None else None
     if created is None:
@@ -989,7 +995,6 @@ def _pr_problem_for_event(ctx: Context, problem: str) -> None:
 
 
 def _pr_sticky_for_event(ctx: Context, results, report) -> None:
-    pull = ctx.event.obj("pull_request")
     number = _event_pr_number(ctx)
     if number is None or not ctx.inputs.token:
         return
