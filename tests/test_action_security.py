@@ -97,6 +97,19 @@ def test_stage_check_refuses_a_token_on_untrusted_events(runner, event, payload,
     assert_token_not_leaked(res)
 
 
+def test_a_fork_pull_request_with_stage_all_is_refused_and_told_why(runner, users):
+    number = users.add_pull(None, head_sha="f" * 40, author="mallory", head_repo="mallory/models")
+    payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
+               "pull_request": {"number": number, "head": {"sha": "f" * 40, "repo": {"full_name": "mallory/models"}},
+                                "base": {"repo": {"full_name": REPO}}}}
+    res = runner("pull_request", payload, {"models": "gru"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "minify-bot check" not in res.stdout
+    (answer,) = bot_comments(users, number)
+    assert "refusing to run model code on a pull\\_request event while a token is present" in answer["body"]
+    assert_token_not_leaked(res)
+
+
 def test_stage_check_warns_whenever_it_receives_a_token(runner):
     res = runner("schedule", {}, {"stage": "check", "models": "no_such_model"})
     assert "::warning title=minify-bot%3A token in the check job::stage check received a token" in res.stdout
