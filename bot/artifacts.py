@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot import safejson
 from bot.errors import UsageError
 
 RESULTS_KIND = "minify-action/results/v1"
@@ -36,7 +37,10 @@ STATUSES = [
     "eager_1st_run_fail", "eager_2nd_run_fail", "eager_two_runs_differ", "model_fail_to_load",
     "timeout", "OOM", "eager_1st_run_OOM", "eager_2nd_run_OOM", "crash",
 ]
-FAILURE_CLASSES = ["accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error"]
+FAILURE_CLASSES = ["accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error", "setup_error"]
+# Fields that reach markdown are typed once, in the project's failure schema (numbers are numbers,
+# strings are bounded); the check rows of results.json use the same definitions.
+_DEFS = json.loads((Path(__file__).parent / "schemas" / "failure.schema.json").read_text(encoding="utf-8"))["$defs"]
 
 _STR = {"type": "string", "maxLength": 4096}
 _NSTR = {"type": ["string", "null"], "maxLength": 4096}
@@ -54,7 +58,7 @@ CHECK_ROW_SCHEMA = {
     "properties": {
         "id": {"type": "string", "pattern": CHECK_ID},
         "model": {"type": "string", "maxLength": 200},
-        "spec": {"type": ["object", "null"]},
+        "spec": _DEFS["spec"],
         "backend": {"type": "string", "maxLength": 200},
         "mode": {"enum": ["inference", "training"]},
         "dtype": {"enum": ["float32", "float16", "bfloat16", "amp"]},
@@ -63,8 +67,8 @@ CHECK_ROW_SCHEMA = {
         "config": _CONFIG,
         "status": {"enum": STATUSES},
         "failure_class": {"enum": FAILURE_CLASSES + [None]},
-        "error": _ERROR,
-        "accuracy": {"type": ["object", "null"]},
+        "error": _DEFS["error"],
+        "accuracy": _DEFS["accuracy"],
         "batch_size": {"type": ["integer", "null"]},
         "duration_s": {"type": ["number", "null"]},
         "baseline": {"enum": ["new", "known", "fixed", None]},
@@ -91,7 +95,7 @@ RESULTS_SCHEMA = {
                 "baseline": _NSTR,
             },
         },
-        "versions": {"type": ["object", "null"]},
+        "versions": _DEFS["versions"],
         "checks": {"type": "array", "maxItems": MAX_CHECKS, "items": CHECK_ROW_SCHEMA},
     },
 }
@@ -152,8 +156,8 @@ def read_json(path: Path, what: str) -> object:
     if st.st_size > MAX_JSON_BYTES:
         raise UsageError(f"{what}: {st.st_size} bytes is over the {MAX_JSON_BYTES}-byte cap")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return safejson.loads(path.read_bytes())  # bounded: nesting and number bombs are bad input
+    except ValueError as exc:
         raise UsageError(f"{what}: not valid JSON ({exc})") from None
 
 

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterator, Mapping, TextIO
 
+from bot import safejson
 from bot.errors import UsageError
 
 SUMMARY_LIMIT = 1024 * 1024  # bytes per step; over that the upload fails
@@ -46,11 +47,17 @@ def input_env_names(name: str) -> list[str]:
     return names
 
 
-def get_input(name: str, default: str = "", env: Mapping[str, str] | None = None) -> str:
+def get_input(name: str, default: str = "", env: Mapping[str, str] | None = None, *,
+              multiline: bool = False) -> str:
+    """An input's value, stripped. Single-line inputs (the default) reject line breaks: a value
+    with one could smuggle a workflow command (`::error ...`) into a line the log echoes."""
     env = os.environ if env is None else env
     for key in input_env_names(name):
         if key in env:
-            return env[key].strip()
+            value = env[key].strip()
+            if not multiline and any(c in value for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+                raise UsageError(f"input {name!r} must be a single line; it contains a line break")
+            return value
     return default
 
 
@@ -82,13 +89,13 @@ def get_int_input(name: str, default: int | None, env: Mapping[str, str] | None 
 
 def get_list_input(name: str, env: Mapping[str, str] | None = None) -> list[str]:
     """A list input: items separated by newlines and/or commas, blanks dropped."""
-    raw = get_input(name, "", env)
-    return [item.strip() for item in re.split(r"[\n,]", raw) if item.strip()]
+    raw = get_input(name, "", env, multiline=True)
+    return [item.strip() for item in re.split(r"[\r\n,]", raw) if item.strip()]
 
 
 def get_lines_input(name: str, env: Mapping[str, str] | None = None) -> list[str]:
     """A list input whose items may contain commas (e.g. config overrides): one item per line."""
-    raw = get_input(name, "", env)
+    raw = get_input(name, "", env, multiline=True)
     return [line.strip() for line in raw.splitlines() if line.strip()]
 
 
@@ -169,12 +176,14 @@ class Commands:
         self._cmd("debug", message)
 
     def add_mask(self, value: str | None) -> None:
-        """Mask a secret in the log; every line separately (the runner masks per line)."""
+        """Mask a secret in the log; every line separately (the runner masks per line). Values
+        shorter than MIN_SECRET_LENGTH are not masked: masking `1` or `true` would turn outputs and
+        half the log into `***`."""
         if not value:
             return
         for line in str(value).splitlines():
             line = line.strip()
-            if len(line) >= 4:  # masking tiny strings would blank half the log
+            if is_maskable(line):
                 self._cmd("add-mask", line)
 
     @contextlib.contextmanager
@@ -208,6 +217,14 @@ _SECRET_PATTERNS = [
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|API_KEY|CREDENTIAL)", re.I)
 
 
+MIN_SECRET_LENGTH = 8
+
+
+def is_maskable(value: str | None) -> bool:
+    """Long enough to be a secret worth masking (and redacting)."""
+    return bool(value) and len(str(value).strip()) >= MIN_SECRET_LENGTH
+
+
 def find_secrets(text: str) -> list[str]:
     found: list[str] = []
     for pat in _SECRET_PATTERNS:
@@ -233,7 +250,7 @@ def scrubbed_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    for s in sorted({s for s in secrets if s}, key=len, reverse=True):
+    for s in sorted({s for s in secrets if is_maskable(s)}, key=len, reverse=True):
         text = text.replace(s, "***")
     for pat in _SECRET_PATTERNS:
         text = pat.sub("***", text)
@@ -315,13 +332,21 @@ class Event:
     name: str
     payload: dict
 
+    def obj(self, *keys: str) -> dict:
+        """payload[k1][k2]... when every step is an object, else {} (payloads are untrusted)."""
+        cur: object = self.payload
+        for k in keys:
+            cur = cur.get(k) if isinstance(cur, dict) else None
+        return cur if isinstance(cur, dict) else {}
+
     @property
     def comment_body(self) -> str:
-        return str((self.payload.get("comment") or {}).get("body") or "")
+        body = self.obj("comment").get("body")
+        return body if isinstance(body, str) else ""
 
     @property
     def is_pr_comment(self) -> bool:
-        return self.name == "issue_comment" and bool((self.payload.get("issue") or {}).get("pull_request"))
+        return self.name == "issue_comment" and bool(self.obj("issue").get("pull_request"))
 
 
 def read_event(env: Mapping[str, str] | None = None) -> Event:
@@ -330,6 +355,8 @@ def read_event(env: Mapping[str, str] | None = None) -> Event:
     name = env.get("GITHUB_EVENT_NAME", "").strip()
     if not name:
         raise UsageError("GITHUB_EVENT_NAME is not set: `minify-bot action` must run in a workflow (or set it by hand)")
+    if not re.fullmatch(r"[a-z_]{1,64}", name):
+        raise UsageError(f"GITHUB_EVENT_NAME {name[:80]!r} is not an event name")
     path = env.get("GITHUB_EVENT_PATH", "").strip()
     if not path:
         if name in ("schedule", "workflow_dispatch"):
@@ -343,8 +370,8 @@ def read_event(env: Mapping[str, str] | None = None) -> Event:
     if len(raw) > 32 * 1024 * 1024:
         raise UsageError("the event payload is larger than 32 MiB")
     try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = safejson.loads(raw)
+    except ValueError as exc:
         raise UsageError(f"the event payload {path} is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise UsageError(f"the event payload {path} is not a JSON object")

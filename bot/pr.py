@@ -4,14 +4,19 @@
   API and must be `write` or `admin`; any error answering that question is a refusal.
   `author_association` is only a cheap pre-filter (it cannot grant anything).
 - The head SHA is pinned at authorization time (or taken from `--sha`, which must be the head), so
-  what runs is what was authorized, even if someone pushes afterwards.
+  what runs is what was authorized, even if someone pushes afterwards. Pull requests from forks need
+  the full 40-hex `--sha` (a 7-hex prefix is 28 bits: a fork author can make a colliding commit).
+  Without `--sha`, a head that moved after the comment was written (a push or force-push in the
+  pull request's timeline) is refused: the commenter may not have seen what would run.
 - Results live in ONE comment per pull request, found by a hidden marker *and* the bot's login
   (other tools copy markers), edited in place, never duplicated.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import re
 from dataclasses import dataclass
 
 import github
@@ -88,23 +93,80 @@ def authorize(repo, login: str, association: str | None) -> Authorization:
     return Authorization(False, f"/minify needs write or admin permission; @{login} has {permission or 'none'}", permission)
 
 
-def pin_head(repo, pull, requested_sha: str | None) -> str:
-    """The full head SHA to test. Raises Rejected when it cannot be pinned safely."""
+FULL_SHA_RE = re.compile(r"[0-9a-f]{40}")
+
+
+def _when(value) -> _dt.datetime | None:
+    if isinstance(value, _dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=_dt.timezone.utc)
+
+
+def head_moves_after(events, since) -> list[str]:
+    """Pushes and force-pushes in a pull request's timeline (GET /issues/{n}/timeline, raw event
+    dicts) dated after `since`: the commits' committer dates and the force-push events' times."""
+    since_dt = _when(since)
+    if since_dt is None:
+        raise Rejected("could not read when the comment was written")
+    moves = []
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("event")
+        if kind == "head_ref_force_pushed":
+            at = _when(ev.get("created_at"))
+            what = f"force-push to {str(ev.get('commit_id') or '?')[:12]}"
+        elif kind == "committed":
+            at = _when((ev.get("committer") or {}).get("date"))
+            what = f"commit {str(ev.get('sha') or '?')[:12]}"
+        else:
+            continue
+        if at is None or at > since_dt:
+            moves.append(what)
+    return moves
+
+
+def pin_head(repo, pull, requested_sha: str | None, *, commented_at=None, timeline=None) -> str:
+    """The full head SHA to test. Raises Rejected when it cannot be pinned safely.
+
+    `commented_at` (the comment's creation time) and `timeline` (an iterable of the pull request's
+    timeline events, raw dicts) let a command without --sha be refused when the head moved after
+    the comment was written."""
     if pull.state != "open":
         raise Rejected(f"pull request #{pull.number} is {pull.state}")
     head = (pull.head.sha or "").lower()
-    if len(head) != 40:
+    if not FULL_SHA_RE.fullmatch(head):
         raise Rejected("could not read the pull request's head commit")
+    head_repo = getattr(pull.head, "repo", None)
+    from_fork = head_repo is None or head_repo.full_name != repo.full_name
     if requested_sha:
-        if not head.startswith(requested_sha.lower()):
+        want = requested_sha.lower()
+        if from_fork and not FULL_SHA_RE.fullmatch(want):
+            raise Rejected(f"this pull request comes from a fork: --sha needs the full 40-hex commit id, "
+                           f"not a prefix ({len(want)} digits)")
+        if head != want if from_fork else not head.startswith(want):
             raise Rejected(
-                f"--sha {requested_sha} is not the pull request's head ({head[:12]}); "
+                f"--sha {want} is not the pull request's head ({head[:12]}); "
                 "new commits were pushed after the command, comment again with the current head")
         return head
-    head_repo = getattr(pull.head, "repo", None)
-    if head_repo is None or head_repo.full_name != repo.full_name:
-        raise Rejected("this pull request comes from a fork: give the commit to test with --sha "
+    if from_fork:
+        raise Rejected("this pull request comes from a fork: give the full 40-hex commit to test with --sha "
                        "(after reviewing it), so that nothing pushed later runs")
+    if commented_at is not None:
+        try:
+            events = [getattr(e, "raw_data", e) for e in (timeline or [])]
+        except Exception as exc:  # noqa: BLE001 - fail closed
+            raise Rejected(f"could not read the pull request's timeline ({type(exc).__name__})") from None
+        moves = head_moves_after(events, commented_at)
+        if moves:
+            raise Rejected(f"the pull request's head changed after the comment was written ({', '.join(moves[:3])}); "
+                           f"review the new head and comment again with --sha {head}")
     return head
 
 

@@ -14,6 +14,8 @@ filters below:
                             HTML-comment delimiters are broken (code stays otherwise verbatim)
     {{ x | logfence }}      like fence, for logs: also neutralizes @mentions, #references and
                             anything that looks like an HTML comment (so no marker can be forged)
+    {{ x | num }}           a number as plain text (6 significant digits); anything that is not a
+                            number (an artifact can hold anything) goes through `md`
 The renderer appends the hidden marker itself, after the template output, as the body's last line;
 a template cannot omit or forge it.
 """
@@ -69,6 +71,15 @@ def md(value) -> str:
     return neutralize(text)
 
 
+def num(value) -> str:
+    """A number from a run directory, as text; non-numbers are escaped like any untrusted text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return md(value)
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10 ** 15 else f"{value:.6g}"
+    return f"{value:.6g}"
+
+
 def _longest_run(text: str, ch: str) -> int:
     runs = re.findall(re.escape(ch) + "+", text)
     return max((len(r) for r in runs), default=0)
@@ -118,7 +129,7 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(md=md, code=code, fence=fence, logfence=logfence, neutralize=neutralize)
+        self.env.filters.update(md=md, code=code, fence=fence, logfence=logfence, neutralize=neutralize, num=num)
 
     def render(self, name: str, **ctx) -> str:
         try:

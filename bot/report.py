@@ -25,6 +25,7 @@ import shlex
 from pathlib import Path
 
 from bot import fingerprint as fp
+from bot import safejson
 from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.tracker.base import Issue, Tracker
@@ -53,6 +54,10 @@ class ReportOptions:
     artifact_url: str | None = None
     run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
     file_flaky: bool = True  # file failures that passed on rerun (labelled flaky), or only list them
+    # The results come from an unmerged pull request: only create issues or comment on open ones.
+    # Such a run is not the main branch: it never counts as a passing run, closes, reopens, or
+    # rewrites an issue's body.
+    pr_run: bool = False
 
 
 @dataclasses.dataclass
@@ -83,10 +88,10 @@ def count_actions(actions: list[dict]) -> dict:
 
 def _read_json(path: Path, kind: str) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = safejson.loads(path.read_bytes())  # bounded: nesting and number bombs are bad input
     except FileNotFoundError:
         raise UsageError(f"{path}: not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise UsageError(f"{path}: unreadable ({exc})") from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
@@ -265,31 +270,61 @@ def _ops_summary(parts: dict) -> str | None:
     return ", ".join(names[:3]) + (f" (+{len(names) - 3} ops)" if len(names) > 3 else "")
 
 
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,400}")
+_BACKEND = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}(?::[A-Za-z_][A-Za-z0-9_]{0,99})?")
+_DEVICE = re.compile(r"(cpu|cuda|xpu|mps)(:\d{1,3})?")
+HARNESS_SUITES = ("torchbench", "huggingface", "timm_models")
+
+
 def _reproduce_command(check: dict, has_repro: bool) -> str:
+    """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
+    strict patterns. A run directory may come from a pull request's job: its strings (above all a
+    command suite's `spec.command`) are never offered as something to copy and paste."""
+    from bot import slash
+
     lines = []
     if has_repro:
         lines.append("python repro.py    # from the failure's directory in the artifacts")
     cmd = ["minify-bot", "check"]
-    spec = check.get("spec") or {}
+    notes = []
+    spec = check.get("spec") if isinstance(check.get("spec"), dict) else {}
     source = spec.get("source") or "zoo"
+    model = check.get("model")
+    model_ok = isinstance(model, str) and slash.MODEL_RE.fullmatch(model) is not None
+    models = ["--models", model] if model_ok else []
+    if not model_ok:
+        notes.append("# the model name is in results.json")
     if source == "zoo":
-        cmd += ["--models", str(check.get("model"))]
+        cmd += models
     elif source == "yaml":
-        cmd += ["--suite", "yaml", "--model-file", str(spec.get("file")), "--models", str(check.get("model"))]
+        path = spec.get("file")
+        name = path.rsplit("/", 1)[-1] if isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path else "MODELS.yaml"
+        cmd += ["--suite", "yaml", "--model-file", name, *models]
     elif source == "command":
-        cmd += ["--suite", "command", "--command", str(spec.get("command"))]
+        cmd += ["--suite", "command", "--command", "COMMAND"]
+        notes.append("# COMMAND: the check's command (spec.command in results.json); read it before running it")
     elif source == "harness":
-        cmd += ["--suite", "harness", "--pytorch", str(spec.get("pytorch")), "--harness-suite",
-                str(spec.get("suite")), "--models", str(check.get("model"))]
-    for k in ("backend", "mode", "dtype", "device"):
-        if check.get(k):
-            cmd += [f"--{k}", str(check[k])]
-    for k, v in sorted((check.get("config") or {}).items()):
-        cmd += ["--config", f"{k}={v}"]
-    if check.get("dynamic"):
+        suite = spec.get("suite") if spec.get("suite") in HARNESS_SUITES else "SUITE"
+        cmd += ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models]
+    else:
+        cmd += models
+    for k, ok in (("backend", lambda v: _BACKEND.fullmatch(v)), ("mode", lambda v: v in slash.MODES),
+                  ("dtype", lambda v: v in slash.DTYPES), ("device", lambda v: _DEVICE.fullmatch(v))):
+        v = check.get(k)
+        if isinstance(v, str) and v and ok(v):
+            cmd += [f"--{k}", v]
+    config = check.get("config") if isinstance(check.get("config"), dict) else {}
+    for k, v in sorted(config.items(), key=lambda kv: str(kv[0])):
+        v = str(v).lower() if isinstance(v, bool) else v
+        if (isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k)
+                and isinstance(v, (str, int, float)) and slash.CONFIG_VALUE_RE.fullmatch(str(v))):
+            cmd += ["--config", f"{k}={v}"]
+        else:
+            notes.append("# some config overrides are only in results.json")
+    if check.get("dynamic") is True:
         cmd.append("--dynamic")
     lines.append(" ".join(shlex.quote(c) for c in cmd))
-    return "\n".join(lines)
+    return "\n".join(lines + list(dict.fromkeys(notes)))
 
 
 def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_dir: Path) -> dict:
@@ -407,7 +442,8 @@ class _Reporter:
         self.tracker.ensure_label(self.opts.label, "5319e7", "Filed and maintained by minify-bot")
         me = self.tracker.bot_login()
         issues = self._bot_issues(me)
-        issues = self._close_duplicates(issues)
+        if not self.opts.pr_run:
+            issues = self._close_duplicates(issues)
         groups: dict[str, list[Failure]] = {}
         for f in sorted(failures, key=lambda f: f.check["id"]):
             groups.setdefault(f.fingerprint.primary, []).append(f)
@@ -430,11 +466,28 @@ class _Reporter:
                 continue
             issue, state = match
             touched.add(issue.number)
-            if issue.state == "open":
+            if self.opts.pr_run:
+                self._pr_comment(issue, state, group)
+            elif issue.state == "open":
                 self._update(issue, state, group, when)
             else:
                 self._reopen(issue, state, group, when)
-        self._close_passing(issues, touched, failures, passing)
+        if not self.opts.pr_run:
+            self._close_passing(issues, touched, failures, passing)
+
+    def _pr_comment(self, issue: Issue, state: dict, group) -> None:
+        """A pull-request run that fails like a filed bug: a comment on the open issue, nothing else."""
+        if issue.state != "open":
+            self.record("skipped", group, issue, "closed; a pull-request run does not reopen issues")
+            return
+        if self.run_id in state.get("runs", []):
+            self.record("unchanged", group, issue, "this run was already reported")
+            return
+        commented = self.comment(issue, "pr", "update_comment.md.j2", {
+            "events": ["seen in a run on an unmerged pull request (not counted as a main-branch run)"],
+            "run_link": self.run_link(), "sig": state.get("sig", "")})
+        self.record("unchanged", group, issue, "seen in a pull-request run" + (", commented" if commented else ""),
+                    commented=commented)
 
     def _bot_issues(self, me: str) -> list[tuple[Issue, dict]]:
         out = []

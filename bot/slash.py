@@ -14,10 +14,11 @@ and markdown; nothing from a comment ever reaches a shell.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+
+from bot import safejson
 
 PREFIX = "/minify"
 REQUEST_SCHEMA = "minify-action/request/v1"
@@ -49,8 +50,10 @@ answers in one comment on this pull request. Needs write access to the repositor
   --dtype      one of: {", ".join(DTYPES)}
   --config     torch config override, e.g. inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy
                (keys under: {", ".join(CONFIG_MODULES)}; repeatable)
-  --sha        the head commit to test (7-40 hex digits); it must be the pull request's
-               current head. Without it, the head at authorization time is pinned.
+  --sha        the head commit to test; it must be the pull request's current head. Pull
+               requests from forks need the full 40 hex digits (others: at least 7).
+               Without it, the head at authorization time is pinned, unless it moved
+               after the comment was written.
 """
 
 
@@ -221,8 +224,8 @@ def request_from_json(text: str) -> dict:
     if len(text) > 64 * 1024:
         raise RequestError("the request is larger than 64 KiB")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = safejson.loads(text, max_depth=4)
+    except ValueError as exc:
         raise RequestError(f"the request is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != REQUEST_SCHEMA:
         raise RequestError(f"the request is not a {REQUEST_SCHEMA} object")
@@ -248,9 +251,10 @@ def request_from_json(text: str) -> dict:
     sha = data.get("sha")
     if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
         raise RequestError("the request has no full head SHA")
-    if not isinstance(data.get("pr"), int) or data["pr"] <= 0:
+    if not isinstance(data.get("pr"), int) or isinstance(data["pr"], bool) or not 0 < data["pr"] < 2 ** 31:
         raise RequestError("the request has no pull request number")
-    if data.get("comment_id") is not None and not isinstance(data["comment_id"], int):
+    if data.get("comment_id") is not None and (not isinstance(data["comment_id"], int) or isinstance(data["comment_id"], bool)
+                                               or not 0 < data["comment_id"] < 2 ** 63):
         raise RequestError("invalid comment id in the request")
     if not isinstance(data.get("requested_by"), str) or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", data["requested_by"]):
         raise RequestError("invalid requester in the request")

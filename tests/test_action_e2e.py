@@ -41,14 +41,18 @@ class Runner:
         self.tmp, self.stub, self.count = tmp, stub, 0
 
     def __call__(self, event_name: str, payload, inputs: dict, *, workspace: Path | None = None,
-                 token: str = BOT_TOKEN) -> Result:
+                 token: str = BOT_TOKEN, env: dict | None = None, timeout: float = 1500) -> Result:
+        extra_env = dict(env or {})
         self.count += 1
         job = self.tmp / f"job{self.count}"
         ws = workspace or job / "workspace"
         for d in (job, ws, job / "temp"):
             d.mkdir(parents=True, exist_ok=True)
         event = job / "event.json"
-        event.write_text(payload if isinstance(payload, str) else json.dumps(payload))
+        if isinstance(payload, bytes):
+            event.write_bytes(payload)
+        else:
+            event.write_text(payload if isinstance(payload, str) else json.dumps(payload))
         (job / "output").write_text("")
         (job / "summary").write_text("")
         env = {k: v for k, v in os.environ.items()
@@ -65,8 +69,9 @@ class Runner:
         })
         for name, value in inputs.items():
             env["INPUT_" + name.upper()] = value  # the runner's spelling: hyphens kept
+        env.update(extra_env)
         proc = subprocess.run([sys.executable, "-m", "bot", "action"], cwd=ws, env=env, capture_output=True,
-                              text=True, timeout=1500)
+                              text=True, timeout=timeout)
         outputs = parse_output_file((job / "output").read_text())
         run_dir = Path(outputs.get("run-dir") or job / "temp" / "minify-out")
         return Result(proc.returncode, proc.stdout, proc.stderr, outputs, (job / "summary").read_text(), run_dir)
@@ -150,29 +155,49 @@ def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub):  #
 # ------------------------------------------------------------------ (b) /minify by a writer
 
 
+def minify_jobs(runner, stub, payload, tmp: Path, check_inputs: dict) -> tuple[Result, Result, Result]:
+    """The three jobs of minify-comment.yml: authorize (token), check (the PR at the pinned commit,
+    no token), report (token, the downloaded artifact)."""
+    ws = tmp / f"gpu-workspace-{payload['comment']['id']}"
+    head = git_head(ws / "pr")
+    stub.repos[REPO]["pulls"][payload["issue"]["number"]]["head_sha"] = head
+    auth = runner("issue_comment", payload, {"stage": "authorize"})
+    assert auth.rc == 0, auth.stdout + auth.stderr
+    check = runner("issue_comment", payload, {
+        "stage": "check", "working-directory": "pr", "request": auth.outputs["request"],
+        "expected-sha": auth.outputs["sha"], "fail-on": "never", **check_inputs}, workspace=ws, token="")
+    assert check.rc == 0, check.stdout + check.stderr
+    shards = tmp / f"download-{payload['comment']['id']}"
+    shutil.copytree(check.run_dir, shards / "minify-pr-1")
+    report = runner("issue_comment", payload, {
+        "stage": "report", "request": auth.outputs["request"], "shards": str(shards), "check-result": "success"})
+    return auth, check, report
+
+
 @pytest.mark.slow
-def test_minify_comment_by_a_writer_answers_in_one_sticky_comment(runner, users):
+def test_minify_comment_by_a_writer_answers_in_one_sticky_comment(runner, users, tmp_path):
     payload = pr_comment(users, "walt-token", f"/minify --models mlp_relu --config {BUG}")
     number = payload["issue"]["number"]
-    res = runner("issue_comment", payload, {"verification-runs": "1"})
+    auth, check, res = minify_jobs(runner, users, payload, tmp_path, {"verification-runs": "1"})
     assert res.rc == 1, res.stdout + res.stderr
     assert reactions(users, payload) == [(BOT_LOGIN, "eyes"), (BOT_LOGIN, "rocket")]
     sticky = bot_comments(users, number)
     assert len(sticky) == 1
     body = sticky[0]["body"]
     assert pr.STICKY_MARKER in body
-    assert "Requested by @walt: models mlp\\_relu" in body and "`aaaaaaaaaaaa`" in body
+    assert "Requested by @walt: models mlp\\_relu" in body and f"`{auth.outputs['sha'][:12]}`" in body
     assert "| `mlp_relu` |" in body and "fail\\_accuracy" in body and "minimized (1/1 verified)" in body
     assert filed_issues(users) == []  # PR results go to the PR, not the tracker
     o = res.outputs
-    assert (o["authorized"], o["sha"], o["failure-count"], o["pr-number"]) == ("true", "a" * 40, "1", str(number))
-    assert json.loads(o["request"])["config"] == {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    assert (o["failure-count"], auth.outputs["pr-number"]) == ("1", str(number))
+    assert json.loads(auth.outputs["request"])["config"] == {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
     assert "/minify results" in res.summary and "| `mlp_relu` |" in res.summary
-    assert_token_not_leaked(res)
+    for r in (auth, check, res):
+        assert_token_not_leaked(r)
 
     # a second command on the same PR edits the same comment
     payload2 = pr_comment(users, "walt-token", "/minify --models gru", number=number)
-    res2 = runner("issue_comment", payload2, {})
+    _, _, res2 = minify_jobs(runner, users, payload2, tmp_path, {})
     assert res2.rc == 0, res2.stdout + res2.stderr
     assert reactions(users, payload2) == [(BOT_LOGIN, "eyes"), (BOT_LOGIN, "rocket")]
     sticky2 = bot_comments(users, number)
@@ -377,8 +402,9 @@ def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, t
 
 def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, users):
     number = users.add_pull(None, head_sha="d" * 40, author="walt")
-    payload = {"action": "synchronize", "number": number,
-               "pull_request": {"number": number, "head": {"sha": "d" * 40}}}
+    payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
+               "pull_request": {"number": number, "head": {"sha": "d" * 40, "repo": {"full_name": REPO}},
+                                "base": {"repo": {"full_name": REPO}}}}  # not a fork
     res = runner("pull_request", payload, {"models": "gru", "minify": "false"})
     assert res.rc == 0, res.stdout + res.stderr
     sticky = bot_comments(users, number)

@@ -204,3 +204,41 @@ def test_every_input_reaches_python_through_env_and_is_documented():
     for name, spec in action["outputs"].items():
         assert f"| `{name}` |" in docs
         assert spec["value"] == f"${{{{ steps.run.outputs.{name} }}}}"
+
+
+# ------------------------------------------------------------------ bounded JSON, single-line inputs, masking
+
+
+def test_safejson_bounds_nesting_and_numbers_but_keeps_what_the_checks_write():
+    from bot import safejson
+
+    for bomb, reason in (("[" * 100_000 + "]" * 100_000, "levels deep"), ("1" * 5000, "5000 digits"),
+                         ('{"a": ' + "9" * 200 + ".5}", "characters"), (b"\xff", "not UTF-8"), ("{", "not valid JSON")):
+        with pytest.raises(ValueError, match=reason):
+            safejson.loads(bomb)
+    assert safejson.loads('{"s": "[[[[[[", "x": NaN}')["s"] == "[[[[[["  # brackets in strings do not count
+    assert safejson.loads("[" * 64 + "]" * 64) is not None
+
+
+def test_single_line_inputs_reject_line_breaks_list_inputs_split_on_them():
+    from bot import gha
+
+    env = {"INPUT_BACKEND": "inductor\n::error::x", "INPUT_MODELS": "a\nb,c", "INPUT_MODE": "training\n"}
+    with pytest.raises(UsageError, match="single line"):
+        gha.get_input("backend", env=env)
+    assert gha.get_input("mode", env=env) == "training"  # a trailing newline (YAML `|`) is stripped
+    assert gha.get_list_input("models", env) == ["a", "b", "c"]
+
+
+def test_short_values_are_neither_masked_nor_redacted():
+    import io
+
+    from bot import gha
+
+    out = io.StringIO()
+    cmds = gha.Commands(out)
+    cmds.add_mask("1")
+    cmds.add_mask("true")
+    cmds.add_mask("a-long-secret")
+    assert out.getvalue() == "::add-mask::a-long-secret\n"
+    assert gha.redact("failure-count 1, a-long-secret", ["1", "a-long-secret"]) == "failure-count 1, ***"

@@ -54,6 +54,14 @@ def exercise(stub: GitHubStub) -> None:
     assert repo.get_collaborator_permission("mallory") == "read"
     assert repo.get_collaborator_permission("alice") == "admin"
     assert [lb.name for lb in repo.get_labels()]
+    label.edit("minify-bot", "112233", "updated")
+    assert (repo.get_label("minify-bot").color, repo.get_label("minify-bot").description) == ("112233", "updated")
+    fork = stub.add_pull(None, head_sha="1" * 40, author="mallory", head_repo="mallory/models")
+    assert repo.get_pull(fork).head.repo.full_name == "mallory/models"
+    repo.get_issue(fork).create_comment("/minify")
+    stub.push(fork, "2" * 40, force=True, at="2099-01-01T00:00:00Z")
+    assert [e.event for e in repo.get_issue(fork).get_timeline()] == ["committed", "commented",
+                                                                        "head_ref_force_pushed", "committed"]
     gh.close()
 
 

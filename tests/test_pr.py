@@ -143,13 +143,44 @@ def test_the_client_does_not_replay_posts(env):
     assert [c["body"] for c in stub.comments(number=number)] == ["once"]
 
 
-def test_fork_pull_requests_need_an_explicit_sha(env):
-    # the stand-in has no forks: a pull object shaped like PyGithub's, with the head in another repo
-    from types import SimpleNamespace
-
+def test_fork_pull_requests_need_the_full_sha(env):
     stub, gh, repo, number = env
-    fork_pull = SimpleNamespace(state="open", number=number, head=SimpleNamespace(
-        sha=HEAD, repo=SimpleNamespace(full_name="mallory/models")))
+    fork = stub.add_pull(None, head_sha=HEAD, author="mallory", head_repo="mallory/models")
+    fork_pull = repo.get_pull(fork)
+    assert fork_pull.head.repo.full_name == "mallory/models"
     with pytest.raises(pr.Rejected, match="comes from a fork"):
         pr.pin_head(repo, fork_pull, None)
-    assert pr.pin_head(repo, fork_pull, HEAD[:10]) == HEAD
+    for prefix in (HEAD[:7], HEAD[:10], HEAD[:39]):  # 28 bits can be collided by the fork's author
+        with pytest.raises(pr.Rejected, match="full 40-hex"):
+            pr.pin_head(repo, fork_pull, prefix)
+    assert pr.pin_head(repo, fork_pull, HEAD.upper()) == HEAD
+    with pytest.raises(pr.Rejected, match="is not the pull request's head"):
+        pr.pin_head(repo, fork_pull, "d" * 40)
+
+
+def test_a_head_that_moved_after_the_comment_is_refused(env):
+    stub, gh, repo, number = env
+    issue = repo.get_issue(number)
+    comment = issue.create_comment("/minify")
+    pull = repo.get_pull(number)
+    # nothing pushed since the comment: pinned
+    assert pr.pin_head(repo, pull, None, commented_at=comment.created_at, timeline=issue.get_timeline()) == HEAD
+    stub.push(number, "e" * 40, force=True, at="2099-01-01T00:00:00Z")
+    pull = repo.get_pull(number)
+    with pytest.raises(pr.Rejected, match="head changed after the comment"):
+        pr.pin_head(repo, pull, None, commented_at=comment.created_at, timeline=issue.get_timeline())
+    # naming the new head explicitly is fine
+    assert pr.pin_head(repo, pull, "e" * 40, commented_at=comment.created_at, timeline=issue.get_timeline()) == "e" * 40
+
+
+def test_head_moves_after_reads_pushes_and_force_pushes():
+    since = "2026-01-01T10:00:00Z"
+    assert pr.head_moves_after([{"event": "committed", "sha": "a" * 40, "committer": {"date": "2026-01-01T09:00:00Z"}},
+                                {"event": "commented", "created_at": "2026-01-01T11:00:00Z"}], since) == []
+    assert pr.head_moves_after([{"event": "committed", "sha": "b" * 40, "committer": {"date": "2026-01-01T10:00:01Z"}}],
+                               since) == ["commit bbbbbbbbbbbb"]
+    assert pr.head_moves_after([{"event": "head_ref_force_pushed", "commit_id": "c" * 40,
+                                 "created_at": "2026-01-01T12:00:00Z"}], since) == ["force-push to cccccccccccc"]
+    assert pr.head_moves_after([{"event": "committed", "sha": "d" * 40, "committer": {}}], since)  # undated: fail closed
+    with pytest.raises(pr.Rejected):
+        pr.head_moves_after([], "not a date")

@@ -12,6 +12,12 @@ Stages (input `stage`), so one workflow can split privileges over several jobs:
 
 Events: schedule, workflow_dispatch and push sweep and file issues; pull_request sweeps and answers
 in the pull request; issue_comment handles `/minify` comments.
+
+Model code never runs next to a token where the code is untrusted (issue_comment,
+pull_request_target, fork pull_request): scrubbing a child's environment is no boundary, since code
+of the same user reads /proc/<pid>/environ of its ancestors. Whatever goes wrong ends with exit 2
+(bad input) or 3 (internal/infrastructure), outputs and a summary, and on /minify an answer in the
+pull request; exit 1 only ever means "failures found".
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -27,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import gha, slash
+from bot import gha, safejson, slash
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, BotError, InfraError, UsageError
 
 HELP = "run as a GitHub Action step: read the event and inputs, check/minify/report, write outputs and summary"
@@ -143,6 +150,10 @@ class Inputs:
         for item in i.config:
             if "=" not in item:
                 raise UsageError(f"input 'config': each line must be KEY=VALUE, got {item!r}")
+        if i.expected_sha and not re.fullmatch(r"[0-9a-f]{40}", i.expected_sha):
+            raise UsageError("input 'expected-sha' must be a full 40-hex commit id")
+        if i.check_result and i.check_result not in ("success", "failure", "cancelled", "skipped"):
+            raise UsageError(f"input 'check-result' must be success, failure, cancelled or skipped, got {i.check_result[:40]!r}")
         return i
 
 
@@ -163,6 +174,13 @@ def _command_flags(command: str) -> set[str] | None:
     return None
 
 
+def echo_line(command: str, argv: list[str]) -> str:
+    """The `$ minify-bot ...` line the log shows: one line whatever the arguments hold (a line break
+    in an argument would start a new log line, where `::error ...` is a live workflow command)."""
+    text = f"$ minify-bot {command} {' '.join(shlex.quote(a) for a in argv)}"
+    return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]", lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 class Runner:
     """Runs `python -m bot <command>` with a timeout, its output fenced off from command processing."""
 
@@ -181,7 +199,7 @@ class Runner:
         if with_token and ctx.inputs.token:
             env["GITHUB_TOKEN"] = ctx.inputs.token
         cmd = [sys.executable, "-c", LAUNCH, command, *argv]
-        ctx.cmds.stream.write(f"$ minify-bot {command} {' '.join(shlex.quote(a) for a in argv)}\n")
+        ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
         proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
         timer = threading.Timer(timeout, proc.kill)
@@ -216,6 +234,9 @@ class Context:
     summary: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     produced_results: bool = False  # this process ran check or merge
+    prc: "PRContext | None" = None  # the pull request a /minify comment was made on, once read
+    requester: str = ""  # the commenter's login
+    answered: bool = False  # a reply or results comment was posted on it
 
     def output(self, name: str, value) -> None:
         self.outputs[name] = value
@@ -229,9 +250,14 @@ def _default_out(env) -> Path:
 # ---------------------------------------------------------------- reading the run directory
 
 
+MAX_RUN_JSON = 64 * 1024 * 1024
+
+
 def _load(path: Path) -> dict | None:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_RUN_JSON:
+            return None
+        doc = safejson.loads(path.read_bytes())
         return doc if isinstance(doc, dict) else None
     except (OSError, ValueError):
         return None
@@ -327,9 +353,15 @@ def actions_list(report: dict | None) -> str:
     entries = _report_entries(report)
     if report is None:
         return "_Nothing was reported (no report.json)._\n"
-    if not entries:
-        return "_Nothing to file: no failures, and no open issue changed state._\n"
     out = []
+    error = _report_error(report)
+    if error:
+        out.append(f"❌ **Filing failed:** {gha.md_escape(error, 500)}"
+                   + ("; the failures below were not all filed" if entries else "; nothing was filed") + "\n")
+    if not entries:
+        if error:
+            return "\n".join(out) + "\n"
+        return "_Nothing to file: no failures, and no open issue changed state._\n"
     for e in entries:
         action = gha.md_escape(e.get("action") or e.get("kind") or "?", 30)
         url = _entry_url(e)
@@ -356,6 +388,53 @@ def counts_line(results: dict | None) -> str:
 
 
 # ---------------------------------------------------------------- the stages
+
+
+# Events whose check job runs code an outsider controls (a pull request's head).
+UNTRUSTED_CODE_EVENTS = ("issue_comment", "pull_request_target")
+
+
+def tokens_present(ctx: Context) -> list[str]:
+    """What in this process's environment is a credential (by name): the `github-token` input and
+    secret-like variables. Model code started from here can read all of it."""
+    names = ["the github-token input"] if ctx.inputs.token else []
+    for key in gha.secret_like_env(ctx.env):
+        if key.upper().replace("-", "_") != "INPUT_GITHUB_TOKEN":
+            names.append(f"${key}")
+    return names
+
+
+def pr_from_fork(ctx: Context) -> bool:
+    """A pull_request event whose head is not this repository (unknown counts as a fork)."""
+    ev = ctx.event
+    head = ev.obj("pull_request", "head", "repo").get("full_name")
+    base = (ev.obj("pull_request", "base", "repo").get("full_name") or ev.obj("repository").get("full_name")
+            or ctx.env.get("GITHUB_REPOSITORY"))
+    return not (isinstance(head, str) and isinstance(base, str) and head == base)
+
+
+def untrusted_code_event(ctx: Context) -> bool:
+    name = ctx.event.name
+    return name in UNTRUSTED_CODE_EVENTS or (name == "pull_request" and pr_from_fork(ctx))
+
+
+def guard_model_code(ctx: Context) -> None:
+    """Before check runs model code: refuse with a token on events whose code is untrusted; warn
+    whenever stage check has one. Scrubbing the child's environment does not protect a token: code
+    of the same user reads it from /proc/<pid>/environ of this process and of the runner."""
+    present = tokens_present(ctx)
+    if not present:
+        return
+    what = ", ".join(present)
+    if untrusted_code_event(ctx):
+        raise UsageError(
+            f"refusing to run model code on a {ctx.event.name} event while a token is present ({what}): "
+            "the pull request's code could read it from /proc/<pid>/environ. Run the checks in a job "
+            "with `github-token: ''` and no secrets (stage check), and file from a separate job (stage report)")
+    if ctx.inputs.stage == "check":
+        gha_warn(ctx, f"stage check received a token ({what}); the model code in this job can read it "
+                      "(/proc/<pid>/environ), so give the check job `github-token: ''` and no secrets",
+                 title="minify-bot: token in the check job")
 
 
 def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
@@ -436,8 +515,11 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
     return rc
 
 
-def stage_report(ctx: Context, run, *, file_issues: bool) -> dict | None:
-    """report: returns report.json (or None). Raises on usage errors."""
+def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) -> dict | None:
+    """report: returns report.json (or None). Raises on usage errors.
+
+    `pr_run`: the results come from an unmerged pull request: report only creates issues or
+    comments on them; it never counts them as passing runs, closes or reopens anything."""
     i = ctx.inputs
     flags = _command_flags("report") or set()
     argv = ["--out", str(ctx.out)] if "--out" in flags else [str(ctx.out)]
@@ -470,15 +552,31 @@ def stage_report(ctx: Context, run, *, file_issues: bool) -> dict | None:
         argv += ["--templates", str(action_templates)]  # the action's own templates, whatever the install
     if "--run-url" in flags and gha.run_url(ctx.env):
         argv += ["--run-url", gha.run_url(ctx.env)]
+    if pr_run:
+        if "--pr-run" not in flags:
+            raise InfraError("this build's `report` cannot report pull-request runs safely (no --pr-run)")
+        argv.append("--pr-run")
     if not local and not i.token:
         raise UsageError("filing issues needs the `github-token` input (or set `dry-run: true`)")
+    try:
+        (ctx.out / "report.json").unlink()  # never read a stale (or planted) report as this run's
+    except OSError:
+        pass
     with ctx.cmds.group("minify-bot report" + (" (dry run)" if local else "")):
         rc = run("report", argv, with_token=not local)
+    ctx.produced_results = True
     if rc == EXIT_USAGE:
         raise UsageError("`minify-bot report` rejected its input (see the log above)")
     if rc not in (EXIT_OK, EXIT_FAILURES):
-        raise InfraError(f"`minify-bot report` failed with exit code {rc}")
+        cause = _report_error(_load(ctx.out / "report.json"))
+        raise InfraError("filing issues failed: " + (cause or f"`minify-bot report` exited with code {rc} (see the log)"))
     return _load(ctx.out / "report.json")
+
+
+def _report_error(report: dict | None) -> str | None:
+    """Why report stopped: report.json's `error` (e.g. "... HTTP 403: Resource not accessible")."""
+    err = (report or {}).get("error")
+    return str(err)[:500] if err else None
 
 
 def gha_warn(ctx: Context, message: str, title: str | None = None) -> None:
@@ -537,6 +635,7 @@ def _reply(ctx: Context, prc: PRContext, text: str) -> None:
 
     try:
         pr.reply(prc.issue, text)
+        ctx.answered = True
     except Exception as exc:  # noqa: BLE001
         gha_warn(ctx, f"could not reply on the pull request ({_http_reason(exc)})")
 
@@ -578,8 +677,12 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     if not isinstance(comment, dict) or not isinstance(issue, dict):
         raise UsageError("the issue_comment payload has no comment or issue object")
     if payload.get("action") not in (None, "created"):
-        ctx.notes.append(f"ignored: the comment was {payload.get('action')}, only new comments are commands")
+        if not isinstance(payload.get("action"), str):
+            raise UsageError("the issue_comment payload's action is not a string")
+        ctx.notes.append(f"ignored: the comment was {payload.get('action')[:40]}, only new comments are commands")
         return None, None, None
+    if not isinstance(comment.get("body"), (str, type(None))):
+        raise UsageError("the issue_comment payload's comment body is not a string")
     cmd = slash.parse(comment.get("body"))
     if cmd is None:
         ctx.notes.append("ignored: the comment holds no /minify command")
@@ -588,11 +691,22 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
         ctx.notes.append("ignored: /minify works on pull requests only")
         return cmd, None, None
     number, comment_id = issue.get("number"), comment.get("id")
-    user = comment.get("user") or {}
-    login, assoc = user.get("login"), comment.get("author_association")
-    if not isinstance(number, int) or not isinstance(comment_id, int) or not isinstance(login, str):
-        raise UsageError("the issue_comment payload lacks the issue number, comment id or author login")
+    if (not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 2 ** 31
+            or not isinstance(comment_id, int) or isinstance(comment_id, bool) or not 0 < comment_id < 2 ** 63):
+        raise UsageError("the issue_comment payload lacks a valid issue number or comment id")
     prc = _pr_context(ctx, number, comment_id)
+    ctx.prc = prc  # from here on, whatever goes wrong is answered in the pull request
+    user = comment.get("user")
+    if not isinstance(user, dict):
+        raise UsageError("the issue_comment payload's comment.user is not an object")
+    login, assoc = user.get("login"), comment.get("author_association")
+    if not isinstance(login, str) or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", login):
+        raise UsageError("the issue_comment payload lacks a valid author login")
+    if assoc is not None and not isinstance(assoc, str):
+        raise UsageError("the issue_comment payload's author_association is not a string")
+    if login == prc.login or user.get("type") == "Bot":
+        ctx.prc = None  # never answer a bot
+    ctx.requester = login
     if login == prc.login or user.get("type") == "Bot":
         ctx.notes.append("ignored: the comment was written by a bot")
         return None, None, None
@@ -617,7 +731,8 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
         raise UsageError(f"/minify refused: {auth.reason}")
     try:
         pull = prc.repo.get_pull(number)
-        sha = pr.pin_head(prc.repo, pull, cmd.sha)
+        sha = pr.pin_head(prc.repo, pull, cmd.sha, commented_at=_comment_time(prc),
+                          timeline=prc.issue.get_timeline())
     except pr.Rejected as exc:
         _react(ctx, prc, pr.REACTION_REJECTED)
         _reply(ctx, prc, f"@{login} I did not run `/minify`: {gha.md_escape(str(exc), 300)}.")
@@ -634,6 +749,14 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     ctx.output("request", json.dumps(request, sort_keys=True))
     ctx.notes.append(f"authorized /minify by @{login} ({auth.permission}) on #{number} at {sha[:12]}")
     return cmd, request, prc
+
+
+def _comment_time(prc: PRContext):
+    """When the comment was written: GitHub's answer for the comment (not the payload's copy)."""
+    created = getattr(prc.comment, "created_at", None) if prc.comment is not None else None
+    if created is None:
+        raise RuntimeError("the comment has no creation time")
+    return created
 
 
 def _requested_line(request: dict) -> str:
@@ -705,8 +828,20 @@ def execute(ctx: Context) -> int:
             ctx.summary.append(f"- {_requested_line(request)} at `{request['sha'][:12]}`")
             if stage == "authorize":
                 return EXIT_OK
+            try:
+                guard_model_code(ctx)
+            except UsageError as exc:
+                from bot import pr
+
+                ctx.output("authorized", "false")
+                _react(ctx, prc, pr.REACTION_REJECTED)
+                _reply(ctx, prc, f"@{ctx.requester} I did not run `/minify`: this workflow would run the pull "
+                                 "request's code in the job that holds the token (stage `all`). It needs the "
+                                 "split authorize / check / report jobs (see docs/action.md).")
+                raise exc
             return _comment_run(ctx, run, request, prc)
         if stage == "check":
+            guard_model_code(ctx)
             request = _request_input(ctx)
             if i.expected_sha or request:
                 _verify_checkout(ctx, i.expected_sha or request["sha"])
@@ -722,6 +857,7 @@ def execute(ctx: Context) -> int:
         if request is None:
             raise UsageError("stage `report` on a /minify comment needs the `request` input from the authorize step")
         prc = _pr_context(ctx, request["pr"], request.get("comment_id"))
+        ctx.prc, ctx.requester = prc, request["requested_by"]
         return _comment_report(ctx, run, request, prc)
 
     if ev.name not in SWEEP_EVENTS:
@@ -732,6 +868,12 @@ def execute(ctx: Context) -> int:
         raise UsageError("stage `authorize` is for issue_comment events")
     is_pr = ev.name in ("pull_request", "pull_request_target")
     if stage in ("all", "check"):
+        try:
+            guard_model_code(ctx)
+        except UsageError as exc:
+            if is_pr and stage == "all":
+                _pr_problem_for_event(ctx, str(exc))
+            raise
         if i.expected_sha:
             _verify_checkout(ctx, i.expected_sha)
         stage_check(ctx, run)
@@ -739,7 +881,7 @@ def execute(ctx: Context) -> int:
     if stage in ("all", "report"):
         if stage == "report":
             results = _merge_shards(ctx)
-        report = stage_report(ctx, run, file_issues=not is_pr)
+        report = stage_report(ctx, run, file_issues=not is_pr, pr_run=is_pr)
         results = _load(ctx.out / "results.json")
         if is_pr:
             _pr_sticky_for_event(ctx, results, report)
@@ -809,7 +951,7 @@ def _comment_report(ctx: Context, run, request: dict, prc: PRContext) -> int:
             _react(ctx, prc, pr.REACTION_REJECTED)
             _sticky(ctx, prc, request, None, None, problem="the check job produced no results")
             raise InfraError("no results to report")
-    report = stage_report(ctx, run, file_issues=ctx.inputs.pr_issues)
+    report = stage_report(ctx, run, file_issues=ctx.inputs.pr_issues, pr_run=True)
     results = _load(ctx.out / "results.json")
     _sticky(ctx, prc, request, results, report)
     _react(ctx, prc, pr.REACTION_SUCCESS)
@@ -825,23 +967,43 @@ def _sticky(ctx: Context, prc: PRContext, request: dict | None, results, report,
                        sha=request["sha"] if request else None, results=results, report=report, problem=problem)
     try:
         comment, how = pr.upsert_sticky(prc.issue, prc.login, body)
+        ctx.answered = True
         ctx.output("comment-url", getattr(comment, "html_url", "") or "")
         ctx.notes.append(f"results comment {how}")
     except Exception as exc:  # noqa: BLE001
         gha_warn(ctx, f"could not write the results comment ({_http_reason(exc)})")
 
 
+def _event_pr_number(ctx: Context) -> int | None:
+    number = ctx.event.obj("pull_request").get("number") or ctx.event.payload.get("number")
+    return number if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 2 ** 31 else None
+
+
+def _pr_problem_for_event(ctx: Context, problem: str) -> None:
+    """Say in the pull request's results comment why nothing ran (best effort: the token may be read-only)."""
+    number = _event_pr_number(ctx)
+    if number is None or not ctx.inputs.token:
+        return
+    from bot import pr
+
+    try:
+        prc = _pr_context(ctx, number, None)
+        pr.upsert_sticky(prc.issue, prc.login, sticky_body(ctx, requested=None, sha=None, results=None,
+                                                           report=None, problem=problem))
+    except Exception as exc:  # noqa: BLE001
+        gha_warn(ctx, f"could not answer on the pull request ({_http_reason(exc)})")
+
+
 def _pr_sticky_for_event(ctx: Context, results, report) -> None:
-    pull = ctx.event.payload.get("pull_request") or {}
-    number = pull.get("number") or ctx.event.payload.get("number")
-    if not isinstance(number, int) or not ctx.inputs.token:
+    number = _event_pr_number(ctx)
+    if number is None or not ctx.inputs.token:
         return
     try:
         prc = _pr_context(ctx, number, None)
     except BotError as exc:
         gha_warn(ctx, f"could not answer on the pull request: {exc}")
         return
-    sha = (pull.get("head") or {}).get("sha")
+    sha = ctx.event.obj("pull_request", "head").get("sha")
     body = sticky_body(ctx, requested=None, sha=sha if isinstance(sha, str) else None, results=results, report=report)
     from bot import pr
 
@@ -885,7 +1047,8 @@ def run(args) -> int:
             inputs.stage = args.stage
         if args.dry_run:
             inputs.dry_run = True
-        secrets = list(dict.fromkeys([inputs.token, *gha.secret_like_env(env).values()]))
+        # short values are not secrets worth masking: masking `1` would turn outputs into `***`
+        secrets = [s for s in dict.fromkeys([inputs.token, *gha.secret_like_env(env).values()]) if gha.is_maskable(s)]
         for s in secrets:
             cmds.add_mask(s)
         event = gha.read_event(env)
@@ -900,27 +1063,75 @@ def run(args) -> int:
         ctx = Context(env=env, inputs=inputs, event=event, cmds=cmds, workdir=workdir, out=out, secrets=secrets)
         ctx.output("run-dir", str(out))
         code = execute(ctx)
-    except UsageError as exc:
-        cmds.error(gha.redact(str(exc), ctx.secrets if ctx else []), title="minify-bot: bad input")
-        code = EXIT_USAGE
-        if ctx is not None:
-            ctx.summary += ["", f"❌ **Bad input:** {gha.md_escape(exc, 1000)}", ""]
-        else:
-            gha.append_summary(f"## minify-bot\n\n❌ **Bad input:** {gha.md_escape(exc, 1000)}\n", env)
-        _finish(ctx, env, code, started)
-        raise
     except BotError as exc:
-        cmds.error(gha.redact(str(exc), ctx.secrets if ctx else []), title="minify-bot: error")
+        usage = isinstance(exc, UsageError)
+        reason = gha.redact(str(exc), ctx.secrets if ctx else [])
+        cmds.error(reason, title="minify-bot: bad input" if usage else "minify-bot: error")
         code = exc.exit_code
-        if ctx is not None:
-            ctx.summary += ["", f"❌ **Error:** {gha.md_escape(exc, 1000)}", ""]
+        label = "Bad input" if usage else "Error"
+        _summarize_failure(ctx, env, f"❌ **{label}:** {gha.md_escape(reason, 1000)}")
+        _answer_failure(ctx, reason)
         _finish(ctx, env, code, started)
         raise
+    except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never a traceback
+        reason = gha.redact(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
+                            ctx.secrets if ctx else [])
+        cmds.error(reason, title="minify-bot: internal error")
+        code = EXIT_INTERNAL
+        _save_traceback(ctx)
+        _summarize_failure(ctx, env, f"❌ **Internal error:** {gha.md_escape(reason, 1000)} "
+                                     "(details in action-error.txt in the run directory)")
+        _answer_failure(ctx, "an internal error stopped it")
+        _finish(ctx, env, code, started)
+        raise InfraError(reason) from None
     _finish(ctx, env, code, started)
     return code
 
 
+def _summarize_failure(ctx: Context | None, env: dict, line: str) -> None:
+    if ctx is not None:
+        ctx.summary += ["", line, ""]
+    else:
+        gha.append_summary(f"## minify-bot\n\n{line}\n", env)
+
+
+def _save_traceback(ctx: Context | None) -> None:
+    """The traceback of an unexpected error goes into the run directory, not the log."""
+    import traceback
+
+    if ctx is None:
+        return
+    try:
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        (ctx.out / "action-error.txt").write_text(gha.redact(traceback.format_exc(), ctx.secrets), encoding="utf-8")
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _answer_failure(ctx: Context | None, reason: str) -> None:
+    """On /minify, the commenter always hears back: a confused reaction and a one-line reply,
+    unless a reply or results comment already said what happened."""
+    if ctx is None or ctx.prc is None or ctx.answered:
+        return
+    from bot import pr
+
+    try:
+        _react(ctx, ctx.prc, pr.REACTION_REJECTED)
+        who = f"@{ctx.requester} " if ctx.requester else ""
+        _reply(ctx, ctx.prc, f"{who}`/minify` did not finish: {gha.md_escape(reason, 300)}.")
+    except Exception:  # noqa: BLE001 - answering must not hide the original error
+        pass
+
+
 def _finish(ctx: Context | None, env: dict, code: int, started: float) -> None:
+    try:
+        _write_finish(ctx, env, code, started)
+    except Exception as exc:  # noqa: BLE001 - the runner's files are gone or unwritable
+        print(f"minify-bot action: error: could not write the outputs or summary ({type(exc).__name__})",
+              file=sys.stderr)
+
+
+def _write_finish(ctx: Context | None, env: dict, code: int, started: float) -> None:
     if ctx is None:
         gha.set_output("exit-code", str(code), env)
         return

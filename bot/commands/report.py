@@ -38,6 +38,9 @@ def add_arguments(p) -> None:
     p.add_argument("--run-url", default=None, help="link to the workflow run (default: from GITHUB_* variables)")
     p.add_argument("--artifact-url", default=None, help="link to the uploaded artifacts")
     p.add_argument("--run-id", default=None, help="identity of this run (default: derived from results.json)")
+    p.add_argument("--pr-run", action="store_true",
+                   help="the run is of an unmerged pull request: only create issues or comment on open ones; "
+                        "never count it as a passing run, close, reopen or edit an issue")
     p.add_argument("--no-file-flaky", dest="file_flaky", action="store_false",
                    help="do not file failures that passed on rerun (default: file them, labelled flaky)")
 
@@ -74,7 +77,8 @@ def run(args) -> int:
     opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
                          run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
-                         run_id=args.run_id, file_flaky=args.file_flaky)
+                         run_id=args.run_id, file_flaky=args.file_flaky,
+                         pr_run=args.pr_run)
     tracker = make_tracker(args)
     try:
         result = report_run(args.out, tracker, opts)

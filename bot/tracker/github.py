@@ -207,12 +207,23 @@ class GitHubTracker(Tracker):
         raise self._fail(f"commenting on #{number} ({self.create_attempts} attempts)", last)
 
     def ensure_label(self, name, color, description) -> None:
+        """Create the label, or update its colour and description when they differ.
+
+        The repository object is lazy, and so is what `get_label` returns: reading `color` is what
+        sends the GET (a 404 there means the label does not exist)."""
+        def read():
+            label = self.repo.get_label(name)
+            return label, label.color, label.description
+
         try:
-            self._with_rate_limit("reading a label", lambda: self.repo.get_label(name))
-            return
+            label, have_color, have_desc = self._with_rate_limit("reading a label", read)
         except TrackerError as exc:
             if "HTTP 404" not in str(exc):
                 raise
+        else:
+            if (have_color or "").lower() != color.lower() or (have_desc or "") != description:
+                self._with_rate_limit("updating a label", lambda: label.edit(label.name, color, description))
+            return
         try:
             self._with_rate_limit("creating a label", lambda: self.repo.create_label(name, color, description))
         except TrackerError as exc:

@@ -32,6 +32,10 @@ Seeding
         "Resource not accessible by integration"), like GitHub.
     add_pull(number|None, head_sha, author, repo=None, title=, body=, head_ref=, base_ref=, state=)
         a PR is also an issue (shared numbering; listed by GET issues with a ``pull_request`` key).
+        head_repo="owner/fork": the PR comes from a fork; committed_at=: the head commit's date.
+    push(number, head_sha, force=False, actor=None, at=None, committed_at=None)
+        move a PR's head: a ``committed`` timeline event (dated by the commit) and, with force, a
+        ``head_ref_force_pushed`` event dated ``at`` (server time).
 
 Endpoints (also under the ``prefix``, e.g. /api/v3, for GHES)
     GET  /user                                                    the token's user (login)
@@ -43,7 +47,8 @@ Endpoints (also under the ``prefix``, e.g. /api/v3, for GHES)
     GET/POST  /repos/{o}/{r}/issues/{n}/comments                  (GET paginated)
     GET/PATCH /repos/{o}/{r}/issues/comments/{id}
     GET/POST  /repos/{o}/{r}/issues/comments/{id}/reactions        201 new, 200 if the user already reacted so
-    GET/POST  /repos/{o}/{r}/labels, GET /repos/{o}/{r}/labels/{name}   422 already_exists on duplicates
+    GET/POST  /repos/{o}/{r}/labels, GET/PATCH /repos/{o}/{r}/labels/{name}   422 already_exists on duplicates
+    GET  /repos/{o}/{r}/issues/{n}/timeline                        committed, head_ref_force_pushed, commented
     POST /repos/{o}/{r}/issues/{n}/labels                          {"labels": [...]} or a bare list
     GET  /repos/{o}/{r}/pulls/{n}                                  head.sha, head.ref, user, state ...
     GET  /repos/{o}/{r}/collaborators/{user}/permission            permission (legacy), role_name

@@ -184,8 +184,12 @@ class GitHubStub:
 
     def add_pull(self, number: int | None, head_sha: str, author: str, repo: str | None = None,
                  title: str = "A pull request", body: str = "", head_ref: str = "feature",
-                 base_ref: str = "main", state: str = "open") -> int:
-        """Create a pull request (it is also an issue, sharing the number space). Returns its number."""
+                 base_ref: str = "main", state: str = "open", head_repo: str | None = None,
+                 committed_at: str | None = None) -> int:
+        """Create a pull request (it is also an issue, sharing the number space). Returns its number.
+
+        ``head_repo`` ("owner/name"): the pull request comes from that fork. ``committed_at``: the
+        committer date of the head commit (ISO 8601; default now), shown in the PR's timeline."""
         with self.lock:
             r = self.repos[repo] if repo else self._only_repo()
             if author not in self.users:
@@ -199,8 +203,31 @@ class GitHubStub:
             issue["pull_request"] = True
             issue["state"] = state
             r["issues"][number] = issue
-            r["pulls"][number] = {"head_sha": head_sha, "head_ref": head_ref, "base_ref": base_ref}
+            r["pulls"][number] = {"head_sha": head_sha, "head_ref": head_ref, "base_ref": base_ref,
+                                  "head_repo": head_repo, "timeline": []}
+            self._timeline_commit(r, number, head_sha, author, committed_at or _now())
             return number
+
+    def push(self, number: int, head_sha: str, *, force: bool = False, actor: str | None = None,
+             at: str | None = None, committed_at: str | None = None, repo: str | None = None) -> None:
+        """Move a pull request's head: a push (a ``committed`` timeline event, dated by the commit's
+        committer date) or, with ``force``, a force-push (a ``head_ref_force_pushed`` event dated
+        ``at``, the server's time). Dates are ISO 8601 strings (default now)."""
+        with self.lock:
+            r = self.repos[repo] if repo else self._only_repo()
+            p = r["pulls"][number]
+            i = r["issues"][number]
+            actor = actor or i["user"]
+            when = at or _now()
+            if force:
+                p["timeline"].append({"kind": "head_ref_force_pushed", "id": next(self._ids), "actor": actor,
+                                      "commit_id": head_sha, "created_at": when})
+            self._timeline_commit(r, number, head_sha, actor, committed_at or when)
+            p["head_sha"] = head_sha
+            i["updated_at"] = when
+
+    def _timeline_commit(self, r: dict, number: int, sha: str, author: str, date: str) -> None:
+        r["pulls"][number]["timeline"].append({"kind": "committed", "sha": sha, "author": author, "date": date})
 
     def inject(self, fault: Fault | None = None, **kwargs) -> Fault:
         """Queue a fault: ``stub.inject(method="POST", path=r"/issues$", status=502, after_store=True)``."""
@@ -381,6 +408,35 @@ class GitHubStub:
         return {"id": x["id"], "node_id": f"REA_{x['id']}", "user": self._user_json(x["user"]),
                 "content": x["content"], "created_at": x["created_at"]}
 
+    def _timeline_json(self, r: dict, number: int) -> list[dict]:
+        """GET /issues/{n}/timeline: committed and head_ref_force_pushed events of a pull request,
+        and commented events, in time order (GitHub's shapes)."""
+        events = []
+        api = self._repo_api(r)
+        for ev in (r["pulls"].get(number) or {}).get("timeline", []):
+            if ev["kind"] == "committed":
+                person = {"name": ev["author"], "email": f"{ev['author']}@users.noreply.localhost", "date": ev["date"]}
+                events.append((ev["date"], {
+                    "event": "committed", "sha": ev["sha"], "node_id": f"C_{ev['sha'][:12]}",
+                    "url": f"{api}/git/commits/{ev['sha']}",
+                    "html_url": f"{self.html_origin}/{r['full_name']}/commit/{ev['sha']}",
+                    "author": person, "committer": person, "message": "a commit",
+                    "tree": {"sha": "0" * 40, "url": f"{api}/git/trees/{'0' * 40}"}, "parents": [],
+                    "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                                     "verified_at": None}}))
+            else:
+                events.append((ev["created_at"], {
+                    "id": ev["id"], "node_id": f"HRFPE_{ev['id']}", "url": f"{api}/issues/events/{ev['id']}",
+                    "actor": self._user_json(ev["actor"]), "event": ev["kind"], "commit_id": ev["commit_id"],
+                    "commit_url": f"{api}/commits/{ev['commit_id']}", "created_at": ev["created_at"],
+                    "performed_via_github_app": None}))
+        for c in r["comments"].values():
+            if c["issue"] == number:
+                d = self._comment_json(r, c)
+                d.update(event="commented", actor=self._user_json(c["user"]))
+                events.append((c["created_at"], d))
+        return [e for _, e in sorted(events, key=lambda x: x[0])]
+
     def _pull_json(self, r: dict, number: int) -> dict:
         i = r["issues"][number]
         p = r["pulls"][number]
@@ -390,8 +446,16 @@ class GitHubStub:
         repo_min = self._repo_json(r, None)
         for k in ("network_count", "subscribers_count", "permissions"):
             repo_min.pop(k, None)
-        def ref(name, sha, login):
-            return {"label": f"{r['owner']}:{name}", "ref": name, "sha": sha, "repo": repo_min,
+        def ref(name, sha, login, fork=None):
+            repo = repo_min
+            if fork:
+                owner, _, rname = fork.partition("/")
+                repo = json.loads(json.dumps(repo_min).replace(r["full_name"], fork))
+                repo.update(full_name=fork, name=rname, owner=self._user_json(owner), fork=True,
+                            id=repo_min["id"] + 1 + sum(map(ord, fork)), node_id=f"R_fork_{fork}")
+                return {"label": f"{owner}:{name}", "ref": name, "sha": sha, "repo": repo,
+                        "user": self._user_json(owner)}
+            return {"label": f"{r['owner']}:{name}", "ref": name, "sha": sha, "repo": repo,
                     "user": self._user_json(login)}
         link = lambda h: {"href": h}  # noqa: E731
         return {
@@ -408,7 +472,7 @@ class GitHubStub:
             "updated_at": i["updated_at"], "closed_at": i["closed_at"], "merged_at": None,
             "merge_commit_sha": None, "assignee": None, "assignees": [], "requested_reviewers": [],
             "requested_teams": [],
-            "head": ref(p["head_ref"], p["head_sha"], i["user"]),
+            "head": ref(p["head_ref"], p["head_sha"], i["user"], p.get("head_repo")),
             "base": ref(p["base_ref"], "0" * 40, r["owner"]),
             "_links": {"self": link(api), "html": link(html), "issue": link(issue_api),
                        "comments": link(issue_api + "/comments"), "review_comments": link(api + "/comments"),
@@ -758,6 +822,36 @@ class GitHubStub:
         i["updated_at"] = _now()
         return 200, [self._label_json(r, r["labels"][x]) for x in i["labels"]], {}
 
+    def ep_timeline(self, login, query, body, full, o, n, num):
+        r = self._repo(o, n)
+        self._issue(r, num)
+        chunk, h = self._paginate(self._timeline_json(r, int(num)), query, full)
+        return 200, chunk, h
+
+    def ep_edit_label(self, login, query, body, full, o, n, name):
+        r = self._repo(o, n)
+        self._need_write(login, r)
+        key = next((k for k in r["labels"] if k.lower() == name.lower()), None)
+        if key is None:
+            raise HttpError(404, "Not Found")
+        if not isinstance(body, dict):
+            raise HttpError(400, "Problems parsing JSON")
+        label = r["labels"][key]
+        if "color" in body:
+            color = str(body["color"] or "").lstrip("#")
+            if not re.fullmatch(r"[0-9a-fA-F]{6}", color):
+                raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "invalid", "field": "color"}])
+            label["color"] = color.lower()
+        if "description" in body:
+            label["description"] = body["description"]
+        new = body.get("new_name")
+        if new and new != key:
+            if any(k.lower() == str(new).lower() for k in r["labels"] if k != key):
+                raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "already_exists", "field": "name"}])
+            label["name"] = str(new)
+            r["labels"][str(new)] = r["labels"].pop(key)
+        return 200, self._label_json(r, label), {}
+
     def ep_get_pull(self, login, query, body, full, o, n, num):
         r = self._repo(o, n)
         if int(num) not in r["pulls"]:
@@ -799,6 +893,8 @@ _ROUTES = [
     (rf"/repos/{_SEG}/{_SEG}/labels", "GET", GitHubStub.ep_list_labels),
     (rf"/repos/{_SEG}/{_SEG}/labels", "POST", GitHubStub.ep_create_label),
     (rf"/repos/{_SEG}/{_SEG}/labels/(.+)", "GET", GitHubStub.ep_get_label),
+    (rf"/repos/{_SEG}/{_SEG}/labels/(.+)", "PATCH", GitHubStub.ep_edit_label),
+    (rf"/repos/{_SEG}/{_SEG}/issues/(\d+)/timeline", "GET", GitHubStub.ep_timeline),
     (rf"/repos/{_SEG}/{_SEG}/pulls/(\d+)", "GET", GitHubStub.ep_get_pull),
     (rf"/repos/{_SEG}/{_SEG}/collaborators/{_SEG}/permission", "GET", GitHubStub.ep_permission),
 ]

