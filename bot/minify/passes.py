@@ -385,23 +385,39 @@ def drop_outputs(st: State, oracle: Oracle) -> State:
 
 
 def remove_nodes(st: State, oracle: Oracle) -> State:
-    """Turn single call nodes into inputs (fed their eager values) while the failure keeps, last
-    to first, until no single removal keeps it: the result is 1-minimal."""
+    """Remove single call nodes while the failure keeps, last to first, until no single removal
+    keeps it: the result is 1-minimal. A node is removed either by *cutting* it (it becomes an
+    input fed its eager value: what it computed is kept, how is dropped) or, when it is an
+    output, by *dropping* it (its tensor inputs become outputs in its place)."""
     changed = True
     while changed:
         changed = False
         for n in reversed(call_nodes(st.gm)):
             if _multi_output_source(n) is not None:
                 continue  # a getitem goes with its op
+            cand = _drop_node(st, n)
+            if cand is not None and oracle(cand):
+                st, changed = cand, True
+                break
             values, kinds = eager_values(st.gm, st.args, lambda m: m is n)
             if kinds.get(n.name) != "tensor":
                 continue
-            cut = {n: f"in_{n.name}"}
-            cand = _restrict(st, _outputs(st.gm), new_inputs=cut, values={n.name: values[n.name]})
+            cand = _restrict(st, _outputs(st.gm), new_inputs={n: f"in_{n.name}"}, values={n.name: values[n.name]})
             if oracle(cand):
                 st, changed = cand, True
                 break
     return st
+
+
+def _drop_node(st: State, n) -> State | None:
+    outs = _outputs(st.gm)
+    if n not in outs or any(u.op != "output" for u in n.users):
+        return None
+    repl = [a for a in n.all_input_nodes if a.op in CALL_OPS or a.op == "placeholder"]
+    new_outs = list(dict.fromkeys([o for o in outs if o is not n] + repl))
+    if not new_outs:
+        return None
+    return _restrict(st, new_outs)
 
 
 def drop_unused_inputs(st: State) -> State:
