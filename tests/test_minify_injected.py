@@ -159,7 +159,7 @@ def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(sweep, bot, work
     fdir = run / "failures" / rows_by_bug["relu-accuracy"]["mlp_relu"]["id"]
     out = workdir / "again"
     p = bot("minify", "--repro", fdir / "repro.py", "--out", out, "--verify-runs", "1", "--no-bisect",
-            env={"MINIFY_BOT_WORKER_CRASH_AFTER": "1"})
+            env={"MINIFY_BOT_WORKER_CRASH_AFTER": "0"})  # the worker dies on its first query
     rec = json.loads((out / "failures" / "repro" / "failure.json").read_text())
     assert rec["repro"]["status"] == "minimized", p.stderr[-3000:]
     assert "one process per query" in (rec["repro"]["capture"]["note"] or "")

@@ -72,7 +72,8 @@ class Evaluator:
         self.strict = bool(job.get("strict_accuracy"))
         self.queries = 0
         self.deadline = job.get("deadline")
-        self.crash_after = int(os.environ.get(CRASH_HOOK_ENV, "0") or 0)
+        hook = os.environ.get(CRASH_HOOK_ENV, "")
+        self.crash_after = int(hook) if hook.strip().isdigit() else None
 
     def compile(self, gm, args):
         from bot.torch_adapter import minifier as M
@@ -116,7 +117,7 @@ class Evaluator:
         if self.deadline and time.time() > self.deadline:
             raise BudgetExceeded()
         self.queries += 1
-        if self.crash_after and self.queries > self.crash_after:
+        if self.crash_after is not None and self.queries > self.crash_after:
             os._exit(70)  # fault injection for the isolation fallback
         sig = self.observe(gm, args)
         ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
