@@ -413,7 +413,7 @@ def cmd_minify(job_path: str) -> int:
                                                                  os.path.join(final_dir, "repro.py"), isolate)
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
-        backend=job.get("backend"), graph_role=graph_role(gm) if kind == "aot" else None,
+        backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,
     )
     return _finish(job, result, status, result.get("reason"), t0, nodes_before)
 
@@ -468,10 +468,13 @@ def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None
     return {"ops": ops, "bisect": P.bisect_words(bisect), "method": method}
 
 
-def graph_role(gm) -> str:
-    """Which graph AOTAutograd handed the compiler: "backward" (reads tangents), "forward" (a
-    training forward: reads primals) or "inference"."""
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+def graph_role(source: str) -> str:
+    """Which graph AOTAutograd handed the compiler, from the captured Repro's forward signature:
+    "backward" (reads tangents), "forward" (a training forward: reads primals) or "inference"."""
+    import re
+
+    m = re.search(r"class Repro\(.*?def forward\(self,?([^)]*)\)", source, re.S)
+    names = [a.strip().split(":")[0].strip() for a in (m.group(1).split(",") if m else [])]
     if any(n.startswith("tangents") for n in names):
         return "backward"
     if any(n.startswith("primals") for n in names):
