@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    # torch.cuda.is_available() then asks NVML instead of the CUDA runtime, whose answer would mark
+    # every child forked from this process unable to use CUDA (see bot/torch_adapter/device.py)
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

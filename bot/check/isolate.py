@@ -56,7 +56,9 @@ class ForkRunner:
     def run(self, spec: dict, settings, log_path: str) -> dict:
         """Run one check in a forked child; always returns a row (never raises for the child's sake)."""
         from bot.check.judge import judge
+        from bot.torch_adapter.device import assert_fork_safe
 
+        assert_fork_safe("its checks")
         workdir = tempfile.mkdtemp(prefix="minify-check-")
         row_path = os.path.join(workdir, "row.json")
         r_fd, w_fd = os.pipe()

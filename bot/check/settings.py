@@ -47,9 +47,10 @@ class Settings:
             runtime.validate_backend(self.backend)
             self.config = tconfig.validate_overrides(self.config)
             if self.device == "cuda":
-                import torch
+                from bot.torch_adapter.device import cuda_device_count
 
-                if not torch.cuda.is_available():
+                # NVML, not the CUDA runtime: this process forks the checks, and CUDA does not survive a fork
+                if cuda_device_count() < 1:
                     raise UsageError("--device cuda: this torch build or machine has no CUDA device")
         return self
 

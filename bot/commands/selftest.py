@@ -37,6 +37,11 @@ def injection_key(device: str) -> str:
     return RELU_BUG_KEYS[kind]
 
 
+def injection(device: str) -> str:
+    """The ``--config`` item that injects the relu accuracy bug on ``device``."""
+    return f"{injection_key(device)}=accuracy"
+
+
 def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--keep", metavar="DIR", help="keep the run directory here instead of a temporary one")
@@ -55,7 +60,7 @@ def run(args) -> int:
     from bot.cli import main
 
     key = injection_key(args.device)
-    inject = f"{key}=accuracy"
+    inject = injection(args.device)
     base = args.keep or tempfile.mkdtemp(prefix="minify-selftest-")
     out = os.path.join(base, "run")
     issues = os.path.join(base, "issues")

@@ -110,6 +110,9 @@ def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, ti
         log.write(f"$ (forked) {name}\n")
         log.flush()
         sink = _Lines(log, on_event)
+        from bot.torch_adapter.device import assert_fork_safe
+
+        assert_fork_safe(name)
         r_fd, w_fd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -260,6 +260,14 @@ def warm_up(device: str = "cpu") -> None:
         import torch._inductor.compile_fx  # noqa: F401
         from torch._inductor import config as inductor_config
 
+        from bot.torch_adapter.device import cuda_device_count
+
+        if cuda_device_count() > 0:
+            # A compile here would initialize CUDA (dynamo saves the CUDA RNG state around every
+            # compile when a GPU is visible), and CUDA does not survive a fork: every forked check
+            # would fail with "Cannot re-initialize CUDA in forked subprocess". Imports only.
+            return
+
         def f(x):
             return (x.sin() + 1).sum(0)
 

@@ -44,23 +44,20 @@ def collect() -> dict:
     info["torch"] = torch.__version__
     info["torch_git"] = getattr(torch.version, "git_version", None)
     info["cuda"] = getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None)
-    try:
-        v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        info["cudnn"] = str(v) if v else None
-    except Exception:  # noqa: BLE001
-        pass
+    if info["cuda"]:
+        from bot.torch_adapter.device import cudnn_version
+
+        info["cudnn"] = cudnn_version()
     try:
         import triton  # noqa: F401
 
         info["triton"] = getattr(triton, "__version__", None)
     except Exception:  # noqa: BLE001
         pass
-    try:
-        if torch.cuda.is_available():
-            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except Exception:  # noqa: BLE001
-        pass
-    if shutil.which("nvidia-smi"):
-        out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-        info["driver"] = out.splitlines()[0].strip() if out else None
+    # nvidia-smi, not the CUDA runtime: minify forks its stages from this process afterwards
+    from bot.torch_adapter.device import driver_version, gpu_names
+
+    if info["cuda"]:
+        info["gpus"] = gpu_names()
+    info["driver"] = driver_version()
     return info

@@ -1,0 +1,125 @@
+"""CUDA facts that a process which forks its checks may ask for without poisoning the fork.
+
+Every check, localize and capture run is a child *forked* from one warmed process. CUDA does not
+survive a fork: once the parent has asked the CUDA runtime anything - even
+``torch.cuda.is_available()`` or ``device_count()``, which register torch's fork handler - every
+forked child fails its first CUDA call with "Cannot re-initialize CUDA in forked subprocess".
+(Seen on an H100 runner: the whole zoo reported ``eager_fail_to_run`` before this module existed.)
+
+So every minify-bot process sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (bot/cli.py) - torch then
+answers ``is_available()`` through NVML - and the parent asks NVML (through torch's NVML-based count where this torch has it) or
+``nvidia-smi``, never the CUDA runtime, and :func:`assert_fork_safe` lets a forking stage say
+clearly when something else initialized CUDA first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+
+def _nvidia_smi(query: str) -> list[str] | None:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def cuda_device_count() -> int:
+    """Number of visible CUDA devices, found without initializing CUDA in this process.
+
+    0 when this torch has no CUDA (a CPU build), or no device is visible."""
+    import torch
+
+    if not torch.backends.cuda.is_built():
+        return 0
+    nvml_count = getattr(torch.cuda, "_device_count_nvml", None)  # private: feature-detected
+    if callable(nvml_count):
+        try:
+            n = int(nvml_count())
+        except Exception:  # noqa: BLE001 - NVML missing or broken: fall back below
+            n = -1
+        if n >= 0:
+            return n
+    names = _nvidia_smi("name")
+    if names is None:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return min(len(names), len([v for v in visible.split(",") if v.strip()]))
+    return len(names)
+
+
+def gpu_names() -> list[str]:
+    """Names of the GPUs on this machine (nvidia-smi), without initializing CUDA here."""
+    return _nvidia_smi("name") or []
+
+
+def cudnn_version() -> str | None:
+    """cuDNN's runtime version, asked in a short child process: asking it here
+    (torch.backends.cudnn.version()) initializes CUDA and poisons later forks."""
+    import sys
+
+    code = "import torch; v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None; print(v or '')"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = out.stdout.strip().splitlines()[-1:] if out.returncode == 0 else []
+    return value[0] if value and value[0] else None
+
+
+def driver_version() -> str | None:
+    out = _nvidia_smi("driver_version")
+    return out[0] if out else None
+
+
+def _fork_poisoned() -> bool:
+    """Would a child forked now be in torch's "bad fork" state? (Asking the CUDA runtime anything,
+    device_count() included, registers a fork handler that marks children so.) One tiny fork tells."""
+    import torch
+
+    in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)  # private: feature-detected
+    if not callable(in_bad_fork):
+        return False
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            code = 3 if in_bad_fork() else 0
+        except BaseException:  # noqa: BLE001
+            code = 0
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 3
+
+
+def cuda_initialized() -> bool:
+    """True when this process has touched CUDA in a way that forked children cannot survive."""
+    import torch
+
+    if not torch.backends.cuda.is_built():
+        return False
+    try:
+        if torch.cuda.is_initialized():
+            return True
+    except Exception:  # noqa: BLE001
+        return False
+    return _fork_poisoned()
+
+
+def assert_fork_safe(what: str) -> None:
+    """Raise when CUDA was initialized in this process before it forks ``what``."""
+    from bot.errors import InfraError
+
+    if cuda_initialized():
+        raise InfraError(f"CUDA was initialized in the process that forks {what}; forked children could not use "
+                         "the GPU (a bug in minify-bot: the parent must not touch CUDA)")

@@ -1,0 +1,77 @@
+"""CUDA and forking: the process that forks checks must never initialize CUDA.
+
+No GPU here: the GPU is the boundary these tests stand in for (torch reporting a CUDA build and an
+NVML device). What they pin down was found on a real H100 runner, where every forked check failed
+with "Cannot re-initialize CUDA in forked subprocess" until the parent stopped touching CUDA.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bot.commands.selftest import injection
+from bot.torch_adapter import device, runtime, versions
+from bot.torch_adapter.config import parse_overrides, validate_overrides
+
+
+def test_selftest_injects_the_bug_of_the_devices_code_generator():
+    assert injection("cpu") == "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
+    assert injection("cuda") == "inductor.triton.inject_relu_bug_TESTING_ONLY=accuracy"
+    # both keys are real config keys of this torch, accepted by the same validator the check uses
+    for dev in ("cpu", "cuda"):
+        validated = validate_overrides(parse_overrides([injection(dev)]))
+        assert list(validated.values()) == ["accuracy"]
+
+
+def test_cpu_build_reports_no_cuda_without_touching_it():
+    assert device.cuda_device_count() == 0
+    assert not device.cuda_initialized()
+    device.assert_fork_safe("checks")  # does not raise
+
+
+def test_device_cuda_on_a_cpu_machine_is_a_usage_error(bot, tmp_path):
+    proc = bot("check", "--device", "cuda", "--models", "mlp_relu", "--out", tmp_path / "run")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith("--device cuda: this torch build or machine has no CUDA device")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def visible_gpu(monkeypatch):
+    """torch as a CUDA build would look with one GPU visible through NVML."""
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 1, raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+
+    asked = []
+
+    def runtime_call(name):
+        def call(*a, **k):
+            asked.append(name)
+            raise RuntimeError(f"{name}: the CUDA runtime was asked in the process that forks checks")
+        return call
+
+    # the calls that initialize CUDA (or mark forked children bad) in a real CUDA build
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    for owner, name in ((torch.backends.cudnn, "version"), (torch.cuda, "get_rng_state"),
+                        (torch.cuda, "get_device_name"), (torch._C, "_cuda_getDeviceCount")):
+        monkeypatch.setattr(owner, name, runtime_call(name), raising=False)
+    return asked
+
+
+def test_warm_up_does_not_compile_when_a_gpu_is_visible(visible_gpu, monkeypatch):
+    assert device.cuda_device_count() == 1
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: compiled.append(a) or (lambda *x: None))
+    runtime.warm_up("cpu")
+    assert compiled == []
+    assert visible_gpu == []
+
+
+def test_versions_ask_no_cuda_runtime_in_the_forking_process(visible_gpu):
+    info = versions.collect()
+    assert info["cuda"] == "13.0"
+    assert visible_gpu == []
+    # cuDNN's version comes from a child process (here: a CPU build, so none)
+    assert info["cudnn"] is None
