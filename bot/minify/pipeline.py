@@ -183,7 +183,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
     result = None
     for i, cand in enumerate(candidates):
         wdir = os.path.join(work, f"minify{i}")
-        say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}fx minifier on "
+        say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}culprit search and reduction on "
             f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
         progress = {"last": None}
 
