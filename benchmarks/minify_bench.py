@@ -1,16 +1,21 @@
 """Side-by-side minification benchmark on a corpus of injected bugs.
 
-For each case a deep MLP (Linear + tanh, with one relu at a chosen depth) is compiled with
-inductor and a test-only bug injected into the C++ relu; torch's repro-after (aot) writes a
-minifier_launcher.py. The same launcher is then minified three ways, each in its own directory:
+For each case a model is compiled with inductor and a test-only bug injected into the C++ relu;
+torch's repro-after (aot) writes a minifier_launcher.py. Cases: deep MLPs (Linear + tanh, one relu
+at a chosen depth) and real architectures from transformers built from tiny configs (needs the
+``models`` extra), among them an 18-layer BERT whose inference graph has over 1,000 nodes. The same
+launcher is then minified three ways, each in its own directory:
 
-  ours        minify-bot's reduce stage (in-process fx minifier in a worker process, pinned predicate)
+  ours        minify-bot minify --repro LAUNCHER: the whole command, counting its torch import and
+              warm-up, culprit search, config reduction, bisector and 3 fresh verification runs
   isolated    python minifier_launcher.py minify               (torch default: a process per query)
   no-isolate  python minifier_launcher.py minify --no-isolate
 
-and wall time, queries and final node count are printed per case, with medians.
+and wall time, queries, final node count and peak RSS (the largest process of the run) are printed
+per case. torch's isolated mode can take hours on a big graph: it is stopped at --cap seconds and
+reported as "> cap".
 
-    python benchmarks/minify_bench.py [--cases small,medium,large] [--skip-isolated] [--out DIR]
+    python benchmarks/minify_bench.py [--cases small,bert18] [--skip-isolated] [--cap 900] [--out DIR]
 
 Keeps the C++ kernel cache warm through TORCHINDUCTOR_CACHE_DIR (shared by all runs); the
 FX-graph/AOTAutograd caches are off so every run really compiles.
@@ -23,7 +28,6 @@ import glob
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +46,26 @@ CASES = {
     "large": (100, 92, "accuracy"),
     "large-deep": (100, 20, "compile_error"),
 }
-DEFAULT_CASES = "small,medium,large"
+# real architectures: name -> (huggingface model, config overrides, bug)
+REAL = {
+    "mobilebert": ("MobileBertForMaskedLM", {}, "accuracy"),
+    "t5": ("T5Small", {}, "accuracy"),
+    "bert18": ("BertForMaskedLM", {"num_hidden_layers": 18, "hidden_act": "relu"}, "accuracy"),
+}
+DEFAULT_CASES = "small,medium,large,mobilebert,t5,bert18"
+
+REAL_MODEL = r'''
+import json, sys, torch
+name, overrides, bug = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+import torch._inductor.config as ic
+ic.cpp.inject_relu_bug_TESTING_ONLY = bug
+from bot.suites.huggingface import build_model
+torch.manual_seed(0)
+model, inputs, _ = build_model(name, **overrides)
+model.eval()
+with torch.no_grad():
+    torch.compile(model)(*inputs)
+'''
 
 MODEL = r'''
 import sys, torch
@@ -74,16 +97,21 @@ def env(extra=None):
 
 
 def capture(case: str, work: str) -> str:
-    layers, relu_at, bug = CASES[case]
     d = os.path.join(work, case, "capture")
     os.makedirs(d, exist_ok=True)
+    if case in REAL:
+        name, overrides, bug = REAL[case]
+        argv = [name, json.dumps(overrides), bug]
+    else:
+        layers, relu_at, bug = CASES[case]
+        argv = [str(layers), str(relu_at), bug]
     with open(os.path.join(d, "model.py"), "w") as fh:
-        fh.write(MODEL)
+        fh.write(REAL_MODEL if case in REAL else MODEL)
     level = "4" if bug == "accuracy" else "2"
     found = glob.glob(os.path.join(d, "torch_compile_debug", "run_*", "minifier", "minifier_launcher.py"))
     if found:  # --out DIR of an earlier run: same corpus
         return found[0]
-    p = subprocess.run([sys.executable, "model.py", str(layers), str(relu_at), bug], cwd=d, capture_output=True,
+    p = subprocess.run([sys.executable, "model.py", *argv], cwd=d, capture_output=True,
                        text=True, env=env({"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": level,
                                            "TORCH_COMPILE_DEBUG_DIR": d}), timeout=1800)
     with open(os.path.join(d, "capture.log"), "w") as fh:
@@ -102,86 +130,114 @@ def nodes_of(launcher: str) -> int:
     return len(re.findall(r"^        \w+ = ", m.group(0), re.M)) + len(m.group(1).split(",")) if m else -1
 
 
-def warm_up() -> float:
-    """minify imports and warms torch once per command (shared by every failure's localize,
-    capture and reduce); that one-time cost is measured and printed separately."""
-    from bot.minify import procs
-
-    t0 = time.time()
-    procs.warm_parent()
-    return time.time() - t0
-
-
-def run_ours(launcher: str, d: str, bug: str) -> dict:
-    from bot.minify.reduce import reduce
-
-    t0 = time.time()
-    res = reduce({"repro": launcher, "workdir": d, "class": "accuracy" if bug == "accuracy" else "error",
-                  "budget": 1800, "bisect": False, "check_config": {}}, os.path.join(d, "..", "ours.log"))
-    return {"wall": time.time() - t0, "queries": res.get("queries"), "nodes": res.get("nodes_after"),
-            "start": res.get("nodes_before"), "status": res.get("status")}
+PEAK = r'''
+import json, resource, subprocess, sys, time
+t0 = time.time()
+try:
+    p = subprocess.run(sys.argv[2:], capture_output=True, text=True, timeout=float(sys.argv[1]))
+    rc, out = p.returncode, p.stdout + p.stderr
+except subprocess.TimeoutExpired as e:
+    rc, out = None, (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+print(json.dumps({"rc": rc, "wall": time.time() - t0, "out": out[-200000:],
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+'''
 
 
-def run_torch(launcher: str, d: str, flags: list[str]) -> dict:
+def measured(cmd: list[str], cwd: str, cap: float) -> dict:
+    """Run ``cmd`` under a small wrapper process: wall time, exit code, output and the peak RSS of
+    the largest process it started (a killed run keeps what it measured up to the cap)."""
+    p = subprocess.run([sys.executable, "-c", PEAK, str(cap), *cmd], cwd=cwd, capture_output=True, text=True,
+                       env=env(), timeout=cap + 600)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"rc": p.returncode, "wall": None, "out": p.stderr[-4000:], "peak_rss_mb": None}
+
+
+def run_ours(launcher: str, d: str, bug: str, cap: float) -> dict:
     os.makedirs(d, exist_ok=True)
-    t0 = time.time()
-    p = subprocess.run([sys.executable, launcher, "minify", *flags], cwd=d, capture_output=True, text=True,
-                       env=env(), timeout=3600)
-    wall = time.time() - t0
-    out = p.stdout + p.stderr
+    m = measured([sys.executable, "-m", "bot", "minify", "--launcher", launcher, "--out", os.path.join(d, "out"),
+                  "--budget", str(int(cap))], d, cap)
+    with open(os.path.join(d, "log.txt"), "w") as fh:
+        fh.write(m["out"])
+    rec = {}
+    found = glob.glob(os.path.join(d, "out", "failures", "*", "failure.json"))
+    if found:
+        with open(found[0]) as fh:
+            rec = json.load(fh)
+    r = rec.get("repro") or {}
+    ver = r.get("verification") or {}
+    return {"wall": m["wall"], "queries": r.get("queries"), "nodes": r.get("nodes_after"),
+            "start": r.get("nodes_before"), "status": r.get("status"), "peak_rss_mb": m["peak_rss_mb"],
+            "verified": f"{ver.get('failed_same_way')}/{ver.get('runs')}" if ver else None,
+            "culprit": (rec.get("culprit") or {}).get("ops"),
+            "bisect": (rec.get("culprit") or {}).get("bisect"), "timings": r.get("timings")}
+
+
+def run_torch(launcher: str, d: str, flags: list[str], cap: float) -> dict:
+    os.makedirs(d, exist_ok=True)
+    m = measured([sys.executable, launcher, "minify", *flags], d, cap)
+    out = m["out"]
     q = re.findall(r"Made (\d+) queries", out)
     ck = re.findall(r"Writing checkpoint with (\d+) nodes", out)
     with open(os.path.join(d, "log.txt"), "w") as fh:
         fh.write(out)
-    return {"wall": wall, "queries": int(q[-1]) if q else None, "nodes": int(ck[-1]) if ck else None,
-            "status": "ok" if p.returncode == 0 and q else f"rc={p.returncode}"}
+    status = "ok" if m["rc"] == 0 and q else (f"> cap ({cap:.0f} s)" if m["rc"] is None else f"rc={m['rc']}")
+    return {"wall": m["wall"], "queries": int(q[-1]) if q else None, "nodes": int(ck[-1]) if ck else None,
+            "status": status, "peak_rss_mb": m["peak_rss_mb"], "capped": m["rc"] is None}
+
+
+def _cell(x: dict) -> str:
+    wall = f"> {x['wall']:.0f}" if x.get("capped") else f"{x['wall']:.1f}"
+    rss = f"{x['peak_rss_mb']:.0f}" if x.get("peak_rss_mb") else "-"
+    return f"{wall:>8} s {x['queries'] or '-':>4} {x['nodes'] or '-':>5} {rss:>6}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default=DEFAULT_CASES, help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--cases", default=DEFAULT_CASES, help=f"comma-separated, of {', '.join([*CASES, *REAL])}")
     ap.add_argument("--skip-isolated", action="store_true", help="skip torch's default (slow) isolated mode")
     ap.add_argument("--modes", default="ours,no-isolate,isolated", help="which of ours,no-isolate,isolated to run")
+    ap.add_argument("--cap", type=float, default=900.0, help="seconds before a run is stopped (default: 900)")
     ap.add_argument("--out", help="keep the work here (default: a temp dir)")
     a = ap.parse_args()
     work = a.out or tempfile.mkdtemp(prefix="minify-bench-")
     modes = [m for m in a.modes.split(",") if not (a.skip_isolated and m == "isolated")]
     rows = []
-    warm = warm_up() if "ours" in modes else 0.0
-    print(json.dumps({"ours_one_time_warm_up_s": round(warm, 1)}), flush=True)
     for case in a.cases.split(","):
-        layers, relu_at, bug = CASES[case]
+        if case not in CASES and case not in REAL:
+            raise SystemExit(f"unknown case {case!r}: expected one of {', '.join([*CASES, *REAL])}")
+        bug = REAL[case][2] if case in REAL else CASES[case][2]
         launcher = capture(case, work)
-        r = {"case": case, "bug": bug, "depth": f"{relu_at}/{layers}", "start": nodes_of(launcher)}
+        r = {"case": case, "bug": bug, "start": nodes_of(launcher)}
         if "ours" in modes:
-            r["ours"] = run_ours(launcher, os.path.join(work, case, "ours"), bug)
-            r["start"] = r["ours"].pop("start")
+            r["ours"] = run_ours(launcher, os.path.join(work, case, "ours"), bug, a.cap)
+            r["start"] = r["ours"].pop("start") or r["start"]
         if "no-isolate" in modes:
-            r["no-isolate"] = run_torch(launcher, os.path.join(work, case, "noiso"), ["--no-isolate"])
+            r["no-isolate"] = run_torch(launcher, os.path.join(work, case, "noiso"), ["--no-isolate"], a.cap)
         if "isolated" in modes:
-            r["isolated"] = run_torch(launcher, os.path.join(work, case, "iso"), [])
+            r["isolated"] = run_torch(launcher, os.path.join(work, case, "iso"), [], a.cap)
         rows.append(r)
         print(json.dumps(r), flush=True)
     print()
-    print(f"{'case':8} {'bug':14} {'relu at':8} {'nodes':>5} | " +
-          " | ".join(f"{m:>10} s  {'q':>3} {'final':>5}" for m in modes))
+    print("per mode: wall, queries, final nodes, peak RSS (MiB)")
+    print(f"{'case':10} {'bug':14} {'nodes':>5} | " + " | ".join(f"{m:^30}" for m in modes))
     for r in rows:
-        cells = []
-        for m in modes:
-            x = r[m]
-            cells.append(f"{x['wall']:>10.1f} s  {x['queries'] or '-':>3} {x['nodes'] or '-':>5}")
-        print(f"{r['case']:8} {r['bug']:14} {r['depth']:8} {r['start'] or '-':>5} | " + " | ".join(cells))
-    med = {m: statistics.median(r[m]["wall"] for r in rows) for m in modes}
-    print("median wall: " + ", ".join(f"{m} {v:.1f} s" for m, v in med.items()))
-    print(f"(ours excludes the minify command's one-time torch import + warm-up, {warm:.1f} s here, "
-          "shared by all failures of a run; torch's modes each start `python minifier_launcher.py`)")
-    if "ours" in med:
-        for m in ("isolated", "no-isolate"):
-            if m in med:
-                print(f"speedup vs {m}: {med[m] / med['ours']:.1f}x")
-        bigger = [r["case"] for r in rows for m in modes if m != "ours"
-                  if r[m]["nodes"] and r["ours"]["nodes"] and r["ours"]["nodes"] > r[m]["nodes"]]
-        print("final node count never larger than torch's: " + ("yes" if not bigger else f"NO ({bigger})"))
+        print(f"{r['case']:10} {r['bug']:14} {r['start'] or '-':>5} | " + " | ".join(_cell(r[m]) for m in modes))
+    if "ours" in modes:
+        print("(ours: the whole minify command, torch import, warm-up and 3 fresh verification runs included)")
+        for r in rows:
+            o = r["ours"]
+            notes = [f"culprit {', '.join(o['culprit'] or ['-'])}", f"bisector {o['bisect'] or '-'}",
+                     f"verified {o['verified'] or '-'}"]
+            for m in modes:
+                if m == "ours" or not r[m].get("wall"):
+                    continue
+                x = r[m]
+                notes.append(f"{'>' if x.get('capped') else ''}{x['wall'] / o['wall']:.1f}x faster than {m}")
+                if x.get("nodes") and o.get("nodes") and o["nodes"] > x["nodes"]:
+                    notes.append(f"MORE nodes than {m}")
+            print(f"{r['case']:10} " + "; ".join(notes))
     return 0
 
 

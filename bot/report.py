@@ -276,6 +276,16 @@ _DEVICE = re.compile(r"(cpu|cuda|xpu|mps)(:\d{1,3})?")
 HARNESS_SUITES = ("torchbench", "huggingface", "timm_models")
 
 
+def _bisect_words(failure: dict) -> str | None:
+    """The bisector's one-line answer: from the culprit record, else from the raw bisect result."""
+    c = failure.get("culprit") or {}
+    if c.get("bisect"):
+        return c["bisect"]
+    from bot.minify.passes import bisect_words
+
+    return bisect_words(failure.get("bisect"))
+
+
 def _reproduce_command(check: dict, has_repro: bool) -> str:
     """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
     strict patterns. A run directory may come from a pull request's job: its strings (above all a
@@ -358,6 +368,8 @@ def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_di
         "class": parts["class"], "class_words": CLASS_WORDS.get(parts["class"], parts["class"]),
         "stage": parts.get("stage"), "dtype": parts.get("dtype"), "device": device,
         "status": check.get("status"), "ops_summary": _ops_summary(parts), "flaky": state["flaky"],
+        "culprit": f.get("culprit") or None, "bisect_words": _bisect_words(f),
+        "graph_role": ((repro.get("capture") or {}).get("role")),
         "regression": state["regression"], "error": err_ctx, "accuracy": accuracy,
         "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
                   "inline": inline, "too_big": bool(rep.repro_text) and inline is None,

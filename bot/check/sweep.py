@@ -10,7 +10,7 @@ import time
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
 
-IN_PROCESS_SOURCES = ("zoo", "yaml")
+IN_PROCESS_SOURCES = ("zoo", "yaml", "huggingface", "timm")
 
 
 def _say(msg: str) -> None:

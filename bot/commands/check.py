@@ -30,8 +30,10 @@ examples:
 
 def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by `check` and `run`."""
+    from bot.suites import SOURCES
+
     g = p.add_argument_group("models")
-    g.add_argument("--suite", default="zoo", choices=["zoo", "yaml", "command", "harness", "csv"],
+    g.add_argument("--suite", default="zoo", choices=list(SOURCES),
                    help="where the models come from (default: zoo)")
     g.add_argument("--models", default=None, help="comma-separated model names (default: all the source offers)")
     g.add_argument("--list", action="store_true", help="list the models the source offers and exit")

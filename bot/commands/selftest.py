@@ -12,7 +12,8 @@ import time
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK
 
 HELP = "inject a known bug into a built-in model and run the whole pipeline; the first thing to run on a new runner"
-DESCRIPTION = """Inject inductor's test-only relu accuracy bug, then run check -> minify -> report
+DESCRIPTION = """Inject inductor's test-only relu accuracy bug into the code generator the device uses
+(C++ on cpu, Triton on cuda), then run check -> minify -> report
 against a throw-away local tracker and check every stage's result:
 
   check   mlp_relu fails accuracy, mlp_gelu (no relu) passes
@@ -21,11 +22,24 @@ against a throw-away local tracker and check every stage's result:
 
 Exits 0 when every stage behaves, 3 (loudly, saying which stage) when one does not."""
 
+RELU_BUG_KEYS = {"cpu": "inductor.cpp.inject_relu_bug_TESTING_ONLY",
+                 "cuda": "inductor.triton.inject_relu_bug_TESTING_ONLY"}
+
+
+def injection_key(device: str) -> str:
+    """The relu-bug key inductor reads for ``device``: its C++ backend generates CPU kernels, Triton
+    GPU kernels (a C++ injection on a CUDA runner changes nothing and the check passes)."""
+    kind = device.split(":")[0]
+    if kind not in RELU_BUG_KEYS:
+        from bot.errors import UsageError
+
+        raise UsageError(f"selftest --device {device!r}: expected one of {', '.join(RELU_BUG_KEYS)}")
+    return RELU_BUG_KEYS[kind]
+
+
 def injection(device: str) -> str:
-    """The test-only relu bug of the code generator inductor uses on ``device``: C++ on the CPU,
-    Triton on CUDA (the C++ injection would leave a CUDA run untouched and the selftest red)."""
-    backend = "triton" if device == "cuda" else "cpp"
-    return f"inductor.{backend}.inject_relu_bug_TESTING_ONLY=accuracy"
+    """The ``--config`` item that injects the relu accuracy bug on ``device``."""
+    return f"{injection_key(device)}=accuracy"
 
 
 def add_arguments(p) -> None:
@@ -45,11 +59,12 @@ def _expect(cond, stage, what):
 def run(args) -> int:
     from bot.cli import main
 
+    key = injection_key(args.device)
+    inject = injection(args.device)
     base = args.keep or tempfile.mkdtemp(prefix="minify-selftest-")
     out = os.path.join(base, "run")
     issues = os.path.join(base, "issues")
     t0 = time.perf_counter()
-    inject = injection(args.device)
     say = lambda m: print(f"selftest: {m}", file=sys.stderr, flush=True)  # noqa: E731
     try:
         say(f"injecting {inject} (device {args.device}); working in {base}")
@@ -71,12 +86,14 @@ def run(args) -> int:
         repro = rec["repro"]
         _expect(repro["status"] == "minimized", "minify", f"repro status {repro['status']}: {repro.get('reason')}")
         ops = [n["op"] for n in repro.get("graph") or []]
-        _expect(any(op.startswith("aten.relu") for op in ops), "minify", f"minimized graph lost the relu: {ops}")
+        _expect(ops == ["aten.relu.default"], "minify", f"the repro should be exactly the relu, got {ops}")
+        culprit = rec.get("culprit") or {}
+        _expect(culprit.get("ops") == ["aten.relu.default"], "minify", f"culprit should be the relu, got {culprit}")
         ver = repro.get("verification") or {}
         _expect(ver.get("runs") and ver.get("failed_same_way") == ver.get("runs"), "minify",
                 f"repro did not fail the same way in every fresh run: {ver}")
         keys = [d["key"] for d in (rec["config"].get("minimal") or [])]
-        _expect(keys == [inject.split("=")[0]], "minify", f"minimal config diff should be the injected key, got {keys}")
+        _expect(keys == [key], "minify", f"minimal config diff should be the injected key, got {keys}")
         say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
             f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
 

@@ -56,6 +56,7 @@ def base_record(row: dict) -> dict:
         "stage": None,
         "ablation": None,
         "bisect": None,
+        "culprit": None,
         "error": row.get("error"),
         "accuracy": ({k: acc.get(k) for k in ("tolerance", "rmse_res", "rmse_ref")}
                      if row.get("failure_class") == "accuracy" and isinstance(acc, dict) else None),
@@ -182,7 +183,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
     result = None
     for i, cand in enumerate(candidates):
         wdir = os.path.join(work, f"minify{i}")
-        say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}fx minifier on "
+        say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}culprit search and reduction on "
             f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
         progress = {"last": None}
 
@@ -211,6 +212,9 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
     if launcher is not None and sig is not None:
         rec["class"] = sig.failure_class
     rec["bisect"] = result.get("bisect")
+    rec["culprit"] = result.get("culprit")
+    if result.get("graph_role"):
+        rec["repro"]["capture"]["role"] = result["graph_role"]
     rec["config"] = {"diff": result.get("config_diff") or [], "minimal": result.get("config_minimal")}
     r = rec["repro"]
     r.update(nodes_before=result.get("nodes_before"), nodes_after=result.get("nodes_after"),

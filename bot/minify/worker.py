@@ -72,7 +72,8 @@ class Evaluator:
         self.strict = bool(job.get("strict_accuracy"))
         self.queries = 0
         self.deadline = job.get("deadline")
-        self.crash_after = int(os.environ.get(CRASH_HOOK_ENV, "0") or 0)
+        hook = os.environ.get(CRASH_HOOK_ENV, "")
+        self.crash_after = int(hook) if hook.strip().isdigit() else None
 
     def compile(self, gm, args):
         from bot.torch_adapter import minifier as M
@@ -116,7 +117,7 @@ class Evaluator:
         if self.deadline and time.time() > self.deadline:
             raise BudgetExceeded()
         self.queries += 1
-        if self.crash_after and self.queries > self.crash_after:
+        if self.crash_after is not None and self.queries > self.crash_after:
             os._exit(70)  # fault injection for the isolation fallback
         sig = self.observe(gm, args)
         ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
@@ -343,11 +344,9 @@ def cmd_minify(job_path: str) -> int:
             emit(event="checkpoint", nodes=n, path=path)
 
         status = "minimized"
+        culprit = None
         try:
-            final_gm, final_args = M.fx_minify(
-                gm, args, evaluator, dump_state, skip_sanity=True,
-                offload_to_disk=bool(job.get("offload_to_disk")), save_dir=os.path.join(workdir, "offload"),
-            )
+            final_gm, final_args, culprit = reduce_graph(job, gm, args, evaluator, dump_state, workdir)
         except BudgetExceeded:
             status = "partial"
             result["reason"] = f"time budget of {job.get('budget')} s ran out; kept the smallest checkpoint"
@@ -401,6 +400,7 @@ def cmd_minify(job_path: str) -> int:
                     log(f"bisect failed: {type(exc).__name__}: {exc}")
         if result["bisect"] is not None or job.get("bisect"):
             timings["bisect"] = round(time.time() - t, 2)
+        result["culprit"] = culprit_record(final_gm, culprit, result["bisect"], status)
 
     # 5. final repro (inputs in final/inputs)
     final_dir = os.path.join(workdir, "final")
@@ -413,9 +413,73 @@ def cmd_minify(job_path: str) -> int:
                                                                  os.path.join(final_dir, "repro.py"), isolate)
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
-        backend=job.get("backend"),
+        backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,
     )
     return _finish(job, result, status, result.get("reason"), t0, nodes_before)
+
+
+def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
+    """Reduce ``gm``: the culprit search first (log N queries); when the culprit does not fail
+    compiled alone, torch's fx minifier on the smallest failing prefix, then the cleanup passes.
+    Returns (gm, args, passes.Culprit | None)."""
+    from bot.minify import passes as P
+    from bot.torch_adapter import minifier as M
+
+    oracle = P.Oracle(evaluator)
+    st = P.State(gm, list(args))
+    found = None
+    if job.get("culprit_search", True):
+        t = time.time()
+        try:
+            found = P.find_culprit(st, oracle, log=log)
+        except BudgetExceeded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
+            log(f"culprit search failed: {type(exc).__name__}: {exc}")
+        log(f"culprit search: {time.time() - t:.1f} s, {oracle.asked} queries")
+    if found is not None and found[1].method == "compiled-alone":
+        final = P.cleanup(found[0], oracle)
+        dump_state(final.gm, final.args)
+        return final.gm, final.args, found[1]
+    start = found[0] if found is not None else st
+    if found is not None:
+        dump_state(start.gm, start.args)
+    g, a = M.fx_minify(start.gm, start.args, lambda g_, a_: oracle(P.State(g_, list(a_))), dump_state,
+                       skip_sanity=True, offload_to_disk=bool(job.get("offload_to_disk")),
+                       save_dir=os.path.join(workdir, "offload"))
+    final = P.cleanup(P.State(g, list(a)), oracle)
+    if len(final.gm.graph.nodes) < len(g.graph.nodes):
+        dump_state(final.gm, final.args)
+    culprit = P.Culprit(P.culprit_ops(final), "graph", found[1].node if found else None)
+    return final.gm, final.args, culprit
+
+
+def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None:
+    """failure.json's "culprit": the op(s) that fail compiled alone (or the reduced graph's ops),
+    and the bisector's one-line answer."""
+    from bot.minify import passes as P
+
+    if culprit is None or status != "minimized":
+        return None  # a partial reduction proves no culprit
+    ops, method = sorted(culprit.ops), culprit.method
+    agree = P.agrees_with_bisect(ops, bisect)
+    if agree is False:
+        log(f"culprit {', '.join(ops)} does not match the bisector's answer {P.bisect_words(bisect)!r}")
+    return {"ops": ops, "bisect": P.bisect_words(bisect), "method": method}
+
+
+def graph_role(source: str) -> str:
+    """Which graph AOTAutograd handed the compiler, from the captured Repro's forward signature:
+    "backward" (reads tangents), "forward" (a training forward: reads primals) or "inference"."""
+    import re
+
+    m = re.search(r"class Repro\(.*?def forward\(self,?([^)]*)\)", source, re.S)
+    names = [a.strip().split(":")[0].strip() for a in (m.group(1).split(",") if m else [])]
+    if any(n.startswith("tangents") for n in names):
+        return "backward"
+    if any(n.startswith("primals") for n in names):
+        return "forward"
+    return "inference"
 
 
 def _random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:

@@ -5,6 +5,8 @@
   command  an arbitrary command run under the chosen settings, judged by exit status and output
   harness  PyTorch's own benchmarks/dynamo harness in a pytorch checkout
   csv      an accuracy CSV written by the harness (imported, not run)
+  huggingface  transformers architectures built offline from tiny configs (extra: minify-action[models])
+  timm     timm architectures, pretrained=False (extra: minify-action[models])
 
 A *spec* is a small JSON-able dict that is enough to build (or re-run) one model; it is stored
 in results.json so that later stages can re-run the exact check.
@@ -21,7 +23,7 @@ from typing import Any
 
 from bot.errors import UsageError
 
-SOURCES = ("zoo", "yaml", "command", "harness", "csv")
+SOURCES = ("zoo", "yaml", "command", "harness", "csv", "huggingface", "timm")
 YAML_OPTIONS = {"factory", "tolerance", "batch_size", "skip", "cosine", "description", "training_tolerance"}
 
 
@@ -145,6 +147,16 @@ def available(source: str, *, file: str | None = None, pytorch: str | None = Non
         from bot.suites.harness import csv_models
 
         return csv_models(file)
+    if source == "huggingface":
+        from bot.suites.huggingface import models, require_transformers
+
+        require_transformers()
+        return models()
+    if source == "timm":
+        from bot.suites.timm import models, require_timm
+
+        require_timm()
+        return models()
     raise UsageError(f"unknown model source {source!r}: expected one of {', '.join(SOURCES)}")
 
 
@@ -195,6 +207,14 @@ def build(spec: dict, batch_size: int | None = None) -> tuple[Any, tuple, int]:
         result = _call_factory(factory, bs)
         model, inputs = _unpack(result, spec["factory"])
         return model, inputs, bs or _guess_batch(inputs)
+    if src == "huggingface":
+        from bot.suites.huggingface import build_model
+
+        return build_model(spec["model"], batch_size)
+    if src == "timm":
+        from bot.suites.timm import build_model
+
+        return build_model(spec["model"], batch_size)
     raise UsageError(f"models from source {src!r} are not built in-process")
 
 

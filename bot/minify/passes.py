@@ -1,0 +1,472 @@
+"""Reduction passes over one state: the current fx graph and its inputs.
+
+Every pass is a small function ``pass_(state, oracle) -> State`` that only ever returns a state
+the oracle says still fails the pinned way (or the state it was given). The oracle caches answers
+by graph and input fingerprint, so no candidate is ever compiled twice, and it answers "does not
+fail" for free on a graph with no computation left.
+
+The order, and why:
+
+1. :func:`find_culprit` - a binary search over graph prefixes for the first node whose compiled
+   prefix fails (``ceil(log2 N)`` queries on an N-node graph), then one query on that node compiled
+   alone, fed its real eager inputs. When that fails, the repro *is* the culprit op plus its inputs
+   and output: nothing else can be removed. This runs first because it is the only step whose cost
+   grows with log N rather than N; everything after it works on a graph that is already small.
+2. :func:`remove_dead` - drop call nodes whose results nobody uses, including those FX keeps
+   because it treats them as impure (``_scaled_dot_product_flash_attention_for_cpu`` with unused
+   outputs): they are deleted explicitly, not through ``eliminate_dead_code``. One query for all.
+3. :func:`drop_outputs` - keep only the outputs the failure needs (each dropped output makes more
+   nodes dead, so :func:`remove_dead` follows it).
+4. :func:`remove_nodes` - turn single call nodes into inputs (their eager value becomes a
+   placeholder) while the failure keeps, last to first, to a fixpoint: the result is 1-minimal
+   (no single node can be removed and still fail).
+5. :func:`drop_unused_inputs` - placeholders nobody reads; no query needed.
+
+Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
+take a different kernel path and fail differently).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+CALL_OPS = ("call_function", "call_method", "call_module")
+
+
+@dataclass
+class State:
+    gm: Any                    # torch.fx.GraphModule
+    args: list
+
+
+@dataclass
+class Culprit:
+    """What :func:`find_culprit` found: the culprit nodes' op names and how."""
+
+    ops: list[str]
+    method: str                # "compiled-alone" | "graph"
+    node: str | None = None    # the culprit node's name in the captured graph
+    prefix_queries: int = 0
+
+
+@dataclass
+class Oracle:
+    """The predicate ("fails the same way") with a cache: a candidate is never asked twice."""
+
+    fails: Callable[[Any, list], bool]
+    cache: dict = field(default_factory=dict)
+    asked: int = 0
+    hits: int = 0
+
+    def __call__(self, st: State) -> bool:
+        if not has_compute(st.gm):
+            return False
+        key = fingerprint(st)
+        if key in self.cache:
+            self.hits += 1
+            return self.cache[key]
+        self.asked += 1
+        ok = bool(self.fails(st.gm, st.args))
+        self.cache[key] = ok
+        return ok
+
+
+# ------------------------------------------------------------------------------------------
+# small graph helpers
+# ------------------------------------------------------------------------------------------
+
+
+def has_compute(gm) -> bool:
+    return any(n.op in CALL_OPS for n in gm.graph.nodes)
+
+
+def call_nodes(gm) -> list:
+    return [n for n in gm.graph.nodes if n.op in CALL_OPS]
+
+
+def op_name(node) -> str:
+    import torch
+
+    t = node.target
+    if node.op == "call_function" and isinstance(t, torch._ops.OpOverload):
+        return f"aten.{t._opname}.{t._overloadname}" if t.namespace == "aten" else str(t)
+    if node.op == "call_function":
+        mod = getattr(t, "__module__", None) or ""
+        name = getattr(t, "__name__", str(t))
+        return f"{mod}.{name}" if mod in ("operator", "_operator") else name
+    return str(t)
+
+
+def fingerprint(st: State) -> str:
+    """A key for (graph, inputs): the generated code plus each input's shape, dtype and a checksum."""
+    import torch
+
+    h = hashlib.sha256(st.gm.code.encode())
+    for a in st.args:
+        if isinstance(a, torch.Tensor):
+            h.update(f"{tuple(a.shape)}|{tuple(a.stride())}|{a.dtype}|{a.device}".encode())
+            try:
+                h.update(repr(float(a.detach().double().sum())).encode() if a.numel() else b"0")
+            except Exception:  # noqa: BLE001 - e.g. a tensor whose sum cannot be taken: shape is enough
+                pass
+        else:
+            h.update(repr(a).encode())
+    return h.hexdigest()
+
+
+def _is_tensor(v) -> bool:
+    import torch
+
+    return isinstance(v, torch.Tensor)
+
+
+def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
+    """Run ``gm`` eagerly node by node (no grad); returns ({name: value} for nodes ``keep`` picks,
+    {name: kind}) where kind is "tensor", "tensors" (a tuple/list of tensors), "scalar" or "other".
+    Only the kept values stay alive, so peak memory is that of one eager run."""
+    import torch
+    import torch.fx as fx
+
+    from bot.torch_adapter.minifier import clone_inputs
+
+    kept: dict = {}
+    kinds: dict = {}
+
+    class _Rec(fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if _is_tensor(v):
+                kinds[n.name] = "tensor"
+            elif isinstance(v, (tuple, list)) and all(_is_tensor(x) or x is None for x in v):
+                kinds[n.name] = "tensors"
+            elif isinstance(v, (int, float, bool)) or type(v).__name__.startswith("Sym"):
+                kinds[n.name] = "scalar"
+            else:
+                kinds[n.name] = "other"
+            if keep(n):
+                kept[n.name] = v
+            return v
+
+    with torch.no_grad():
+        _Rec(gm, garbage_collect_values=True).run(*clone_inputs(args))
+    return kept, kinds
+
+
+def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
+    """A new GraphModule from ``gm`` with the given call nodes (in order), the given outputs, the
+    original placeholders/get_attrs they need, and ``new_inputs`` (node -> placeholder name) that
+    replace nodes by inputs. Returns (graph module, [placeholder source]) where each source is
+    ("arg", i) for an original input or ("value", node name) for a replaced node."""
+    import torch.fx as fx
+
+    new_inputs = new_inputs or {}
+    g = fx.Graph()
+    env: dict = {}
+    sources: list = []
+    keep = set(nodes_in_order)
+    needed = set()
+    for n in nodes_in_order:
+        needed.update(n.all_input_nodes)
+    needed.update(o for o in outputs)
+    ph_index = 0
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if n in needed and n not in new_inputs:
+                env[n] = g.node_copy(n)
+                sources.append(("arg", ph_index))
+            ph_index += 1
+    for n, name in new_inputs.items():
+        if n in needed:
+            p = g.placeholder(name)
+            if "val" in n.meta:
+                p.meta["val"] = n.meta["val"]
+            env[n] = p
+            sources.append(("value", n.name))
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and n in needed:
+            env[n] = g.node_copy(n)
+    for n in gm.graph.nodes:
+        if n in keep and n not in new_inputs:
+            env[n] = g.node_copy(n, lambda x: env[x])
+    g.output(tuple(env[o] for o in outputs))
+    new = fx.GraphModule(gm, g)
+    new.graph.lint()
+    return new, sources
+
+
+def _args_for(sources, args, values) -> list:
+    return [args[i] if kind == "arg" else values[i] for kind, i in sources]
+
+
+def _multi_output_source(node):
+    if node.op == "call_function" and node.target is operator.getitem and node.args and \
+            getattr(node.args[0], "op", None) in CALL_OPS:
+        return node.args[0]
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# 1. the culprit: prefix bisection, then the culprit compiled alone
+# ------------------------------------------------------------------------------------------
+
+
+def prefix_state(st: State, k: int, kinds: dict):
+    """The graph of the first ``k`` call nodes whose outputs are the prefix's frontier (the tensors
+    that later nodes or the graph's outputs read); None when the cut would split a multi-output
+    node from its getitems or would output a non-tensor."""
+    calls = call_nodes(st.gm)
+    prefix = calls[:k]
+    inside = set(prefix)
+    frontier = []
+    for n in prefix:
+        if any(u not in inside for u in n.users):
+            kind = kinds.get(n.name)
+            if kind == "scalar":
+                continue  # a size feeding later nodes: not an output the check compares
+            if kind != "tensor":
+                return None
+            frontier.append(n)
+    if not frontier:
+        return None
+    gm, sources = _rebuild(st.gm, prefix, frontier)
+    return State(gm, _args_for(sources, st.args, []))
+
+
+def find_culprit(st: State, oracle: Oracle, log=lambda m: None) -> tuple[State, Culprit] | None:
+    """Binary search for the first call node whose compiled prefix fails, then that node alone.
+
+    Prefix ``k`` fails iff it contains the culprit (one bug, the failure shows at the frontier),
+    so with ``lo`` (empty, passes) and ``hi`` (the whole graph, fails) the search halves the range
+    each query. Returns (the culprit-alone state, Culprit) when the node fails compiled alone, or
+    (the smallest failing prefix, Culprit(method="graph")) when it does not; None when no prefix
+    short of the whole graph could be cut."""
+    _, kinds = eager_values(st.gm, st.args, lambda n: False)
+    calls = call_nodes(st.gm)
+    lo, hi = 0, len(calls)
+    asked0 = oracle.asked
+    best_prefix = None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        cand, k = None, None
+        for j in sorted(range(lo + 1, hi), key=lambda j: abs(j - mid)):
+            cand = prefix_state(st, j, kinds)
+            if cand is not None:
+                k = j
+                break
+        if cand is None:
+            break
+        if oracle(cand):
+            hi, best_prefix = k, cand
+        else:
+            lo = k
+    queries = oracle.asked - asked0
+    node = calls[hi - 1]
+    node = _multi_output_source(node) or node
+    log(f"culprit search: prefix of {hi} of {len(calls)} call nodes fails, {lo} does not "
+        f"({queries} queries); candidate {node.name} = {op_name(node)}")
+    alone = alone_state(st, node)
+    if alone is not None and oracle(alone):
+        return alone, Culprit([op_name(node)], "compiled-alone", node.name, queries)
+    if best_prefix is None:
+        return None
+    return best_prefix, Culprit([op_name(node)], "graph", node.name, queries)
+
+
+def alone_state(st: State, node) -> State | None:
+    """``node`` compiled alone: its tensor inputs become placeholders fed their real eager values,
+    its outputs (every tensor it returns) the graph's outputs."""
+    import torch.fx as fx
+
+    ins = list(dict.fromkeys(node.all_input_nodes))
+    values, kinds = eager_values(st.gm, st.args, lambda n: n in ins or n is node)
+    if kinds.get(node.name) not in ("tensor", "tensors"):
+        return None
+    g = fx.Graph()
+    env: dict = {}
+    args = []
+    for i, a in enumerate(ins):
+        v = values.get(a.name)
+        if a.op == "get_attr":
+            env[a] = g.node_copy(a)
+        elif _is_tensor(v):
+            p = g.placeholder(a.name if a.op == "placeholder" else f"arg{i}_{a.name}")
+            if "val" in a.meta:
+                p.meta["val"] = a.meta["val"]
+            env[a] = p
+            args.append(v)
+        else:
+            env[a] = v  # a size or a scalar: a constant of the repro
+    new = g.node_copy(node, lambda x: env[x])
+    out = values[node.name]
+    if _is_tensor(out):
+        g.output((new,))
+    else:
+        g.output(tuple(g.call_function(operator.getitem, (new, i)) for i, v in enumerate(out) if _is_tensor(v)))
+    gm = fx.GraphModule(st.gm, g)
+    gm.graph.lint()
+    return State(gm, args)
+
+
+# ------------------------------------------------------------------------------------------
+# 2-5. cleanup passes to a 1-minimal graph
+# ------------------------------------------------------------------------------------------
+
+
+def _outputs(gm) -> list:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    val = out.args[0]
+    return list(val) if isinstance(val, (tuple, list)) else [val]
+
+
+def _live(gm, outputs) -> list:
+    """Call nodes that some output depends on, in graph order."""
+    live, stack = set(), [o for o in outputs if hasattr(o, "op")]
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        stack.extend(n.all_input_nodes)
+    return [n for n in gm.graph.nodes if n.op in CALL_OPS and n in live]
+
+
+def _restrict(st: State, outputs, new_inputs=None, values=None) -> State:
+    """``st`` cut down to what ``outputs`` need; ``new_inputs`` (node -> name) become placeholders
+    fed ``values[node.name]``."""
+    outputs = [o for o in outputs if hasattr(o, "op")]
+    cut = new_inputs or {}
+    gm, sources = _rebuild(st.gm, _live_cut(st.gm, outputs, cut), outputs, new_inputs=cut)
+    return State(gm, [st.args[i] if kind == "arg" else values[i] for kind, i in sources])
+
+
+def _live_cut(gm, outputs, cut) -> list:
+    live, stack = set(), list(outputs)
+    while stack:
+        n = stack.pop()
+        if n in live:
+            continue
+        live.add(n)
+        if n not in cut:
+            stack.extend(n.all_input_nodes)
+    return [n for n in gm.graph.nodes if n.op in CALL_OPS and n in live and n not in cut]
+
+
+def remove_dead(st: State, oracle: Oracle) -> State:
+    """Drop every call node no output depends on, impure-looking ones included (one query)."""
+    live = _live(st.gm, _outputs(st.gm))
+    if len(live) == len(call_nodes(st.gm)):
+        return st
+    cand = _restrict(st, _outputs(st.gm))
+    return cand if oracle(cand) else st
+
+
+def drop_outputs(st: State, oracle: Oracle) -> State:
+    """Keep only the outputs the failure needs: try each output alone first (a single failing
+    output is the common case), then drop outputs one at a time."""
+    outs = _outputs(st.gm)
+    if len(outs) <= 1:
+        return st
+    for o in outs:
+        cand = _restrict(st, [o])
+        if oracle(cand):
+            return cand
+    cur = list(outs)
+    for o in list(outs):
+        if len(cur) == 1:
+            break
+        trial = [x for x in cur if x is not o]
+        cand = _restrict(st, trial)
+        if oracle(cand):
+            cur, st = trial, cand
+    return st
+
+
+def remove_nodes(st: State, oracle: Oracle) -> State:
+    """Remove single call nodes while the failure keeps, last to first, until no single removal
+    keeps it: the result is 1-minimal. A node is removed either by *cutting* it (it becomes an
+    input fed its eager value: what it computed is kept, how is dropped) or, when it is an
+    output, by *dropping* it (its tensor inputs become outputs in its place)."""
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(call_nodes(st.gm)):
+            if _multi_output_source(n) is not None:
+                continue  # a getitem goes with its op
+            cand = _drop_node(st, n)
+            if cand is not None and oracle(cand):
+                st, changed = cand, True
+                break
+            values, kinds = eager_values(st.gm, st.args, lambda m: m is n)
+            if kinds.get(n.name) != "tensor":
+                continue
+            cand = _restrict(st, _outputs(st.gm), new_inputs={n: f"in_{n.name}"}, values={n.name: values[n.name]})
+            if oracle(cand):
+                st, changed = cand, True
+                break
+    return st
+
+
+def _drop_node(st: State, n) -> State | None:
+    outs = _outputs(st.gm)
+    if n not in outs or any(u.op != "output" for u in n.users):
+        return None
+    repl = [a for a in n.all_input_nodes if a.op in CALL_OPS or a.op == "placeholder"]
+    new_outs = list(dict.fromkeys([o for o in outs if o is not n] + repl))
+    if not new_outs:
+        return None
+    return _restrict(st, new_outs)
+
+
+def drop_unused_inputs(st: State) -> State:
+    """Placeholders nobody reads (no query: an unread input cannot change what is computed)."""
+    g = st.gm.graph
+    phs = [n for n in g.nodes if n.op == "placeholder"]
+    unused = [i for i, n in enumerate(phs) if not n.users]
+    if not unused:
+        return st
+    for i in unused:
+        g.erase_node(phs[i])
+    st.gm.recompile()
+    return State(st.gm, [a for i, a in enumerate(st.args) if i not in set(unused)])
+
+
+def is_one_minimal(st: State, oracle: Oracle) -> bool:
+    """True when removing any single call node (making it an input) loses the failure."""
+    return remove_nodes(st, oracle) is st
+
+
+def cleanup(st: State, oracle: Oracle) -> State:
+    """Passes 2-5 in order."""
+    st = remove_dead(st, oracle)
+    st = drop_outputs(st, oracle)
+    st = remove_dead(st, oracle)
+    st = remove_nodes(st, oracle)
+    return drop_unused_inputs(st)
+
+
+def culprit_ops(st: State) -> list[str]:
+    """The op names of a reduced graph's computing nodes (getitems fold into their op), sorted."""
+    return sorted({op_name(n) for n in call_nodes(st.gm) if _multi_output_source(n) is None})
+
+
+def agrees_with_bisect(ops: list[str], bisect: dict | None) -> bool | None:
+    """Whether the bisector's answer names one of ``ops`` (e.g. lowerings: relu vs aten.relu.default);
+    None when the bisector gave no op-level answer."""
+    if not bisect or not bisect.get("detail"):
+        return None
+    detail = str(bisect.get("detail")).lower()
+    names = {o.split(".")[1] if o.startswith("aten.") and o.count(".") >= 2 else o for o in ops}
+    return any(n.lower() in detail for n in names)
+
+
+def bisect_words(bisect: dict | None) -> str | None:
+    """One line for the bisector's answer: ``lowerings: relu``."""
+    if not bisect or bisect.get("incomplete") or not bisect.get("subsystem"):
+        return None
+    detail = str(bisect.get("detail") or "").strip().splitlines()
+    last = detail[-1] if detail else ""
+    # torch's debug_info for lowerings reads "relu" or "lowering relu"; keep it short
+    return f"{bisect['subsystem']}: {last[:80]}" if last else str(bisect["subsystem"])

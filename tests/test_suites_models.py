@@ -1,0 +1,84 @@
+"""Real architectures offline: --suite huggingface (transformers from config classes) and
+--suite timm. Listing and the missing-extra error are fast; one small real sweep + minify is slow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
+
+
+def test_huggingface_lists_at_least_six_architectures_with_the_harness_names(bot):
+    pytest.importorskip("transformers")
+    p = bot("check", "--suite", "huggingface", "--list")
+    assert p.returncode == 0, p.stderr
+    names = [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
+    assert {"BertForMaskedLM", "MobileBertForMaskedLM", "T5Small", "ResNetForImageClassification"} <= set(names)
+    assert len(names) >= 6
+
+
+def test_a_missing_models_extra_is_one_error_line_and_exit_2(bot, tmp_path):
+    fake = tmp_path / "transformers"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('No module named transformers')\n")
+    import os
+
+    p = bot("check", "--suite", "huggingface", "--list", env={"PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), str(tmp_path)])})
+    assert p.returncode == 2, p.stderr
+    assert "minify-bot check: error:" in p.stderr and "minify-action[models]" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_timm_lists_its_models_or_says_what_is_missing(bot):
+    try:
+        import timm  # noqa: F401
+        importable = True
+    except Exception:  # noqa: BLE001 - timm imports torchvision at import time
+        importable = False
+    p = bot("check", "--suite", "timm", "--list")
+    if importable:
+        assert p.returncode == 0 and "resnet18" in p.stdout
+    else:
+        assert p.returncode == 2 and "minify-action[timm]" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    d = Path(tempfile.mkdtemp(prefix="minify-test-hf-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_real_architectures_sweep_clean_and_a_relu_bug_reduces_to_exactly_the_relu(bot, workdir):
+    pytest.importorskip("transformers")
+    models = "MobileBertForMaskedLM,ViTForImageClassification"
+    clean = workdir / "clean"
+    p = bot("check", "--suite", "huggingface", "--models", models, "--out", clean, "--timeout", "300")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads((clean / "results.json").read_text())["checks"]
+    assert [r["status"] for r in rows] == ["pass", "pass"], [(r["model"], r["status"], r.get("error")) for r in rows]
+
+    run = workdir / "relu"
+    p = bot("check", "--suite", "huggingface", "--models", models, "--out", run, "--timeout", "300",
+            "--config", f"{RELU}=accuracy")
+    rows = {r["model"]: r for r in json.loads((run / "results.json").read_text())["checks"]}
+    # ViT has no relu (gelu): no false alarm; MobileBERT's relu FFNs are caught
+    assert rows["ViTForImageClassification"]["status"] == "pass"
+    assert rows["MobileBertForMaskedLM"]["failure_class"] == "accuracy", p.stderr[-3000:]
+    p = bot("minify", "--out", run, "--budget", "300")
+    assert p.returncode == 1, p.stderr[-3000:]
+    rec = json.loads((run / "failures" / rows["MobileBertForMaskedLM"]["id"] / "failure.json").read_text())
+    r = rec["repro"]
+    assert r["status"] == "minimized", r["reason"]
+    assert [g["op"] for g in r["graph"]] == ["aten.relu.default"]
+    assert r["nodes_before"] > 100 and r["nodes_after"] == 3  # input, relu, output
+    assert rec["culprit"]["ops"] == ["aten.relu.default"] and rec["culprit"]["method"] == "compiled-alone"
+    assert rec["culprit"]["bisect"] and "relu" in rec["culprit"]["bisect"]
+    assert r["verification"]["failed_same_way"] == 3
