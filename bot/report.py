@@ -203,9 +203,14 @@ def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str
     s = json.loads(json.dumps(state)) if state else {
         "sig": group[0].fingerprint.primary, "sigs": [], "alt": [], "checks": [], "runs": [],
         "first_seen": when, "last_seen": when, "occurrences": 0, "affected": [], "torch": [],
-        "best_repro": None, "flaky": True, "regression": False, "passing_runs": [],
+        "best_repro": None, "flaky": True, "regression": False, "passing_runs": [], "repro": False,
     }
     events: list[str] = []
+    if not str(s.get("sig", "")).startswith(f"{fp.VERSION}:"):
+        # filed under an older fingerprint version: the marker moves to this version's signature
+        # (the old keys stay in "sigs", so the issue is still found by them); no event, no comment
+        s["sig"] = group[0].fingerprint.primary
+    s["repro"] = state_has_repro(s) or any(f.fingerprint.has_repro for f in group)
     for f in group:
         for key, vals in (("sigs", [f.fingerprint.primary]), ("alt", f.fingerprint.alternatives),
                           ("checks", [f.fingerprint.check_key])):
@@ -241,6 +246,15 @@ def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str
     s["regression"] = bool(s["regression"]) or _is_regression(group)
     s["passing_runs"] = []
     return s, events
+
+
+def state_has_repro(state: dict) -> bool:
+    """Whether an issue is backed by a verified repro (issues filed under v1 record only the rank
+    of their best repro: minimized/partial and verified)."""
+    if "repro" in state:
+        return bool(state["repro"])
+    rank = state.get("best_repro")
+    return isinstance(rank, list) and len(rank) >= 2 and rank[0] <= 1 and rank[1] == 0
 
 
 def labels_for(state: dict, group: list[Failure], base: list[str], bot_label: str) -> list[str]:
@@ -413,22 +427,31 @@ class _Reporter:
             groups.setdefault(f.fingerprint.primary, []).append(f)
         touched: set[int] = set()
         created = 0
+        # every group of this run that belongs to one issue goes into ONE update of that issue
+        buckets: dict[int, tuple[Issue, dict, list[Failure]]] = {}
+        unmatched: list[list[Failure]] = []
+        migrated: set[int] = set()
         for sig in sorted(groups, key=lambda s: groups[s][0].check["id"]):
             group = groups[sig]
-            match = self._match(issues, group)
+            match = self._match(issues, group, migrated)
             if match is None:
-                if _is_flaky(group) and not self.opts.file_flaky:
-                    self.record("skipped", group, None, "flaky: passed on rerun; not filed")
-                    continue
-                if created >= self.opts.max_new:
-                    self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
-                    continue
-                issue = self._create(group, when, me)
-                created += 1
-                issues = self._bot_issues(me)
-                touched.add(issue.number)
+                unmatched.append(group)
+            else:
+                issue, state = match
+                buckets.setdefault(issue.number, (issue, state, []))[2].extend(group)
+        for group in unmatched:
+            if _is_flaky(group) and not self.opts.file_flaky:
+                self.record("skipped", group, None, "flaky: passed on rerun; not filed")
                 continue
-            issue, state = match
+            if created >= self.opts.max_new:
+                self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
+                continue
+            issue = self._create(group, when, me)
+            created += 1
+            issues = self._bot_issues(me)
+            touched.add(issue.number)
+        for number in sorted(buckets):
+            issue, state, group = buckets[number]
             touched.add(issue.number)
             if issue.state == "open":
                 self._update(issue, state, group, when)
@@ -464,14 +487,29 @@ class _Reporter:
         self.record("duplicate_closed", None, issue, f"duplicate of #{survivor}", survivor=survivor,
                     commented=True, fingerprint=sig)
 
-    def _match(self, issues, group: list[Failure]):
-        """The issue for this bug: primary signature first, then the alternatives; open before closed."""
+    def _match(self, issues, group: list[Failure], migrated: set[int]):
+        """The issue for this bug; open before closed:
+        1. the primary signature;
+        2. the model/configuration alternative, only when neither side has a verified repro (the
+           failure has the alternative only when it is identified by its model);
+        3. an issue filed under v1 whose primary is this failure's v1 primary, not yet migrated:
+           it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
         ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
-        for keys, field in (([fpr.primary], "sigs"), (fpr.alternatives, "alt")):
+        for issue, state in ranked:
+            if fpr.primary in (state.get("sigs") or []):
+                return issue, state
+        if not any(f.fingerprint.has_repro for f in group):
             for issue, state in ranked:
-                if any(k in (state.get(field) or []) for k in keys):
+                if not state_has_repro(state) and any(k in (state.get("alt") or []) for k in fpr.alternatives):
                     return issue, state
+        legacy = {f.fingerprint.legacy for f in group if f.fingerprint.legacy}
+        for issue, state in ranked:
+            if issue.number in migrated or str(state.get("sig", "")).startswith(f"{fp.VERSION}:"):
+                continue
+            if legacy & set(state.get("sigs") or []):
+                migrated.add(issue.number)
+                return issue, state
         return None
 
     def _create(self, group, when, me) -> Issue:

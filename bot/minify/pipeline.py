@@ -14,7 +14,7 @@ from bot.minify import localize as loc
 from bot.minify import package as pkg
 from bot.minify import reduce as red
 from bot.minify import verify as ver
-from bot.minify.predicate import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
+from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
 
 SCHEMA = "minify-action/failure/v1"
 
@@ -63,6 +63,7 @@ def base_record(row: dict) -> dict:
         "config": {"diff": [], "minimal": None},
         "versions": {},
         "flaky": False,
+        "signature": None,  # set once verification proves the minimized repro fails the same way
     }
 
 
@@ -262,6 +263,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         return
     r["status"] = result["status"]
     r["reason"] = result.get("reason")
+    rec["signature"] = verified_signature(sig, rec).to_json()
     if v["random_inputs_reproduce"]:
         pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
                              else (rec["config"]["diff"] or None), final)
