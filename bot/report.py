@@ -15,23 +15,22 @@ exit 3) and ``summary.md`` at the end. Rules: docs/reporting.md.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import os
-import re
 import shlex
 from pathlib import Path
 
 from bot import fingerprint as fp
+from bot import rundir
 from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.tracker.base import Issue, Tracker
 
-REPORT_SCHEMA = "minify-action/report/v1"
-RESULTS_KIND, FAILURE_KIND = "results", "failure"
-SUPPORTED_MAJOR = 1
+REPORT_SCHEMA = rundir.REPORT_SCHEMA
 MAX_AFFECTED = 50
 MAX_RUNS = 20
 INLINE_REPRO_LIMIT = 40000
@@ -81,32 +80,6 @@ def count_actions(actions: list[dict]) -> dict:
 
 # ---------------------------------------------------------------------------- reading the run dir
 
-def _read_json(path: Path, kind: str) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: unreadable ({exc})") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a JSON object")
-    schema = data.get("schema")
-    m = re.fullmatch(r"minify-action/([a-z_-]+)/v(\d+)", str(schema))
-    if not m or m.group(1) != kind:
-        raise UsageError(f"{path}: schema {schema!r} is not minify-action/{kind}/v{SUPPORTED_MAJOR}")
-    if int(m.group(2)) > SUPPORTED_MAJOR:
-        raise UsageError(f"{path}: schema {schema} is newer than this minify-bot understands "
-                         f"(v{SUPPORTED_MAJOR}); upgrade minify-bot")
-    return data
-
-
-def _need(cond: bool, path: Path, what: str) -> None:
-    if not cond:
-        raise UsageError(f"{path}: {what}")
-
-
 @dataclasses.dataclass
 class Failure:
     check: dict
@@ -128,37 +101,24 @@ def _inside(base: Path, rel) -> Path | None:
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict]]:
-    """(results, failures, passing checks). Validates everything; raises UsageError on bad input."""
+    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input."""
     run = Path(run_dir)
-    rpath = run / "results.json"
-    results = _read_json(rpath, RESULTS_KIND)
-    checks = results.get("checks")
-    _need(isinstance(checks, list), rpath, "'checks' must be a list")
+    results = rundir.read_results(run)
     failures, passing = [], []
-    for i, check in enumerate(checks):
-        _need(isinstance(check, dict) and isinstance(check.get("id"), str) and check["id"], rpath,
-              f"checks[{i}] needs a string 'id'")
-        _need(isinstance(check.get("status"), str), rpath, f"checks[{i}] needs a string 'status'")
+    for check in results["checks"]:
         if not check.get("failure_class"):
             if check["status"] == "pass":
                 passing.append(check)
             continue
-        fdir = run / "failures" / check["id"]
-        failure, repro_text = None, None
-        if (fdir / "failure.json").exists():
-            failure = _read_json(fdir / "failure.json", FAILURE_KIND)
-            fpath = fdir / "failure.json"
-            _need(failure.get("id") in (None, check["id"]), fpath, "'id' does not match its directory")
-            _need(isinstance(failure.get("repro") or {}, dict), fpath, "'repro' must be an object")
-            graph = (failure.get("repro") or {}).get("graph")
-            _need(graph is None or (isinstance(graph, list) and all(isinstance(n, dict) for n in graph)),
-                  fpath, "'repro.graph' must be a list of objects")
-            rp = _inside(fdir, (failure.get("repro") or {}).get("path"))
-            if rp:
-                try:
-                    repro_text = rp.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    repro_text = None
+        fdir = rundir.failure_dir(run, check["id"])
+        failure = rundir.read_failure(run, check["id"])
+        repro_text = None
+        rp = _inside(fdir, ((failure or {}).get("repro") or {}).get("path")) if failure else None
+        if rp:
+            try:
+                repro_text = rp.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                repro_text = None
         failures.append(Failure(check, failure, fdir if failure else None, repro_text,
                                 fp.compute(check, failure)))
     return results, failures, passing
@@ -200,7 +160,7 @@ def _is_regression(group: list[Failure]) -> bool:
 def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str) -> tuple[dict, list[str]]:
     """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment)."""
     new = state is None
-    s = json.loads(json.dumps(state)) if state else {
+    s = copy.deepcopy(state) if state else {
         "sig": group[0].fingerprint.primary, "sigs": [], "alt": [], "checks": [], "runs": [],
         "first_seen": when, "last_seen": when, "occurrences": 0, "affected": [], "torch": [],
         "best_repro": None, "flaky": True, "regression": False, "passing_runs": [], "repro": False,
@@ -379,7 +339,7 @@ class _Reporter:
         self.renderer = Renderer(opts.templates_dir)
         self.actions: list[dict] = []
         self.commented: set[int] = set()
-        self.report_path = run_dir / "report.json"
+        self.report_path = run_dir / rundir.REPORT
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -392,12 +352,10 @@ class _Reporter:
         return a
 
     def write_report(self, error: str | None = None) -> None:
-        data = {"schema": REPORT_SCHEMA, "run_id": self.run_id, "tracker": self.tracker.name,
+        data = {"run_id": self.run_id, "tracker": self.tracker.name,
                 "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
                 "counts": count_actions(self.actions), "actions": self.actions, "error": error}
-        tmp = self.report_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, self.report_path)
+        rundir.write_report(self.run_dir, data)
 
     def run_link(self) -> str:
         return f"[{self.run_id}]({self.opts.run_url})" if self.opts.run_url else f"run `{self.run_id}`"
@@ -582,7 +540,7 @@ class _Reporter:
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.get("sig"))
                 continue
-            new = json.loads(json.dumps(state))
+            new = copy.deepcopy(state)
             new["passing_runs"] = (runs + [{"run": self.run_id, "link": self.run_link(), "checks": ids[:20]}])[-10:]
             body = _replace_marker(issue.body, new)
             if len(new["passing_runs"]) >= self.opts.close_after:

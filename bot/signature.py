@@ -52,7 +52,7 @@ def normalize_line(line: str) -> str:
     s = re.sub(r"\b[0-9a-f]{16,}\b", "<hash>", s)
     s = re.sub(r"\b(tmp|buf|arg|primals|tangents|getitem|x|in_ptr|out_ptr|in_out_ptr|ks|s)\d+(_\d+)?\b",
                r"\1N", s)
-    s = re.sub(r"\d+(\.\d+)?", "N", s)
+    s = re.sub(r"(?<![\w.])\d+(\.\d+)?(?![A-Za-z])|(?<=_)\d+\b", "N", s)  # numbers; kernel_name_0
     s = re.sub(r"\s+", " ", s).strip()
     return s[:300]
 
