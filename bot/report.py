@@ -26,6 +26,7 @@ from pathlib import Path
 
 from bot import fingerprint as fp
 from bot import rundir
+from bot import signature as sg
 from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.tracker.base import Issue, Tracker
@@ -231,8 +232,13 @@ def labels_for(state: dict, group: list[Failure], base: list[str], bot_label: st
 
 # ---------------------------------------------------------------------------- render context
 
-def _ops_summary(parts: dict) -> str | None:
+def _ops_summary(parts: dict, failure: dict | None = None) -> str | None:
+    """The ops to name in the title: the fingerprint's culprit ops, else (for display only) the
+    minimized graph's ops less data movement."""
     ops = parts.get("ops")
+    if not ops and failure:
+        graph = (failure.get("repro") or {}).get("graph") or []
+        ops = [str(n.get("op")) for n in graph if isinstance(n, dict) and n.get("op") not in sg.PLUMBING_OPS]
     if not ops:
         return None
     names = list(dict.fromkeys(o.split("(")[0] for o in ops))
@@ -296,7 +302,7 @@ def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_di
         "sig": state["sig"], "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
         "class": parts["class"], "class_words": CLASS_WORDS.get(parts["class"], parts["class"]),
         "stage": parts.get("stage"), "dtype": parts.get("dtype"), "device": device,
-        "status": check.get("status"), "ops_summary": _ops_summary(parts), "flaky": state["flaky"],
+        "status": check.get("status"), "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None), "flaky": state["flaky"],
         "regression": state["regression"], "error": err_ctx, "accuracy": accuracy,
         "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
                   "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
