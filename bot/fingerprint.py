@@ -1,21 +1,29 @@
 """Fingerprints: a versioned, stable key for "the same bug", and the hidden issue-body marker.
 
-Works from failure.json / results.json data only (no torch import). See docs/reporting.md.
+Works from failure.json / results.json data only (no torch import), through the failure's
+signature (bot/signature.py). See docs/reporting.md.
 
-A fingerprint has
-  - ``primary``: ``v1:<20 hex>``, sha1 over the canonical parts below;
-  - ``alternatives``: ``v1-ops:<hex>`` (op multiset of the minimized graph, order-free) and
-    ``v1-model:<hex>`` (the model/configuration tuple and failure class);
+A fingerprint (v2) has
+  - ``primary``: ``v2:<20 hex>``, sha1 over the canonical parts below;
+  - ``alternatives``: ``v2-model:<hex>`` (the model/configuration tuple and failure class), only for a
+    failure identified by its model (no verified repro, no error message): it is the one way two
+    such failures of the same check are the same bug, and it never applies when either side has a
+    repro (the report checks the issue's side);
   - ``check_key``: ``v1-check:<hex>`` over the model/configuration tuple only (no failure class), used to
-    recognise a *passing* check of an affected configuration;
+    recognise the same configuration (affected rows, passing checks). Its basis did not change in v2,
+    so its version did not either;
+  - ``legacy``: the v1 primary of the same failure, to find issues filed before v2 (migrated in
+    place on their next update);
   - ``parts``: the human-readable components that went into ``primary``.
 
-Parts of the primary signature:
-  class, stage, device type (cuda:1 -> cuda), dtype, and
-  - errors: exception type, normalized message, the top (innermost) 3 non-framework frames
-    (function name and file basename, no line numbers);
-  - accuracy with a minimized graph: the canonical op sequence ``op(dtype[rank],...)``;
-  - anything else (no minimized graph, timeouts, crashes): the model/configuration tuple.
+Parts of the primary signature: class, stage, device type (cuda:1 -> cuda), dtype, and
+  - errors (compile / runtime): the exception type and the normalized messages (every ``error:``
+    line of a compiler error); when the message is not a compiler diagnostic, also the top 3
+    non-framework frames (function name and file basename, no line numbers);
+  - a failure with a verified repro: the culprit (op names and the bisector's answer; with a
+    bisector answer and no culprit ops, the answer alone) - never the whole leftover op sequence,
+    never tensor ranks or dtypes per op;
+  - anything else (no verified repro, timeouts, crashes): the model/configuration tuple.
 """
 
 from __future__ import annotations
@@ -26,7 +34,12 @@ import json
 import re
 from typing import Any
 
-VERSION = "v1"
+from bot import signature as sg
+from bot.signature import Signature
+
+VERSION = "v2"
+LEGACY_VERSION = "v1"
+CHECK_KEY_VERSION = "v1"  # the model-tuple basis is unchanged since v1
 MARKER_PREFIX = "<!-- minify-action:"
 _MARKER_RX = re.compile(r"<!-- minify-action:(v\d+) (\{[^\n]*\}) -->")
 TOP_FRAMES = 3
@@ -40,6 +53,7 @@ FRAMEWORK_FRAME_RX = re.compile(
     r"|torch/_dynamo/symbolic_convert\.py|torch/_dynamo/output_graph\.py|torch/_dynamo/backends/"
     r"|/bot/(check|commands|torch_adapter|suites)/|/site-packages/_pytest/|/site-packages/pluggy/)"
 )
+_GENERATED_RX = re.compile(r"[a-z0-9]{32,}\.py")  # inductor's output code: c<hash>.py
 _FRAME_RX = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.M)
 
 
@@ -49,6 +63,9 @@ class Fingerprint:
     alternatives: list[str]
     check_key: str
     parts: dict
+    legacy: str | None = None  # the v1 primary, to find and migrate issues filed under v1
+    has_repro: bool = False  # a verified minimized repro backs this failure
+    signature: Signature | None = None
 
     @property
     def all(self) -> list[str]:
@@ -60,8 +77,7 @@ def _h(obj: Any) -> str:
     return hashlib.sha1(data.encode()).hexdigest()[:20]
 
 
-def device_type(device: Any) -> str:
-    return str(device or "unknown").split(":")[0].strip().lower() or "unknown"
+device_type = sg.device_type
 
 
 _NORMALIZERS = [
@@ -74,22 +90,26 @@ _NORMALIZERS = [
 
 
 def normalize_message(message: str | None) -> str:
-    """First line of the message with addresses, paths, hex ids and numbers (sizes) abstracted."""
+    """(v1 only) First line of the message with addresses, paths, hex ids and numbers abstracted."""
     text = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
     for rx, repl in _NORMALIZERS:
         text = rx.sub(repl, text)
     return text.strip()[:200]
 
 
-def top_frames(traceback: str | None, n: int = TOP_FRAMES) -> list[str]:
-    """The innermost ``n`` non-framework frames as ``basename:function``, innermost first."""
+def top_frames(traceback: str | None, n: int = TOP_FRAMES, *, generated: bool = True) -> list[str]:
+    """The innermost ``n`` non-framework frames as ``basename:function``, innermost first; the
+    hash-named modules of generated code read ``<generated>`` (v1 kept their names)."""
     frames = _FRAME_RX.findall(traceback or "")
     out = []
     for path, func in reversed(frames):
         norm = path.replace("\\", "/")
         if FRAMEWORK_FRAME_RX.search(norm):
             continue
-        out.append(f"{norm.rsplit('/', 1)[-1]}:{func}")
+        base = norm.rsplit('/', 1)[-1]
+        if generated and _GENERATED_RX.fullmatch(base):
+            base = "<generated>"
+        out.append(f"{base}:{func}")
         if len(out) == n:
             break
     return out
@@ -117,6 +137,47 @@ def model_tuple(check: dict) -> dict:
 def compute(check: dict, failure: dict | None = None) -> Fingerprint:
     """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
     failure = failure or {}
+    sig = sg.of_record(check, failure)
+    parts: dict = {"class": sig.failure_class, "stage": sig.stage, "device": sig.device, "dtype": sig.dtype}
+    mt = model_tuple(check)
+    culprit = sig.culprit
+    if sig.is_error and sig.exc_type:
+        parts["basis"] = "error"
+        parts["exception"] = sig.exc_type
+        parts["messages"] = list(sig.messages)
+        if not sig.is_compiler_diagnostic:
+            # a generic message ("unhandled error") says little: the verified culprit when there
+            # is one, else where it was raised
+            if culprit is not None:
+                parts["ops"], parts["bisect"] = culprit["ops"], culprit["bisect"]
+            else:
+                error = failure.get("error") or check.get("error") or {}
+                parts["frames"] = top_frames(error.get("traceback"))
+    elif culprit is not None:
+        parts["basis"] = "culprit"
+        parts["ops"] = culprit["ops"]
+        parts["bisect"] = culprit["bisect"]
+    else:
+        parts["basis"] = "model"
+        parts["model"] = mt
+    alternatives = []
+    if parts["basis"] == "model":
+        alternatives.append(f"{VERSION}-model:" + _h({"class": sig.failure_class, "model": mt}))
+    return Fingerprint(
+        primary=f"{VERSION}:" + _h(parts),
+        alternatives=alternatives,
+        check_key=check_key(check),
+        parts=parts,
+        legacy=compute_v1(check, failure).primary,
+        has_repro=sig.verified,
+        signature=sig,
+    )
+
+
+def compute_v1(check: dict, failure: dict | None = None) -> Fingerprint:
+    """The v1 fingerprint (op sequence with ranks; first message line): kept only to find issues
+    filed under v1. Do not use it to group failures."""
+    failure = failure or {}
     cls = failure.get("class") or check.get("failure_class") or "unknown"
     stage = failure.get("stage") or "unlocalized"
     dtype = check.get("dtype")
@@ -130,7 +191,7 @@ def compute(check: dict, failure: dict | None = None) -> Fingerprint:
         parts["basis"] = "error"
         parts["exception"] = error.get("type")
         parts["message"] = normalize_message(error.get("message"))
-        parts["frames"] = top_frames(error.get("traceback"))
+        parts["frames"] = top_frames(error.get("traceback"), generated=False)
     elif graph:
         parts["basis"] = "graph"
         parts["ops"] = [canonical_op(n) for n in graph]
@@ -140,18 +201,18 @@ def compute(check: dict, failure: dict | None = None) -> Fingerprint:
     alternatives = []
     if graph:
         ops = sorted(str(n.get("op", "?")) for n in graph)
-        alternatives.append(f"{VERSION}-ops:" + _h({"class": cls, "device": dev, "ops": ops}))
-    alternatives.append(f"{VERSION}-model:" + _h({"class": cls, "model": mt}))
+        alternatives.append(f"{LEGACY_VERSION}-ops:" + _h({"class": cls, "device": dev, "ops": ops}))
+    alternatives.append(f"{LEGACY_VERSION}-model:" + _h({"class": cls, "model": mt}))
     return Fingerprint(
-        primary=f"{VERSION}:" + _h(parts),
+        primary=f"{LEGACY_VERSION}:" + _h(parts),
         alternatives=alternatives,
-        check_key=f"{VERSION}-check:" + _h(mt),
+        check_key=check_key(check),
         parts=parts,
     )
 
 
 def check_key(check: dict) -> str:
-    return f"{VERSION}-check:" + _h(model_tuple(check))
+    return f"{CHECK_KEY_VERSION}-check:" + _h(model_tuple(check))
 
 
 # --------------------------------------------------------------------------- the hidden marker

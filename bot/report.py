@@ -15,6 +15,7 @@ exit 3) and ``summary.md`` at the end. Rules: docs/reporting.md.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -25,14 +26,13 @@ import shlex
 from pathlib import Path
 
 from bot import fingerprint as fp
-from bot import safejson
+from bot import rundir
+from bot import signature as sg
 from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.tracker.base import Issue, Tracker
 
-REPORT_SCHEMA = "minify-action/report/v1"
-RESULTS_KIND, FAILURE_KIND = "results", "failure"
-SUPPORTED_MAJOR = 1
+REPORT_SCHEMA = rundir.REPORT_SCHEMA
 MAX_AFFECTED = 50
 MAX_RUNS = 20
 INLINE_REPRO_LIMIT = 40000
@@ -86,32 +86,6 @@ def count_actions(actions: list[dict]) -> dict:
 
 # ---------------------------------------------------------------------------- reading the run dir
 
-def _read_json(path: Path, kind: str) -> dict:
-    try:
-        data = safejson.loads(path.read_bytes())  # bounded: nesting and number bombs are bad input
-    except FileNotFoundError:
-        raise UsageError(f"{path}: not found") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: unreadable ({exc})") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a JSON object")
-    schema = data.get("schema")
-    m = re.fullmatch(r"minify-action/([a-z_-]+)/v(\d+)", str(schema))
-    if not m or m.group(1) != kind:
-        raise UsageError(f"{path}: schema {schema!r} is not minify-action/{kind}/v{SUPPORTED_MAJOR}")
-    if int(m.group(2)) > SUPPORTED_MAJOR:
-        raise UsageError(f"{path}: schema {schema} is newer than this minify-bot understands "
-                         f"(v{SUPPORTED_MAJOR}); upgrade minify-bot")
-    return data
-
-
-def _need(cond: bool, path: Path, what: str) -> None:
-    if not cond:
-        raise UsageError(f"{path}: {what}")
-
-
 @dataclasses.dataclass
 class Failure:
     check: dict
@@ -133,37 +107,24 @@ def _inside(base: Path, rel) -> Path | None:
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict]]:
-    """(results, failures, passing checks). Validates everything; raises UsageError on bad input."""
+    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input."""
     run = Path(run_dir)
-    rpath = run / "results.json"
-    results = _read_json(rpath, RESULTS_KIND)
-    checks = results.get("checks")
-    _need(isinstance(checks, list), rpath, "'checks' must be a list")
+    results = rundir.read_results(run)
     failures, passing = [], []
-    for i, check in enumerate(checks):
-        _need(isinstance(check, dict) and isinstance(check.get("id"), str) and check["id"], rpath,
-              f"checks[{i}] needs a string 'id'")
-        _need(isinstance(check.get("status"), str), rpath, f"checks[{i}] needs a string 'status'")
+    for check in results["checks"]:
         if not check.get("failure_class"):
             if check["status"] == "pass":
                 passing.append(check)
             continue
-        fdir = run / "failures" / check["id"]
-        failure, repro_text = None, None
-        if (fdir / "failure.json").exists():
-            failure = _read_json(fdir / "failure.json", FAILURE_KIND)
-            fpath = fdir / "failure.json"
-            _need(failure.get("id") in (None, check["id"]), fpath, "'id' does not match its directory")
-            _need(isinstance(failure.get("repro") or {}, dict), fpath, "'repro' must be an object")
-            graph = (failure.get("repro") or {}).get("graph")
-            _need(graph is None or (isinstance(graph, list) and all(isinstance(n, dict) for n in graph)),
-                  fpath, "'repro.graph' must be a list of objects")
-            rp = _inside(fdir, (failure.get("repro") or {}).get("path"))
-            if rp:
-                try:
-                    repro_text = rp.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    repro_text = None
+        fdir = rundir.failure_dir(run, check["id"])
+        failure = rundir.read_failure(run, check["id"])
+        repro_text = None
+        rp = _inside(fdir, ((failure or {}).get("repro") or {}).get("path")) if failure else None
+        if rp:
+            try:
+                repro_text = rp.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                repro_text = None
         failures.append(Failure(check, failure, fdir if failure else None, repro_text,
                                 fp.compute(check, failure)))
     return results, failures, passing
@@ -205,12 +166,17 @@ def _is_regression(group: list[Failure]) -> bool:
 def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str) -> tuple[dict, list[str]]:
     """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment)."""
     new = state is None
-    s = json.loads(json.dumps(state)) if state else {
+    s = copy.deepcopy(state) if state else {
         "sig": group[0].fingerprint.primary, "sigs": [], "alt": [], "checks": [], "runs": [],
         "first_seen": when, "last_seen": when, "occurrences": 0, "affected": [], "torch": [],
-        "best_repro": None, "flaky": True, "regression": False, "passing_runs": [],
+        "best_repro": None, "flaky": True, "regression": False, "passing_runs": [], "repro": False,
     }
     events: list[str] = []
+    if not str(s.get("sig", "")).startswith(f"{fp.VERSION}:"):
+        # filed under an older fingerprint version: the marker moves to this version's signature
+        # (the old keys stay in "sigs", so the issue is still found by them); no event, no comment
+        s["sig"] = group[0].fingerprint.primary
+    s["repro"] = state_has_repro(s) or any(f.fingerprint.has_repro for f in group)
     for f in group:
         for key, vals in (("sigs", [f.fingerprint.primary]), ("alt", f.fingerprint.alternatives),
                           ("checks", [f.fingerprint.check_key])):
@@ -248,6 +214,15 @@ def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str
     return s, events
 
 
+def state_has_repro(state: dict) -> bool:
+    """Whether an issue is backed by a verified repro (issues filed under v1 record only the rank
+    of their best repro: minimized/partial and verified)."""
+    if "repro" in state:
+        return bool(state["repro"])
+    rank = state.get("best_repro")
+    return isinstance(rank, list) and len(rank) >= 2 and rank[0] <= 1 and rank[1] == 0
+
+
 def labels_for(state: dict, group: list[Failure], base: list[str], bot_label: str) -> list[str]:
     rep = group[0]
     wanted = [bot_label, rep.fingerprint.parts["class"]]
@@ -262,8 +237,13 @@ def labels_for(state: dict, group: list[Failure], base: list[str], bot_label: st
 
 # ---------------------------------------------------------------------------- render context
 
-def _ops_summary(parts: dict) -> str | None:
+def _ops_summary(parts: dict, failure: dict | None = None) -> str | None:
+    """The ops to name in the title: the fingerprint's culprit ops, else (for display only) the
+    minimized graph's ops less data movement."""
     ops = parts.get("ops")
+    if not ops and failure:
+        graph = (failure.get("repro") or {}).get("graph") or []
+        ops = [str(n.get("op")) for n in graph if isinstance(n, dict) and n.get("op") not in sg.PLUMBING_OPS]
     if not ops:
         return None
     names = list(dict.fromkeys(o.split("(")[0] for o in ops))
@@ -367,7 +347,8 @@ def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_di
         "sig": state["sig"], "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
         "class": parts["class"], "class_words": CLASS_WORDS.get(parts["class"], parts["class"]),
         "stage": parts.get("stage"), "dtype": parts.get("dtype"), "device": device,
-        "status": check.get("status"), "ops_summary": _ops_summary(parts), "flaky": state["flaky"],
+        "status": check.get("status"), "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None),
+        "flaky": state["flaky"],
         "culprit": f.get("culprit") or None, "bisect_words": _bisect_words(f),
         "graph_role": ((repro.get("capture") or {}).get("role")),
         "regression": state["regression"], "error": err_ctx, "accuracy": accuracy,
@@ -412,7 +393,7 @@ class _Reporter:
         self.renderer = Renderer(opts.templates_dir)
         self.actions: list[dict] = []
         self.commented: set[int] = set()
-        self.report_path = run_dir / "report.json"
+        self.report_path = run_dir / rundir.REPORT
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -425,12 +406,10 @@ class _Reporter:
         return a
 
     def write_report(self, error: str | None = None) -> None:
-        data = {"schema": REPORT_SCHEMA, "run_id": self.run_id, "tracker": self.tracker.name,
+        data = {"run_id": self.run_id, "tracker": self.tracker.name,
                 "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
                 "counts": count_actions(self.actions), "actions": self.actions, "error": error}
-        tmp = self.report_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, self.report_path)
+        rundir.write_report(self.run_dir, data)
 
     def run_link(self) -> str:
         return f"[{self.run_id}]({self.opts.run_url})" if self.opts.run_url else f"run `{self.run_id}`"
@@ -461,22 +440,31 @@ class _Reporter:
             groups.setdefault(f.fingerprint.primary, []).append(f)
         touched: set[int] = set()
         created = 0
+        # every group of this run that belongs to one issue goes into ONE update of that issue
+        buckets: dict[int, tuple[Issue, dict, list[Failure]]] = {}
+        unmatched: list[list[Failure]] = []
+        migrated: set[int] = set()
         for sig in sorted(groups, key=lambda s: groups[s][0].check["id"]):
             group = groups[sig]
-            match = self._match(issues, group)
+            match = self._match(issues, group, migrated)
             if match is None:
-                if _is_flaky(group) and not self.opts.file_flaky:
-                    self.record("skipped", group, None, "flaky: passed on rerun; not filed")
-                    continue
-                if created >= self.opts.max_new:
-                    self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
-                    continue
-                issue = self._create(group, when, me)
-                created += 1
-                issues = self._bot_issues(me)
-                touched.add(issue.number)
+                unmatched.append(group)
+            else:
+                issue, state = match
+                buckets.setdefault(issue.number, (issue, state, []))[2].extend(group)
+        for group in unmatched:
+            if _is_flaky(group) and not self.opts.file_flaky:
+                self.record("skipped", group, None, "flaky: passed on rerun; not filed")
                 continue
-            issue, state = match
+            if created >= self.opts.max_new:
+                self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
+                continue
+            issue = self._create(group, when, me)
+            created += 1
+            issues = self._bot_issues(me)
+            touched.add(issue.number)
+        for number in sorted(buckets):
+            issue, state, group = buckets[number]
             touched.add(issue.number)
             if self.opts.pr_run:
                 self._pr_comment(issue, state, group)
@@ -529,14 +517,29 @@ class _Reporter:
         self.record("duplicate_closed", None, issue, f"duplicate of #{survivor}", survivor=survivor,
                     commented=True, fingerprint=sig)
 
-    def _match(self, issues, group: list[Failure]):
-        """The issue for this bug: primary signature first, then the alternatives; open before closed."""
+    def _match(self, issues, group: list[Failure], migrated: set[int]):
+        """The issue for this bug; open before closed:
+        1. the primary signature;
+        2. the model/configuration alternative, only when neither side has a verified repro (the
+           failure has the alternative only when it is identified by its model);
+        3. an issue filed under v1 whose primary is this failure's v1 primary, not yet migrated:
+           it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
         ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
-        for keys, field in (([fpr.primary], "sigs"), (fpr.alternatives, "alt")):
+        for issue, state in ranked:
+            if fpr.primary in (state.get("sigs") or []):
+                return issue, state
+        if not any(f.fingerprint.has_repro for f in group):
             for issue, state in ranked:
-                if any(k in (state.get(field) or []) for k in keys):
+                if not state_has_repro(state) and any(k in (state.get("alt") or []) for k in fpr.alternatives):
                     return issue, state
+        legacy = {f.fingerprint.legacy for f in group if f.fingerprint.legacy}
+        for issue, state in ranked:
+            if issue.number in migrated or str(state.get("sig", "")).startswith(f"{fp.VERSION}:"):
+                continue
+            if legacy & set(state.get("sigs") or []):
+                migrated.add(issue.number)
+                return issue, state
         return None
 
     def _create(self, group, when, me) -> Issue:
@@ -609,7 +612,7 @@ class _Reporter:
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.get("sig"))
                 continue
-            new = json.loads(json.dumps(state))
+            new = copy.deepcopy(state)
             new["passing_runs"] = (runs + [{"run": self.run_id, "link": self.run_link(), "checks": ids[:20]}])[-10:]
             body = _replace_marker(issue.body, new)
             if len(new["passing_runs"]) >= self.opts.close_after:

@@ -103,7 +103,8 @@ def test_baseline_marks_regressions_and_known_failures(injected_sweep):
 
 
 def test_harness_csv_reads_back_identically(injected_sweep):
-    from bot.check.results import read_csv, write_csv
+    from bot.check.results import read_csv
+    from bot.rundir import write_csv
 
     _, run_dir, _ = injected_sweep
     rows = json.loads((run_dir / "results.json").read_text())["checks"]
@@ -113,12 +114,12 @@ def test_harness_csv_reads_back_identically(injected_sweep):
     records = read_csv(str(run_dir / "results.csv"))
     assert [(r["name"], r["accuracy"], r["dev"]) for r in records] == \
         [(r["model"], r["status"], r["device"]) for r in rows]
-    again = run_dir / "again.csv"
-    write_csv(str(again), [{"model": r["name"], "status": r["accuracy"], "device": r["dev"],
-                            "batch_size": r["batch_size"], "compile_s": r["compilation_latency"],
-                            "stats": {k: v for k, v in r.items() if k not in
-                                      ("name", "accuracy", "dev", "batch_size", "compilation_latency")}}
-                           for r in records])
+    (run_dir / "again").mkdir()  # results.csv is written by the run directory's writer
+    again = write_csv(run_dir / "again", [{"model": r["name"], "status": r["accuracy"], "device": r["dev"],
+                                           "batch_size": r["batch_size"], "compile_s": r["compilation_latency"],
+                                           "stats": {k: v for k, v in r.items() if k not in
+                                                     ("name", "accuracy", "dev", "batch_size", "compilation_latency")}}
+                                          for r in records])
     assert read_csv(str(again)) == records
 
 

@@ -143,3 +143,84 @@ def test_dry_run_uses_a_local_directory_and_needs_no_token(tmp_path, monkeypatch
     assert len(LocalTracker(run / "issues-dry-run").records()) == 1
     assert json.loads((run / "report.json").read_text())["dry_run"] is True
     assert main(["report", "--out", str(run), "--tracker", "github"]) == 2  # no token: usage error
+
+
+# --------------------------------------------------------------------------- one issue per bug (v2)
+
+def _rank(model, rank, **kw):
+    c = check_row(model)
+    g = [{"op": "aten.view.default", "dtypes": ["float32"], "ranks": [rank]}] * (rank - 2) + \
+        [{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [rank]}]
+    return c, failure_record(c, graph=g, **kw)
+
+
+def test_one_bug_on_models_of_different_ranks_is_one_issue_listing_every_model(tmp_path):
+    pairs = [_rank(m, r) for m, r in (("conv_bn", 4), ("resblock", 4), ("mlp_relu", 2), ("transformer", 3))]
+    run = write_run(tmp_path / "run", [c for c, _ in pairs], {c["id"]: f for c, f in pairs})
+    report(run, tmp_path / "issues")
+    [rec] = records(tmp_path / "issues")
+    for m in ("conv\\_bn", "resblock", "mlp\\_relu", "transformer"):
+        assert m in rec["body"]
+    counts = json.loads((run / "report.json").read_text())["counts"]
+    assert counts["created"] == 1 and counts["unchanged"] == 0
+    run2 = write_run(tmp_path / "run2", [c for c, _ in pairs], {c["id"]: f for c, f in pairs},
+                     started="2026-11-23T03:00:00Z")
+    report(run2, tmp_path / "issues")
+    counts = json.loads((run2 / "report.json").read_text())["counts"]
+    assert counts["created"] == 0 and counts["commented"] == 0 and counts["updated"] == 1
+
+
+def test_groups_of_one_run_that_reach_one_issue_are_one_update(tmp_path):
+    # an issue filed under v1 for relu on conv_bn; this run's relu failures on 3 models have one v2
+    # primary, and a fourth failure (no repro, identified by its model) matches through the alternative
+    c = check_row("conv_bn")
+    v1 = fp.compute_v1(c, failure_record(c))
+    legacy_state = {"sig": v1.primary, "sigs": [v1.primary], "alt": v1.alternatives, "checks": [v1.check_key],
+                    "runs": ["run-old"], "first_seen": "x", "last_seen": "x", "occurrences": 1,
+                    "affected": [{"model": "conv_bn", "backend": "inductor", "mode": "inference", "dtype": "float32",
+                                  "device": "cpu", "check_key": v1.check_key, "check_id": c["id"], "first_seen": "x",
+                                  "last_seen": "x", "occurrences": 1}],
+                    "torch": ["2.13.0+cpu"], "best_repro": [0, 0, 1], "flaky": False, "regression": True,
+                    "passing_runs": []}
+    tracker = LocalTracker(tmp_path / "issues")
+    tracker.create_issue("[minify-bot] old relu issue", "old body\n\n" + fp.make_marker(legacy_state)
+                         .replace("minify-action:v2", "minify-action:v1") + "\n", ["minify-bot"], [], v1.primary)
+    pairs = [(c, failure_record(c))] + [_rank(m, r) for m, r in (("mlp_relu", 2), ("transformer", 3))]
+    run = write_run(tmp_path / "run", [x for x, _ in pairs], {x["id"]: f for x, f in pairs})
+    report(run, tmp_path / "issues")
+    [rec] = records(tmp_path / "issues")                        # migrated in place, not refiled
+    data = json.loads((run / "report.json").read_text())
+    assert data["counts"]["created"] == 0 and data["counts"]["updated"] == 1 and data["counts"]["unchanged"] == 0
+    assert len(data["actions"][0]["checks"]) == 3
+    state = fp.parse_marker(rec["body"])
+    assert state["sig"].startswith("v2:") and v1.primary in state["sigs"]
+    assert rec["body"].rstrip().endswith("-->") and "minify-action:v2 " in rec["body"]
+    assert "transformer" in rec["body"] and "mlp\\_relu" in rec["body"]
+    # the comment is for the two newly affected models only (no comment about the migration)
+    assert len(rec["comments"]) == 1 and "migrat" not in rec["comments"][0]["body"].lower()
+
+
+def test_a_different_bug_on_the_same_model_is_a_new_issue(tmp_path):
+    # run 1: relu miscompiled (verified culprit relu); run 2: relu fixed, log1p miscompiled
+    c = check_row("relu_log1p_net", config={})
+    relu = failure_record(c, graph=[{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [2]}])
+    log1p = failure_record(c, graph=[{"op": "aten.log1p.default", "dtypes": ["float32"], "ranks": [2]}])
+    report(write_run(tmp_path / "r1", [c], {c["id"]: relu}), tmp_path / "issues")
+    report(write_run(tmp_path / "r2", [c], {c["id"]: log1p}, started="2026-11-23T03:00:00Z"), tmp_path / "issues")
+    first, second = records(tmp_path / "issues")
+    assert "relu" in first["title"] and "log1p" in second["title"]
+    assert first["comments"] == [] and first["state"] == "open"
+    # without repros on both sides the model/configuration is all there is: one issue
+    c2 = check_row("other_net", config={})
+    no1 = failure_record(c2, repro_status="not_reproduced")
+    report(write_run(tmp_path / "r3", [c2], {c2["id"]: no1}), tmp_path / "issues")
+    report(write_run(tmp_path / "r4", [c2], {c2["id"]: dict(no1, stage="aot_eager")},
+                     started="2026-11-23T03:00:00Z"), tmp_path / "issues")
+    assert len(records(tmp_path / "issues")) == 3
+    # ... but a verified failure of that model is never folded into it: verified relu, it joins the
+    # relu issue (#1), not the model's issue without a repro (#3)
+    r5 = write_run(tmp_path / "r5", [c2], {c2["id"]: failure_record(c2)}, started="2026-11-24T03:00:00Z")
+    report(r5, tmp_path / "issues")
+    [action] = json.loads((r5 / "report.json").read_text())["actions"]
+    assert (action["action"], action["issue"]) == ("updated", 1)
+    assert "other\\_net" in records(tmp_path / "issues")[0]["body"]

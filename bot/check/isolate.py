@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 import traceback
+
+from bot.signature import ABORT_OUTPUT, ABORT_TYPE
 
 # phase the child last reported -> harness status word for a death in that phase
 PHASE_STATUS = {
@@ -33,8 +34,6 @@ PHASE_STATUS = {
 }
 OOM_PHASE_STATUS = {"eager_1st": "eager_1st_run_OOM", "eager_2nd": "eager_2nd_run_OOM", "compile": "OOM",
                     "compare": "OOM"}
-# several OpenMP threads throwing at once may leave only the second form in the log
-UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'|terminate called recursively")
 
 
 class ForkRunner:
@@ -184,13 +183,13 @@ def _interpret(status, timed_out, last_phase, row_path, timeout, log_path) -> di
                     "error": {"type": "Killed", "message": f"process killed by {name} (out of memory?) "
                               f"during {last_phase or 'start'}", "traceback": tail, "frames": []},
                     "accuracy": None, "phase": last_phase}
-        thrown = UNCAUGHT_CPP.search(tail)
+        thrown = ABORT_OUTPUT.search(tail)
         if thrown and sig == signal.SIGABRT and last_phase in ("compile", "compare"):
             # Compiled code threw a C++ exception. Inside an OpenMP parallel region it cannot
             # propagate, so the runtime calls std::terminate: by nature a runtime error of the
             # generated code, which happened to take the process down.
             return {"status": "fail_to_run", "failure_class": "runtime_error",
-                    "error": {"type": "UncaughtCppException",
+                    "error": {"type": ABORT_TYPE,
                               "message": f"compiled code threw a C++ exception ({thrown.group(0)}); "
                                          f"the process aborted with {name}",
                               "traceback": tail, "frames": [], "signal": name},

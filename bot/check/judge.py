@@ -37,9 +37,9 @@ def tolerance_for(spec: dict, s: Settings) -> tuple[float, bool]:
 
 
 def error_info(exc: BaseException) -> dict:
-    from bot.torch_adapter.runtime import unwrap_exception
+    from bot.signature import unwrap
 
-    inner = unwrap_exception(exc)
+    inner = unwrap(exc)
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(tb)
     lines = text.rstrip("\n").splitlines()

@@ -8,34 +8,19 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import json
 import os
 import platform
 from typing import Any
 
-from bot import __version__
+from bot import __version__, rundir
 from bot.errors import UsageError
 
-SCHEMA = "minify-action/results/v1"
-SCHEMA_KIND = "minify-action/results/"
-SCHEMA_MAJOR = 1
-
-PASS_STATUSES = {"pass", "pass_due_to_skip"}
-
-# The harness's accuracy CSV columns (benchmarks/dynamo/common.py)
-CSV_COLUMNS = ["dev", "name", "batch_size", "accuracy", "calls_captured", "unique_graphs", "graph_breaks",
-               "unique_graph_breaks", "autograd_captures", "autograd_compiles", "cudagraph_skips",
-               "compilation_latency"]
-STAT_COLUMNS = CSV_COLUMNS[4:11]
-
-# harness status word -> failure class (when nothing more precise is known)
-STATUS_CLASS = {
-    "pass": None, "pass_due_to_skip": None,
-    "fail_accuracy": "accuracy", "fail_to_run": "runtime_error", "OOM": "oom",
-    "eager_1st_run_fail": "eager_error", "eager_2nd_run_fail": "eager_error", "eager_fail_to_run": "eager_error",
-    "eager_two_runs_differ": "eager_error", "model_fail_to_load": "eager_error", "not_bitwise_equivalent": "accuracy",
-    "eager_1st_run_OOM": "oom", "eager_2nd_run_OOM": "oom", "timeout": "timeout",
-}
+# The run directory's format (schema ids, status words, the writers and readers) is bot/rundir.py's.
+SCHEMA = rundir.RESULTS_SCHEMA
+PASS_STATUSES = set(rundir.PASS_STATUSES)
+STATUS_CLASS = rundir.STATUS_CLASS
+CSV_COLUMNS = rundir.CSV_COLUMNS
+STAT_COLUMNS = rundir.STAT_COLUMNS
 
 
 def now() -> str:
@@ -61,7 +46,8 @@ def is_failure(row: dict) -> bool:
 
 # What one run writes into the run directory; a new check clears it so that a reused directory
 # never mixes runs. The local issue tracker (issues/) lives on across runs and is kept.
-RUN_OUTPUTS = ("results.json", "results.csv", "checks", "failures", "report.json", "summary.md")
+RUN_OUTPUTS = (rundir.RESULTS, rundir.RESULTS_CSV, rundir.CHECKS_DIR, rundir.FAILURES_DIR, rundir.REPORT,
+               rundir.MERGE, "summary.md")
 
 
 def clear_run_outputs(out_dir: str) -> None:
@@ -75,20 +61,13 @@ def clear_run_outputs(out_dir: str) -> None:
             os.remove(path)
 
 
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 class ResultsWriter:
     """Accumulates rows and keeps results.json and results.csv current on disk."""
 
     def __init__(self, out_dir: str, settings: dict, versions: dict | None = None):
         self.out_dir = out_dir
         clear_run_outputs(out_dir)
-        os.makedirs(os.path.join(out_dir, "checks"), exist_ok=True)
+        os.makedirs(os.path.join(out_dir, rundir.CHECKS_DIR), exist_ok=True)
         self.doc: dict[str, Any] = {
             "schema": SCHEMA,
             "tool_version": __version__,
@@ -115,66 +94,20 @@ class ResultsWriter:
         self.flush()
 
     def flush(self) -> None:
-        _atomic_write(os.path.join(self.out_dir, "results.json"), json.dumps(self.doc, indent=1, default=str) + "\n")
-        write_csv(os.path.join(self.out_dir, "results.csv"), self.rows)
+        rundir.write_results(self.out_dir, self.doc)
+        rundir.write_csv(self.out_dir, self.rows)
 
 
 # --- reading ---------------------------------------------------------------------------------------
 
 
 def load(path: str) -> dict:
-    """Read and check a results.json; UsageError (exit 2) when it is not one we understand."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "results.json")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-    check_schema(doc, path)
-    return doc
-
-
-def check_schema(doc: Any, path: str = "results.json") -> None:
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    if not isinstance(schema, str) or not schema.startswith(SCHEMA_KIND):
-        raise UsageError(f"{path} is not a minify-action results file (schema {schema!r})")
-    try:
-        major = int(schema.rsplit("/v", 1)[1])
-    except (IndexError, ValueError):
-        raise UsageError(f"{path}: unreadable schema version {schema!r}") from None
-    if major != SCHEMA_MAJOR:
-        raise UsageError(f"{path}: schema {schema!r} is not supported by minify-bot {__version__} "
-                         f"(expected {SCHEMA})")
-    if not isinstance(doc.get("checks"), list):
-        raise UsageError(f"{path}: 'checks' must be a list")
+    """Read and check a results.json (a run directory or the file); UsageError (exit 2) when it is
+    not one we understand."""
+    return rundir.read_results(path)
 
 
 # --- the harness CSV -------------------------------------------------------------------------------
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    lines = []
-    for r in rows:
-        stats = r.get("stats") or {}
-        rec = {
-            "dev": r.get("device", "cpu"),
-            "name": r.get("model", r.get("id")),
-            "batch_size": r.get("batch_size") or 0,
-            "accuracy": r.get("status"),
-            "compilation_latency": r.get("compile_s") or 0,
-        }
-        for c in STAT_COLUMNS:
-            rec[c] = stats.get(c, 0)
-        lines.append(rec)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        w.writeheader()
-        w.writerows(lines)
-    os.replace(tmp, path)
 
 
 def read_csv(path: str) -> list[dict]:
@@ -220,6 +153,10 @@ def csv_to_rows(records: list[dict], settings: dict) -> list[dict]:
 
     s = Settings.from_dict(settings)
     rows = []
+    unknown = sorted({r["accuracy"] for r in records} - set(rundir.STATUSES))
+    if unknown:
+        raise UsageError(f"unknown status word(s) in the CSV: {', '.join(map(repr, unknown[:5]))} "
+                         f"(known: {', '.join(rundir.STATUSES)})")
     for rec in records:
         status = rec["accuracy"]
         dev = rec.get("dev") or s.device
@@ -231,7 +168,7 @@ def csv_to_rows(records: list[dict], settings: dict) -> list[dict]:
             "backend": s.backend, "mode": s.mode, "dtype": s.dtype, "device": dev, "dynamic": s.dynamic,
             "config": dict(s.config),
             "status": status,
-            "failure_class": STATUS_CLASS.get(status, "runtime_error" if status not in PASS_STATUSES else None),
+            "failure_class": STATUS_CLASS[status],
             "error": None, "accuracy": None,
             "batch_size": rec.get("batch_size") or None,
             "compile_s": rec.get("compilation_latency") or None,

@@ -250,17 +250,10 @@ def _default_out(env) -> Path:
 # ---------------------------------------------------------------- reading the run directory
 
 
-MAX_RUN_JSON = 64 * 1024 * 1024
-
-
 def _load(path: Path) -> dict | None:
-    try:
-        if path.stat().st_size > MAX_RUN_JSON:
-            return None
-        doc = safejson.loads(path.read_bytes())
-        return doc if isinstance(doc, dict) else None
-    except (OSError, ValueError):
-        return None
+    from bot import rundir
+
+    return rundir.read_optional(path)
 
 
 def _failing(results: dict | None) -> list[dict]:
@@ -904,11 +897,11 @@ def _merge_shards(ctx: Context) -> dict | None:
     from bot.commands.merge import expand, merge
 
     if not ctx.inputs.shards:
-        from bot import artifacts
+        from bot import rundir
 
         # the run directory may still come from another job: validate it all the same
         if (ctx.out / "results.json").exists():
-            artifacts.load_run_dir(ctx.out)
+            rundir.load_untrusted(ctx.out)
         return _load(ctx.out / "results.json")
     with ctx.cmds.group("minify-bot merge"):
         record = merge(expand(ctx.inputs.shards), ctx.out)

@@ -1,21 +1,20 @@
 """`minify-bot merge`: combine the run directories of a sharded sweep into one, for one report.
 
 Each shard directory is untrusted input (it comes back as an artifact from a job that ran model
-code): it is validated by bot.artifacts before anything is copied. The merge refuses, with exit 2,
+code): it is validated by bot.rundir's untrusted reader before anything is copied. The merge refuses, with exit 2,
 anything that would make the combined report wrong: the same shard twice, shards of different
 sweeps (settings or torch differ), or one check id in two shards.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bot import artifacts
+from bot import rundir
 from bot.errors import EXIT_OK, UsageError
 
 HELP = "merge the run directories of a sharded sweep into one (validating each: they are untrusted)"
@@ -24,7 +23,6 @@ artifacts) into one run directory that `report` files from once. Every shard is 
 size-capped; links, unexpected files and oversize files are refused. A directory that holds no
 results.json but has shard directories inside (what download-artifact produces) is expanded."""
 
-MERGE_KIND = "minify-action/merge/v1"
 # settings that must agree between shards of one sweep
 _SAME_SETTINGS = ("source", "backend", "mode", "dtype", "device", "dynamic", "config", "timeout", "baseline")
 
@@ -34,10 +32,10 @@ def add_arguments(parser) -> None:
                         help="shard run directories (or directories containing them)")
     parser.add_argument("--out", default="minify-out", metavar="DIR",
                         help="the merged run directory (must not exist or be empty; default: minify-out)")
-    parser.add_argument("--max-bytes", type=int, default=artifacts.MAX_TOTAL_BYTES, metavar="N",
-                        help=f"cap on each shard's total size (default {artifacts.MAX_TOTAL_BYTES})")
-    parser.add_argument("--max-files", type=int, default=artifacts.MAX_FILES, metavar="N",
-                        help=f"cap on each shard's number of files (default {artifacts.MAX_FILES})")
+    parser.add_argument("--max-bytes", type=int, default=rundir.MAX_TOTAL_BYTES, metavar="N",
+                        help=f"cap on each shard's total size (default {rundir.MAX_TOTAL_BYTES})")
+    parser.add_argument("--max-files", type=int, default=rundir.MAX_FILES, metavar="N",
+                        help=f"cap on each shard's number of files (default {rundir.MAX_FILES})")
 
 
 def expand(paths: list[str]) -> list[Path]:
@@ -46,10 +44,10 @@ def expand(paths: list[str]) -> list[Path]:
         p = Path(raw)
         if p.is_symlink() or not p.is_dir():
             raise UsageError(f"{raw}: not a directory")
-        if (p / "results.json").exists() or (p / "results.json").is_symlink():
+        if (p / rundir.RESULTS).exists() or (p / rundir.RESULTS).is_symlink():
             dirs.append(p)
             continue
-        inner = sorted(c for c in p.iterdir() if c.is_dir() and not c.is_symlink() and (c / "results.json").exists())
+        inner = sorted(c for c in p.iterdir() if c.is_dir() and not c.is_symlink() and (c / rundir.RESULTS).exists())
         if not inner:
             raise UsageError(f"{raw}: holds no results.json and no shard directories")
         dirs.extend(inner)
@@ -71,12 +69,12 @@ def _shard(results: dict, where: str) -> tuple[int, int]:
     return i, n
 
 
-def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = artifacts.MAX_TOTAL_BYTES,
-          max_files: int = artifacts.MAX_FILES) -> dict:
+def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTAL_BYTES,
+          max_files: int = rundir.MAX_FILES) -> dict:
     """Validate and merge; returns the merge record (also written to out/merge.json)."""
     if not shard_dirs:
         raise UsageError("no shard directories to merge")
-    runs = [artifacts.load_run_dir(d, max_total=max_bytes, max_files=max_files) for d in shard_dirs]
+    runs = [rundir.load_untrusted(d, max_total=max_bytes, max_files=max_files) for d in shard_dirs]
 
     first = runs[0].results
     base_settings = first.get("settings") or {}
@@ -120,7 +118,7 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = artifacts.MAX_T
     checks: list[dict] = []
     for run in runs:
         for rel in run.files:
-            if rel in ("results.json", "results.csv"):
+            if rel in (rundir.RESULTS, rundir.RESULTS_CSV):
                 continue
             dst = staging / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -136,10 +134,10 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = artifacts.MAX_T
     merged["finished"] = None if (not ends or None in ends) else max(ends)
     merged["complete"] = complete
     merged["checks"] = checks
-    (staging / "results.json").write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
-    _write_csv(staging, runs)
+    rundir.write_results(staging, merged)
+    if all(rundir.RESULTS_CSV in r.files for r in runs):
+        rundir.concat_csv(staging, [r.root / rundir.RESULTS_CSV for r in runs])
     record = {
-        "schema": MERGE_KIND,
         "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "shards": [{"shard": f"{i}/{total_n}", "dir": shards[i].name,
                     "checks": sum(1 for row in checks if owner[row["id"]] == shards[i].name)}
@@ -150,31 +148,11 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = artifacts.MAX_T
         "checks": len(checks),
         "failures": sum(1 for row in checks if row.get("failure_class")),
     }
-    (staging / "merge.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    rundir.write_merge(staging, record)
     if out.exists():
         out.rmdir()
     os.replace(staging, out)
     return record
-
-
-def _write_csv(staging: Path, runs: list[artifacts.RunDir]) -> None:
-    """Concatenate the shards' results.csv (same header) when every shard has one."""
-    parts = [r.root / "results.csv" for r in runs if "results.csv" in r.files]
-    if len(parts) != len(runs):
-        return
-    header = None
-    lines: list[str] = []
-    for p in parts:
-        text = p.read_text(encoding="utf-8", errors="replace").splitlines()
-        if not text:
-            continue
-        if header is None:
-            header = text[0]
-        elif text[0] != header:
-            return  # different formats: leave the CSV out rather than write a wrong one
-        lines.extend(text[1:])
-    if header is not None:
-        (staging / "results.csv").write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
 
 
 def run(args) -> int:

@@ -111,10 +111,6 @@ def run(args) -> int:
 
 
 def _has_failures(out: str) -> bool:
-    import json
+    from bot import rundir
 
-    try:
-        with open(os.path.join(out, "results.json"), encoding="utf-8") as fh:
-            return any(r.get("failure_class") for r in json.load(fh).get("checks", []))
-    except (OSError, ValueError):
-        return False
+    return rundir.has_failures(out)

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 
+from bot import rundir
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK
 
 HELP = "inject a known bug into a built-in model and run the whole pipeline; the first thing to run on a new runner"
@@ -71,7 +72,7 @@ def run(args) -> int:
         rc = main(["check", "--out", out, "--models", "mlp_relu,mlp_gelu", "--device", args.device,
                    "--config", inject, "--timeout", "300"])
         _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
-        rows = {r["model"]: r for r in json.load(open(os.path.join(out, "results.json")))["checks"]}
+        rows = {r["model"]: r for r in rundir.read_results(out)["checks"]}
         _expect(rows["mlp_relu"]["status"] == "fail_accuracy", "check",
                 f"mlp_relu should fail accuracy under the injected bug, got {rows['mlp_relu']['status']}")
         _expect(rows["mlp_gelu"]["status"] == "pass", "check",
@@ -80,9 +81,8 @@ def run(args) -> int:
 
         rc = main(["minify", "--out", out, "--no-bisect", "--budget", "120"])
         fid = rows["mlp_relu"]["id"]
-        fpath = os.path.join(out, "failures", fid, "failure.json")
-        _expect(os.path.exists(fpath), "minify", f"no {fpath} (exit {rc})")
-        rec = json.load(open(fpath))
+        rec = rundir.read_failure(out, fid)
+        _expect(rec is not None, "minify", f"no failure record for {fid} (exit {rc})")
         repro = rec["repro"]
         _expect(repro["status"] == "minimized", "minify", f"repro status {repro['status']}: {repro.get('reason')}")
         ops = [n["op"] for n in repro.get("graph") or []]
@@ -100,10 +100,10 @@ def run(args) -> int:
         report = ["report", "--out", out, "--tracker", "local", "--issues-dir", issues]
         rc = main(report)
         _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
-        counts = json.load(open(os.path.join(out, "report.json"))).get("counts", {})
+        counts = rundir.read_report(out).get("counts", {})
         _expect(counts.get("created") == 1, "report", f"expected 1 issue filed, got {counts}")
         rc = main(report)
-        counts = json.load(open(os.path.join(out, "report.json"))).get("counts", {})
+        counts = rundir.read_report(out).get("counts", {})
         _expect(counts.get("created", 0) == 0 and counts.get("commented", 0) == 0, "report",
                 f"reporting the same run twice must file and comment nothing, got {counts}")
         say(f"report ok: one issue in {issues}; a second report filed nothing")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+from bot import rundir
 from bot.minify.procs import child_env
 
 
@@ -54,5 +55,4 @@ def run_checks(out_dir: str, models: list, config: dict, *, backend: str = "indu
                 "baseline": None, "log": f"checks/{cid}.log", **row}
         writer.add(full)
     writer.finish()
-    with open(os.path.join(out_dir, "results.json")) as fh:
-        return json.load(fh)
+    return rundir.read_results(out_dir)

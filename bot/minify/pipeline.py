@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from typing import Callable
 
+from bot import rundir
 from bot.minify import capture as cap
 from bot.minify import localize as loc
 from bot.minify import package as pkg
 from bot.minify import reduce as red
 from bot.minify import verify as ver
-from bot.minify.predicate import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
+from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
 
-SCHEMA = "minify-action/failure/v1"
+SCHEMA = rundir.FAILURE_SCHEMA
 
 NOT_MINIFIED = {
     "eager_error": "the model fails in eager mode: not a compiler bug, nothing to minify",
@@ -64,6 +64,7 @@ def base_record(row: dict) -> dict:
         "config": {"diff": [], "minimal": None},
         "versions": {},
         "flaky": False,
+        "signature": None,  # set once verification proves the minimized repro fails the same way
     }
 
 
@@ -96,7 +97,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
     timings = rec["repro"].setdefault("timings", {})
     timings["total"] = round(time.time() - t0, 2)
     say(f"{fid}: timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
-    _write_json(os.path.join(fdir, "failure.json"), rec)
+    rundir.write_failure(fdir, rec)
     if not opts.keep_work and rec["repro"]["status"] in ("minimized", "partial", "none", "not_reproduced"):
         shutil.rmtree(work, ignore_errors=True)
         try:
@@ -266,6 +267,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         return
     r["status"] = result["status"]
     r["reason"] = result.get("reason")
+    rec["signature"] = verified_signature(sig, rec).to_json()
     if v["random_inputs_reproduce"]:
         pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
                              else (rec["config"]["diff"] or None), final)
@@ -277,11 +279,3 @@ def _class_of_launcher(path: str) -> str:
 
     rf = parse_repro_file(path)
     return "accuracy" if rf.accuracy else "error"
-
-
-def _write_json(path: str, doc: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)

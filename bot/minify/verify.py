@@ -9,7 +9,7 @@ import tempfile
 import time
 
 from bot.minify import procs
-from bot.minify.predicate import Signature, stderr_matches
+from bot.signature import Signature, stderr_matches
 
 
 def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600) -> tuple[int | None, str]:

@@ -123,19 +123,6 @@ def is_oom(exc: BaseException) -> bool:
     return "out of memory" in msg or "cannot allocate memory" in msg
 
 
-def unwrap_exception(exc: BaseException) -> BaseException:
-    """The user-meaningful exception inside dynamo's wrappers (BackendCompilerFailed.inner_exception)."""
-    seen = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        inner = getattr(exc, "inner_exception", None)
-        if isinstance(inner, BaseException):
-            exc = inner
-            continue
-        break
-    return exc
-
-
 # --- accuracy -----------------------------------------------------------------------------------
 
 

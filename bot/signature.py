@@ -1,0 +1,339 @@
+"""What "the same failure" means, in one place: check, minify, verify, fingerprint and report use it.
+
+A failure's signature (``Signature``) says *how* it fails and, once minify has proved it, *where*:
+
+- how: the failure class, the exception type (the most specific one in the chain, with torch's
+  wrapper exceptions skipped) and the normalized compiler messages: every ``error:`` line of a
+  compiler error (or the first line when there is none), with paths, line numbers, addresses,
+  hashes, temporary names and the numbers in kernel names removed. An accuracy failure's "how" is
+  just its class: a candidate that raises does *not* fail that way (so minification cannot drift
+  from a wrong result to a crash). ``Signature.matches`` compares only this part: it is the
+  predicate the minifier pins and the check that verification runs.
+- context: the stage that first fails, the device type (cuda:1 -> cuda) and the dtype.
+- where: the culprit op(s) and the bisector's one-line answer, when minify found them, and whether
+  fresh-process runs of the minimized repro verified the failure (``verified``).
+
+Minify writes the verified signature to failure.json ("signature"); ``of_record`` reads it back, or
+derives one from an older record (the check row's error, the record's culprit / bisect / graph).
+The fingerprint (bot/fingerprint.py) is computed from it.
+
+Pure Python; no torch import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+ERROR_CLASSES = ("compile_error", "runtime_error")
+MINIFIABLE_CLASSES = ("accuracy", "compile_error", "runtime_error", "crash")
+
+# Exceptions that only wrap the real one.
+WRAPPERS = {
+    "BackendCompilerFailed", "InductorError", "TorchRuntimeError", "InternalTorchDynamoError",
+    "CalledProcessError", "SubprocException", "UncapturedHigherOrderOpError",
+}
+
+# A C++ exception thrown by compiled code inside an OpenMP region cannot propagate: the runtime
+# calls std::terminate and the process aborts. ``check`` records that as a runtime error of type
+# UncaughtCppException; a minify query or a repro run that dies the same way fails the same way.
+ABORT_TYPE = "UncaughtCppException"
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
+# ... or several OpenMP threads threw at once and the abort came before the first one's line
+ABORT_OUTPUT = re.compile(UNCAUGHT_CPP.pattern + r"|terminate called recursively")
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "'"})
+
+
+def normalize_line(line: str) -> str:
+    s = line.translate(_QUOTES)
+    s = re.sub(r"(?:[A-Za-z]:)?(?:/[^\s:'\"]+)+", "<path>", s)       # paths
+    s = re.sub(r"0x[0-9a-fA-F]+", "<hex>", s)
+    s = re.sub(r"\b[0-9a-f]{16,}\b", "<hash>", s)
+    s = re.sub(r"\b(tmp|buf|arg|primals|tangents|getitem|x|in_ptr|out_ptr|in_out_ptr|ks|s)\d+(_\d+)?\b",
+               r"\1N", s)
+    s = re.sub(r"(?<![\w.])\d+(\.\d+)?(?![A-Za-z])|(?<=_)\d+\b", "N", s)  # numbers; kernel_name_0
+    s = re.sub(r"\s+", " ", s).strip()
+    return s[:300]
+
+
+def message_keys(message: str | None) -> list[str]:
+    """The normalized lines that identify an error message."""
+    if not message:
+        return []
+    lines = [l for l in message.splitlines() if l.strip()]
+    diag = []
+    for l in lines:
+        m = re.search(r"\b(error|fatal error): (.*)$", l)
+        if m and not l.lstrip().startswith(("Command", "Output")):
+            diag.append(normalize_line(f"{m.group(1)}: {m.group(2)}"))
+    if diag:
+        return sorted(set(diag))
+    # first line, without a leading "SomeError: " that repeats the type
+    first = re.sub(r"^[\w.]+(Error|Exception|Failed): ", "", lines[0].strip()) if lines else ""
+    return [normalize_line(first)] if first else []
+
+
+def short_type(name: str | None) -> str | None:
+    return name.rsplit(".", 1)[-1] if name else name
+
+
+@dataclass
+class Signature:
+    failure_class: str
+    exc_type: str | None = None
+    messages: list[str] = field(default_factory=list)
+    # context (not part of "fails the same way": a repro reproduces on any stage/device label)
+    stage: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    # where, once minify found it: sorted op targets, the bisector's normalized answer, how found
+    culprit_ops: list[str] = field(default_factory=list)
+    bisect: str | None = None
+    culprit_method: str | None = None
+    verified: bool = False  # fresh-process runs of the minimized repro failed this way
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Signature | None":
+        if not isinstance(d, dict) or not d.get("failure_class"):
+            return None
+        return cls(str(d["failure_class"]), d.get("exc_type"), [str(m) for m in d.get("messages") or []],
+                   d.get("stage"), d.get("device"), d.get("dtype"),
+                   sorted(str(o) for o in d.get("culprit_ops") or []), d.get("bisect"), d.get("culprit_method"),
+                   bool(d.get("verified")))
+
+    @property
+    def is_error(self) -> bool:
+        return self.failure_class in ERROR_CLASSES
+
+    @property
+    def is_compiler_diagnostic(self) -> bool:
+        """The messages are a compiler's ``error:`` lines (not a Python exception's first line)."""
+        return any(m.startswith(("error:", "fatal error:")) for m in self.messages)
+
+    @property
+    def culprit(self) -> dict | None:
+        """The verified "where": None unless a verified repro named ops or a bisector answer."""
+        if not self.verified or not (self.culprit_ops or self.bisect):
+            return None
+        return {"ops": list(self.culprit_ops), "bisect": self.bisect}
+
+    def matches(self, other: "Signature | None") -> bool:
+        """Whether ``other`` fails the same way (class, exception type, compiler messages)."""
+        if other is None or other.failure_class != self.failure_class:
+            return False
+        if self.failure_class not in ERROR_CLASSES:
+            return True
+        if self.exc_type != other.exc_type:
+            return False
+        if self.exc_type == ABORT_TYPE and (not self.messages or not other.messages):
+            return True  # an abort whose thrown type went unprinted ("terminate called recursively")
+        if not self.messages or not other.messages:
+            return not self.messages and not other.messages
+        return bool(set(self.messages) & set(other.messages))
+
+    def describe(self) -> str:
+        if self.failure_class not in ERROR_CLASSES:
+            return self.failure_class
+        msg = f": {self.messages[0]}" if self.messages else ""
+        return f"{self.failure_class} {self.exc_type}{msg}"
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The user-meaningful exception inside dynamo's wrappers (``BackendCompilerFailed.inner_exception``):
+    what a check row records as its error type."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None)
+        if isinstance(inner, BaseException):
+            exc = inner
+            continue
+        break
+    return exc
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        out.append(exc)
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return out
+
+
+def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
+    chain = exception_chain(exc)
+    chosen = next((e for e in chain if type(e).__name__ not in WRAPPERS), None)
+    if chosen is None:
+        # only wrappers (e.g. an InductorError whose cause was dropped by a compile pool): the real
+        # type is then written as "Name: message" inside the wrapper's text
+        return signature_of_error_record(failure_class, {"type": type(exc).__name__, "message": str(exc)})
+    return Signature(failure_class, type(chosen).__name__, message_keys(str(chosen)))
+
+
+def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Signature | None:
+    """The signature of a process that died because compiled code threw a C++ exception
+    (``terminate called after throwing ...`` in its output, then SIGABRT); None otherwise."""
+    if signal_name not in (None, "SIGABRT"):
+        return None
+    m = UNCAUGHT_CPP.search(output or "")
+    if m is not None:
+        return Signature("runtime_error", ABORT_TYPE, [normalize_line(m.group(0))])
+    if ABORT_OUTPUT.search(output or ""):
+        # several OpenMP threads threw at once; the process aborted before the first one's
+        # "terminate called after throwing ..." line was written: same failure, type unknown
+        return Signature("runtime_error", ABORT_TYPE, [])
+    return None
+
+
+def signature_of_error_record(failure_class: str, error: dict | None) -> Signature | None:
+    """The signature of a check row's ``error`` ({"type", "message", ...}).
+
+    The row's type is often a wrapper (BackendCompilerFailed); the real type is then found as
+    ``Name: message`` inside the message text."""
+    if not error:
+        return None
+    etype = short_type(error.get("type"))
+    message = error.get("message") or ""
+    if etype == ABORT_TYPE:
+        m = UNCAUGHT_CPP.search(message) or UNCAUGHT_CPP.search(error.get("traceback") or "")
+        return Signature(failure_class, ABORT_TYPE, [normalize_line(m.group(0))] if m else [])
+    if etype in WRAPPERS or etype is None:
+        found = None
+        for m in re.finditer(r"(?m)^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): ?(.*)$", message):
+            if m.group(1) not in WRAPPERS:
+                found = m
+                break
+        if found:
+            etype = found.group(1)
+            message = message[found.start(2):]
+    return Signature(failure_class, etype, message_keys(message))
+
+
+def consistent(original: Signature | None, captured: Signature) -> bool:
+    """Whether a captured graph's failure is the check's failure (type must match; message keys
+    must overlap when both have them)."""
+    if original is None:
+        return True
+    both_errors = original.failure_class in ERROR_CLASSES and captured.failure_class in ERROR_CLASSES
+    if original.failure_class != captured.failure_class and not both_errors:
+        return False
+    if captured.failure_class not in ERROR_CLASSES:
+        return True
+    if original.exc_type and captured.exc_type and original.exc_type != captured.exc_type:
+        return False
+    if original.messages and captured.messages:
+        return bool(set(original.messages) & set(captured.messages))
+    return True
+
+
+def stderr_matches(sig: Signature, stderr: str) -> bool:
+    """Whether a process's stderr shows this failure (used to verify repro.py runs)."""
+    if sig.failure_class == "accuracy":
+        return "AccuracyError" in stderr
+    if sig.failure_class not in ERROR_CLASSES:
+        return True
+    if sig.exc_type == ABORT_TYPE:
+        found = signature_of_abort(stderr, None)
+        return found is not None and sig.matches(found)
+    if sig.exc_type and sig.exc_type not in stderr:
+        return False
+    if not sig.messages:
+        return True
+    norm = {normalize_line(l) for l in stderr.splitlines()}
+    keys = set(message_keys(stderr)) | norm
+    text = "\n".join(keys)
+    return any(m in keys or m in text for m in sig.messages)
+
+
+# --------------------------------------------------------------------------- a record's signature
+
+# Ops that only move or alias data: a minimized graph may keep them around the culprit, and which
+# ones it keeps depends on the model's shapes, so they never identify a bug.
+PLUMBING_OPS = frozenset({
+    "aten.view.default", "aten.permute.default", "aten.t.default", "aten.clone.default",
+    "aten.expand.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.alias.default",
+    "aten.transpose.int", "aten.unsqueeze.default", "aten.squeeze.dim", "aten.contiguous.default",
+    "aten.slice.Tensor", "aten.select.int", "aten.detach.default", "aten._to_copy.default",
+})
+VERIFIED_STATUSES = ("minimized", "partial")
+
+
+def device_type(device) -> str:
+    return str(device or "unknown").split(":")[0].strip().lower() or "unknown"
+
+
+def bisect_answer(bisect: dict | str | None) -> str | None:
+    """The bisector's one-line answer ("lowerings: relu"), normalized; None when it had none."""
+    if isinstance(bisect, str):
+        return normalize_line(bisect) or None
+    if not isinstance(bisect, dict) or bisect.get("incomplete") or not bisect.get("subsystem"):
+        return None
+    detail = bisect.get("detail")
+    text = f"{bisect['subsystem']}: {detail}" if detail not in (None, "") else str(bisect["subsystem"])
+    return normalize_line(text) or None
+
+
+def repro_verified(failure: dict | None) -> bool:
+    """Whether the record holds a minimized repro that fresh processes saw fail the same way."""
+    repro = (failure or {}).get("repro") or {}
+    ver = repro.get("verification") or {}
+    return (repro.get("status") in VERIFIED_STATUSES and isinstance(ver.get("failed_same_way"), int)
+            and ver["failed_same_way"] >= 1)
+
+
+def culprit_of_record(failure: dict | None) -> tuple[list[str], str | None, str | None]:
+    """(ops, bisector answer, method) of a failure record.
+
+    The record's ``culprit`` (ops that fail when compiled alone, and the bisector's answer) comes
+    first; without one, the bisector's answer from ``bisect`` and the op *names* of the minimized
+    graph, less data-movement ops (never dtypes or tensor ranks: the same bug on a rank-2 and a
+    rank-4 tensor is one bug). With a bisector answer the graph's leftovers are not used at all:
+    they differ between models that share the bug."""
+    failure = failure or {}
+    culprit = failure.get("culprit")
+    if isinstance(culprit, dict) and (culprit.get("ops") or culprit.get("bisect")):
+        ops = sorted({str(o) for o in culprit.get("ops") or []})
+        return ops, bisect_answer(culprit.get("bisect")), str(culprit.get("method") or "culprit")
+    answer = bisect_answer(failure.get("bisect"))
+    if answer:
+        return [], answer, "bisector"
+    graph = ((failure.get("repro") or {}).get("graph")) or []
+    ops = sorted({str(n.get("op")) for n in graph if isinstance(n, dict) and n.get("op")} - PLUMBING_OPS)
+    return ops, None, ("graph" if ops else None)
+
+
+def of_record(check: dict, failure: dict | None = None) -> Signature:
+    """The signature of a failing check (a results.json row), refined by its failure.json.
+
+    A record written by this version carries the signature verification proved ("signature");
+    older records (and checks minify did not reach) get one derived by the same rules."""
+    failure = failure or {}
+    cls = failure.get("class") or check.get("failure_class") or "unknown"
+    sig = Signature.from_json(failure.get("signature"))
+    if sig is None:
+        sig = None
+        if cls in ERROR_CLASSES or cls == "crash":
+            sig = signature_of_error_record(cls, failure.get("error") or check.get("error"))
+        sig = sig or Signature(cls)
+        sig.verified = repro_verified(failure)
+    sig.failure_class = cls
+    sig.stage = sig.stage or failure.get("stage") or "unlocalized"
+    sig.device = device_type(sig.device or check.get("device"))
+    sig.dtype = sig.dtype or check.get("dtype")
+    if sig.verified and not (sig.culprit_ops or sig.bisect):
+        sig.culprit_ops, sig.bisect, sig.culprit_method = culprit_of_record(failure)
+    return sig
+
+
+def verified_signature(pinned: Signature, failure: dict) -> Signature:
+    """The signature minify writes to failure.json once verification passed: the pinned "how",
+    with the record's stage, device, dtype and culprit."""
+    check = failure.get("check") or {}
+    ops, answer, method = culprit_of_record(failure)
+    return Signature(pinned.failure_class, pinned.exc_type, list(pinned.messages), failure.get("stage"),
+                     device_type(check.get("device")), check.get("dtype"), ops, answer, method, True)
