@@ -1,0 +1,149 @@
+"""What minify-bot's environment hook (bot/suites/hook/sitecustomize.py) does inside a program
+it reruns, once the program has imported torch._dynamo. Every touch of torch's private API is
+here, feature-detected; a missing API only turns the matching feature off (and says so).
+
+Environment (read in the program's process):
+  MINIFY_BOT_HOOK_STATE      JSON-lines file this module appends events to (required)
+  MINIFY_BOT_FORCE_BACKEND   replace every torch.compile / torch._dynamo.optimize backend with this
+                             one: eager, aot_eager, aot_eager_decomp_partition, inductor,
+                             module:function, or "none" (do not compile at all)
+  MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here
+
+Events: {"event": "compile", "graph": k}  one per graph dynamo starts compiling (1-based),
+        {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
+        {"event": "forced", "backend": ...}, {"event": "unsupported", "what": ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+_LOCK = threading.Lock()
+_STATE = {"graphs": 0, "launchers": 0, "done": set()}
+
+
+def _emit(**event) -> None:
+    path = os.environ.get("MINIFY_BOT_HOOK_STATE")
+    if not path:
+        return
+    with _LOCK, open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+
+
+def on_import(name: str, module) -> None:
+    if name in _STATE["done"]:
+        return
+    _STATE["done"].add(name)
+    if name == "torch._dynamo":
+        _count_graphs()
+        forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
+        if forced:
+            _force_backend(module, forced)
+    elif name == "torch._dynamo.repro.after_aot" and os.environ.get("MINIFY_BOT_LAUNCHER_DIR"):
+        _keep_launchers(module)
+
+
+def _count_graphs() -> None:
+    try:
+        from torch._dynamo.callback import callback_handler
+
+        register = callback_handler.register_start_callback
+    except (ImportError, AttributeError):
+        _emit(event="unsupported", what="graph counting (torch._dynamo.callback.callback_handler)")
+        return
+
+    def on_start(*_args, **_kw):
+        with _LOCK:
+            _STATE["graphs"] += 1
+            k = _STATE["graphs"]
+        _emit(event="compile", graph=k)
+
+    register(on_start)
+
+
+def _resolve(forced: str):
+    if ":" in forced:
+        import importlib
+
+        modname, fn = forced.split(":", 1)
+        return getattr(importlib.import_module(modname), fn)
+    return forced
+
+
+def _force_backend(dynamo, forced: str) -> None:
+    original = getattr(dynamo, "optimize", None)
+    if original is None or getattr(original, "_minify_bot_forced", False):
+        _emit(event="unsupported", what="torch._dynamo.optimize")
+        return
+
+    def optimize(*args, **kwargs):
+        if kwargs.get("disable"):
+            return original(*args, **kwargs)
+        if forced == "none":
+            return lambda fn: fn
+        args = args[1:] if args else args
+        kwargs["backend"] = _resolve(forced)
+        return original(*args, **kwargs)
+
+    optimize._minify_bot_forced = True
+    dynamo.optimize = optimize
+    _emit(event="forced", backend=forced)
+
+
+def _keep_launchers(after_aot) -> None:
+    original = getattr(after_aot, "helper_for_dump_minify", None)
+    if original is None:
+        _emit(event="unsupported", what="torch._dynamo.repro.after_aot.helper_for_dump_minify")
+        return
+    outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
+
+    def helper_for_dump_minify(contents, *args, **kwargs):
+        try:
+            os.makedirs(outdir, exist_ok=True)
+            with _LOCK:
+                _STATE["launchers"] += 1
+                n, k = _STATE["launchers"], _STATE["graphs"]
+            path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(contents)
+            _emit(event="launcher", graph=k, path=path)
+        except Exception as exc:  # noqa: BLE001 - never break the program's own dump
+            print(f"minify-bot hook: could not keep a launcher copy: {exc!r}", file=sys.stderr)
+        return original(contents, *args, **kwargs)
+
+    after_aot.helper_for_dump_minify = helper_for_dump_minify
+
+
+def read_state(path: str) -> dict:
+    """Summarize a state file: {"graphs": n|None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
+    out = {"graphs": None, "launchers": [], "forced": None, "unsupported": []}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return out
+    graphs = 0
+    counting = False  # unknown unless a hook loaded in some Python process of the program
+    for ln in lines:
+        try:
+            ev = json.loads(ln)
+        except ValueError:
+            continue
+        kind = ev.get("event")
+        if kind == "hook":
+            counting = counting or not any("graph counting" in str(w) for w in out["unsupported"])
+        elif kind == "compile":
+            graphs = max(graphs, int(ev.get("graph") or 0))
+        elif kind == "launcher":
+            out["launchers"].append({"graph": ev.get("graph"), "path": ev.get("path")})
+        elif kind == "forced":
+            out["forced"] = ev.get("backend")
+        elif kind == "unsupported":
+            out["unsupported"].append(ev.get("what"))
+    if any("graph counting" in str(w) for w in out["unsupported"]):
+        counting = False
+    out["graphs"] = graphs if counting else None
+    return out
