@@ -9,7 +9,9 @@ Environment (read in the program's process):
                              module:function, or "none" (do not compile at all)
   MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here
 
-Events: {"event": "compile", "graph": k}  one per graph dynamo starts compiling (1-based),
+Events: {"event": "hook"}  the hook loaded in a Python process of the program,
+        {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based),
+        {"event": "exit", "graphs": n}  graphs dynamo produced in a process that exited normally,
         {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
         {"event": "forced", "backend": ...}, {"event": "unsupported", "what": ...}.
 """
@@ -39,11 +41,24 @@ def on_import(name: str, module) -> None:
     _STATE["done"].add(name)
     if name == "torch._dynamo":
         _count_graphs()
+        import atexit
+
+        atexit.register(lambda: _emit(event="exit", graphs=_unique_graphs()))
         forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
         if forced:
             _force_backend(module, forced)
     elif name == "torch._dynamo.repro.after_aot" and os.environ.get("MINIFY_BOT_LAUNCHER_DIR"):
         _keep_launchers(module)
+
+
+def _unique_graphs() -> int | None:
+    """Graphs dynamo produced so far in this process (its own "unique_graphs" statistic)."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - feature-detected
+        return None
 
 
 def _count_graphs() -> None:
@@ -103,9 +118,10 @@ def _keep_launchers(after_aot) -> None:
     def helper_for_dump_minify(contents, *args, **kwargs):
         try:
             os.makedirs(outdir, exist_ok=True)
+            unique = _unique_graphs()
             with _LOCK:
                 _STATE["launchers"] += 1
-                n, k = _STATE["launchers"], _STATE["graphs"]
+                n, k = _STATE["launchers"], unique if unique is not None else _STATE["graphs"]
             path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(contents)
@@ -125,7 +141,8 @@ def read_state(path: str) -> dict:
             lines = fh.readlines()
     except OSError:
         return out
-    graphs = 0
+    starts = exits = 0
+    exited = False
     counting = False  # unknown unless a hook loaded in some Python process of the program
     for ln in lines:
         try:
@@ -136,7 +153,10 @@ def read_state(path: str) -> dict:
         if kind == "hook":
             counting = counting or not any("graph counting" in str(w) for w in out["unsupported"])
         elif kind == "compile":
-            graphs = max(graphs, int(ev.get("graph") or 0))
+            starts = max(starts, int(ev.get("graph") or 0))
+        elif kind == "exit" and ev.get("graphs") is not None:
+            exits += int(ev["graphs"])
+            exited = True
         elif kind == "launcher":
             out["launchers"].append({"graph": ev.get("graph"), "path": ev.get("path")})
         elif kind == "forced":
@@ -145,5 +165,7 @@ def read_state(path: str) -> dict:
             out["unsupported"].append(ev.get("what"))
     if any("graph counting" in str(w) for w in out["unsupported"]):
         counting = False
-    out["graphs"] = graphs if counting else None
+    # graphs dynamo produced (summed over the program's processes that exited normally); else
+    # the number of frames dynamo started compiling (an upper bound)
+    out["graphs"] = (exits if exited else starts) if counting else None
     return out
