@@ -36,7 +36,8 @@ STATUSES = [
     "eager_1st_run_fail", "eager_2nd_run_fail", "eager_two_runs_differ", "model_fail_to_load",
     "timeout", "OOM", "eager_1st_run_OOM", "eager_2nd_run_OOM", "crash",
 ]
-FAILURE_CLASSES = ["accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error"]
+FAILURE_CLASSES = ["accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error",
+                   "setup_error"]
 
 _STR = {"type": "string", "maxLength": 4096}
 _NSTR = {"type": ["string", "null"], "maxLength": 4096}

@@ -38,6 +38,7 @@ INLINE_REPRO_LIMIT = 40000
 CLASS_WORDS = {
     "accuracy": "accuracy failure", "compile_error": "compile error", "runtime_error": "runtime error",
     "crash": "crash", "timeout": "timeout", "oom": "out of memory", "eager_error": "eager failure",
+    "setup_error": "setup failure",
 }
 
 
@@ -277,10 +278,19 @@ def _reproduce_command(check: dict, has_repro: bool) -> str:
     elif source == "yaml":
         cmd += ["--suite", "yaml", "--model-file", str(spec.get("file")), "--models", str(check.get("model"))]
     elif source == "command":
-        cmd += ["--suite", "command", "--command", str(spec.get("command"))]
+        # the program as the user configured it, then the check that judges it
+        if spec.get("cwd"):
+            lines.append(f"cd {shlex.quote(str(spec['cwd']))}")
+        lines.append(f"{spec.get('command')}    # the program; it fails with a non-zero exit")
+        cmd += ["--suite", "command", "--command", str(spec.get("command")), "--name", str(check.get("model"))]
+        for kind in ("accuracy", "error"):
+            for p in (spec.get("patterns") or {}).get(kind) or []:
+                cmd += [f"--{kind}-pattern", str(p)]
     elif source == "harness":
         cmd += ["--suite", "harness", "--pytorch", str(spec.get("pytorch")), "--harness-suite",
                 str(spec.get("suite")), "--models", str(check.get("model"))]
+        if spec.get("batch_size"):
+            cmd += ["--batch-size", str(spec["batch_size"])]
     for k in ("backend", "mode", "dtype", "device"):
         if check.get(k):
             cmd += [f"--{k}", str(check[k])]
@@ -330,7 +340,9 @@ def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_di
                   "artifact_path": f"{rel_dir}/{repro.get('path') or 'repro.py'}",
                   "needs_inputs": bool(repro.get("inputs_dir")) and not (ver or {}).get("random_inputs_reproduce"),
                   "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
-                  "queries": repro.get("queries")},
+                  "queries": repro.get("queries"),
+                  "graph": (repro.get("capture") or {}).get("graph"),
+                  "graphs": (repro.get("capture") or {}).get("graphs")},
         "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
         "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
         "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,

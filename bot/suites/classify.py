@@ -38,7 +38,7 @@ SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|comman
                    r"Failed to establish a new connection|Name or service not known|HTTPError|"
                    r"Repository Not Found|is not a local folder and is not a valid model identifier")
 UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'|terminate called recursively")
-EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exit)\w*): ?(.*)$")
+EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exit)\w*)(?:: ?(.*))?$")
 DIAG = re.compile(r"\b(?:error|fatal error): ")
 
 CLASSES = ("accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error", "setup_error")
@@ -85,7 +85,7 @@ def last_exception(text: str) -> tuple[str, str] | None:
     for i in range(len(lines) - 1, -1, -1):
         m = EXC_LINE.match(lines[i].strip())
         if m:
-            msg = m.group(2)
+            msg = m.group(2) or ""
             diags = [ln.strip() for ln in lines[i + 1:] if DIAG.search(ln)][:20]
             if diags:
                 msg = "\n".join([msg, *diags])

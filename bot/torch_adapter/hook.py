@@ -24,7 +24,7 @@ import sys
 import threading
 
 _LOCK = threading.Lock()
-_STATE = {"graphs": 0, "launchers": 0, "done": set()}
+_STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0}
 
 
 def _emit(**event) -> None:
@@ -43,7 +43,7 @@ def on_import(name: str, module) -> None:
         _count_graphs()
         import atexit
 
-        atexit.register(lambda: _emit(event="exit", graphs=_unique_graphs()))
+        atexit.register(lambda: _emit(event="exit", graphs=_graphs_now()))
         forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
         if forced:
             _force_backend(module, forced)
@@ -59,6 +59,13 @@ def _unique_graphs() -> int | None:
         return int(counters["stats"]["unique_graphs"])
     except Exception:  # noqa: BLE001 - feature-detected
         return None
+
+
+def _graphs_now() -> int | None:
+    """The program's own graphs so far: dynamo's count less the graphs torch's repro dump itself
+    traced while writing a launcher."""
+    n = _unique_graphs()
+    return None if n is None else n - _STATE["extra"]
 
 
 def _count_graphs() -> None:
@@ -114,14 +121,20 @@ def _keep_launchers(after_aot) -> None:
         _emit(event="unsupported", what="torch._dynamo.repro.after_aot.helper_for_dump_minify")
         return
     outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
+    # writing a repro traces a little code with dynamo itself: remember which graph was current
+    # when a dump began, and do not count the dump's own graphs as the program's
+    for name in ("dump_compiler_graph_state", "dump_to_minify"):
+        fn = getattr(after_aot, name, None)
+        if fn is not None:
+            setattr(after_aot, name, _dumping(fn))
 
     def helper_for_dump_minify(contents, *args, **kwargs):
         try:
             os.makedirs(outdir, exist_ok=True)
-            unique = _unique_graphs()
+            k = _STATE["at_dump"] if _STATE["at_dump"] is not None else _graphs_now()
             with _LOCK:
                 _STATE["launchers"] += 1
-                n, k = _STATE["launchers"], unique if unique is not None else _STATE["graphs"]
+                n = _STATE["launchers"]
             path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(contents)
@@ -131,6 +144,28 @@ def _keep_launchers(after_aot) -> None:
         return original(contents, *args, **kwargs)
 
     after_aot.helper_for_dump_minify = helper_for_dump_minify
+
+
+def _dumping(fn):
+    def wrapper(*args, **kwargs):
+        outer = _STATE["dumping"] == 0
+        before = _unique_graphs()
+        if outer and _STATE["at_dump"] is None:
+            _STATE["at_dump"] = _graphs_now()
+        _STATE["dumping"] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _STATE["dumping"] -= 1
+            after = _unique_graphs()
+            if outer:
+                if before is not None and after is not None:
+                    _STATE["extra"] += after - before
+                if fn.__name__ == "dump_to_minify":
+                    _STATE["at_dump"] = None
+
+    wrapper.__name__ = fn.__name__
+    return wrapper
 
 
 def read_state(path: str) -> dict:
