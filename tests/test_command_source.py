@@ -143,6 +143,9 @@ def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path
     assert (two["repro"]["capture"]["graph"], two["repro"]["capture"]["graphs"]) == (2, 2)
     gb = json.loads((run / "failures" / "gbreak-inductor-inference-float32-cpu" / "failure.json").read_text())
     assert (gb["repro"]["capture"]["graph"], gb["repro"]["capture"]["graphs"]) == (2, 2)
+    for name in ("cerr", "rerr", "acc"):   # a graph that fails to compile is counted too
+        one = json.loads((run / "failures" / f"{name}-inductor-inference-float32-cpu" / "failure.json").read_text())
+        assert (one["repro"]["capture"]["graph"], one["repro"]["capture"]["graphs"]) == (1, 1), name
     assert not list(tmp_path.glob("repro.py")), "capture must not leave torch's repro.py in the program's directory"
 
     # the issue shows the program's command and graph k of n

@@ -24,7 +24,8 @@ import sys
 import threading
 
 _LOCK = threading.Lock()
-_STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0}
+_STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
+          "compiling": False}
 
 
 def _emit(**event) -> None:
@@ -80,10 +81,17 @@ def _count_graphs() -> None:
     def on_start(*_args, **_kw):
         with _LOCK:
             _STATE["graphs"] += 1
+            _STATE["compiling"] = True
             k = _STATE["graphs"]
         _emit(event="compile", graph=k)
 
+    def on_end(*_args, **_kw):
+        _STATE["compiling"] = False
+
     register(on_start)
+    register_end = getattr(callback_handler, "register_end_callback", None)
+    if register_end is not None:
+        register_end(on_end)
 
 
 def _resolve(forced: str):
@@ -151,7 +159,10 @@ def _dumping(fn):
         outer = _STATE["dumping"] == 0
         before = _unique_graphs()
         if outer and _STATE["at_dump"] is None:
-            _STATE["at_dump"] = _graphs_now()
+            now = _graphs_now()
+            # dynamo counts a graph once its backend returned: a dump while compiling (a compile
+            # error) belongs to the graph being compiled, the next one
+            _STATE["at_dump"] = None if now is None else now + (1 if _STATE["compiling"] else 0)
         _STATE["dumping"] += 1
         try:
             return fn(*args, **kwargs)
@@ -202,5 +213,8 @@ def read_state(path: str) -> dict:
         counting = False
     # graphs dynamo produced (summed over the program's processes that exited normally); else
     # the number of frames dynamo started compiling (an upper bound)
-    out["graphs"] = (exits if exited else starts) if counting else None
+    graphs = exits if exited else starts
+    # a graph that failed to compile is not in dynamo's count, but a launcher names it
+    graphs = max([graphs] + [int(x["graph"]) for x in out["launchers"] if isinstance(x.get("graph"), int)])
+    out["graphs"] = graphs if counting else None
     return out
