@@ -4,7 +4,8 @@ Given a pytorch checkout, each model runs as
     python -m bot.suites.harness_boot benchmarks/dynamo/<suite>.py --accuracy --<mode> --<dtype>
            --devices <device> --only <model> --output <csv> (--inductor | --backend <b>) --timeout <s>
 from the checkout's root; the bootstrap applies --config overrides before the harness starts.
-The row it appends to the CSV is the result. The harness's model lists give `--list`.
+The row it appends to the CSV is the verdict; a run that wrote none is judged by bot.suites.classify
+from its exit status and output. The harness's model lists (`name,batch` or `name batch`) give `--list`.
 """
 
 from __future__ import annotations
@@ -140,10 +141,6 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     row["duration_s"] = ran.seconds
     row["_launchers"] = ran.hook["launchers"]
     return row
-
-
-def _bot_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def csv_models(path: str | None):
