@@ -252,3 +252,33 @@ def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(
     assert out.stdout.split() == ["1", "False"]          # chained; torch not imported by the hook
     assert read_state(str(state))["graphs"] == 0           # the hook ran, nothing compiled
     assert read_state(str(tmp_path / "missing.jsonl"))["graphs"] is None
+
+
+def test_the_hook_replaces_the_backend_of_every_compile_call(tmp_path):
+    """What localize relies on: the program's own torch.compile(backend=...) is overridden."""
+    import os
+    import subprocess
+
+    from bot.suites.command import hook_env
+    from bot.torch_adapter.hook import read_state
+
+    prog = tmp_path / "p.py"
+    prog.write_text(textwrap.dedent("""
+        import torch
+        seen = []
+        def my_backend(gm, example_inputs):
+            seen.append("mine")
+            return gm.forward
+        def f(x):
+            return x.sin() + 1
+        g = torch.compile(f, backend=my_backend)
+        g(torch.randn(3))
+        print("same" if g is f else "compiled", seen)
+        """))
+    for forced, expect in ((None, "compiled ['mine']"), ("eager", "compiled []"), ("none", "same []")):
+        state = tmp_path / f"state-{forced}.jsonl"
+        env = dict(os.environ)
+        env.update(hook_env(str(state), force_backend=forced, base=env))
+        out = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == expect, (forced, out.stdout, out.stderr[-2000:])
+        assert read_state(str(state))["graphs"] == (0 if forced == "none" else 1), forced
