@@ -121,7 +121,7 @@ def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path
         row = doc["checks"][0]
         assert proc.returncode == 1, proc.stderr[-2000:]
         assert row["failure_class"] == cls, (name, row["status"], row.get("classified_by"), row["error"])
-        assert row["compiled_graphs"] >= 1
+        assert row["compile_frames"] >= 1
         docs.append(doc)
     run = _combined_run(tmp_path, docs)
     proc = bot("minify", "--out", run, "--verify-runs", "3", "--no-bisect", cwd=tmp_path)
@@ -250,7 +250,7 @@ def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(
     code = "import os, sys; print(os.environ.get('USER_SITE_RAN'), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "False"]          # chained; torch not imported by the hook
-    assert read_state(str(state))["graphs"] == 0           # the hook ran, nothing compiled
+    assert read_state(str(state))["graphs"] == read_state(str(state))["frames"] == 0  # the hook ran, nothing compiled
     assert read_state(str(tmp_path / "missing.jsonl"))["graphs"] is None
 
 

@@ -120,7 +120,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             say(f"{fid}: skipped: {rec['repro']['reason']}")
             return
         program = (row.get("spec") or {}).get("source") in loc.PROGRAM_SOURCES
-        if program and row.get("compiled_graphs") == 0:
+        if program and (row.get("compile_frames") if "compile_frames" in row else row.get("compiled_graphs")) == 0:
             rec["repro"]["reason"] = COMPILED_NOTHING
             say(f"{fid}: skipped: {COMPILED_NOTHING}")
             return

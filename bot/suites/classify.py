@@ -105,7 +105,7 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
     """A results.json row fragment: status, failure_class, error, accuracy (+ ``classified_by``).
 
     ``status_word``: the harness's CSV status for this model, when it wrote one.
-    ``compiled_graphs``: graphs torch.compile started in the run (None: unknown)."""
+    ``compiled_graphs``: frames dynamo started compiling in the run (None: unknown)."""
     patterns = patterns or Patterns()
     tail = "\n".join(output.splitlines()[-40:])
     exc = last_exception(output)

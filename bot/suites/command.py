@@ -118,8 +118,9 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
     if ran.error:
         return _bad(ran.error, "setup_error")
     row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
-                   patterns=patterns, compiled_graphs=ran.hook["graphs"])
+                   patterns=patterns, compiled_graphs=ran.hook["frames"])
     row["compiled_graphs"] = ran.hook["graphs"]
+    row["compile_frames"] = ran.hook["frames"]
     row["duration_s"] = ran.seconds
     row["_launchers"] = ran.hook["launchers"]
     return row

@@ -133,11 +133,12 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     else:
         row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=s.timeout,
                        status_word=rec["accuracy"] if rec else None, patterns=patterns,
-                       compiled_graphs=ran.hook["graphs"], what="the harness")
+                       compiled_graphs=ran.hook["frames"], what="the harness")
     if rec:
         row.update(batch_size=rec.get("batch_size") or None, compile_s=rec.get("compilation_latency") or None,
                    stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)})
     row["compiled_graphs"] = ran.hook["graphs"]
+    row["compile_frames"] = ran.hook["frames"]
     row["duration_s"] = ran.seconds
     row["_launchers"] = ran.hook["launchers"]
     return row

@@ -180,8 +180,9 @@ def _dumping(fn):
 
 
 def read_state(path: str) -> dict:
-    """Summarize a state file: {"graphs": n|None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
-    out = {"graphs": None, "launchers": [], "forced": None, "unsupported": []}
+    """Summarize a state file: {"graphs": graphs dynamo produced | None, "frames": frames dynamo
+    started compiling | None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
+    out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": []}
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.readlines()
@@ -217,4 +218,6 @@ def read_state(path: str) -> dict:
     # a graph that failed to compile is not in dynamo's count, but a launcher names it
     graphs = max([graphs] + [int(x["graph"]) for x in out["launchers"] if isinstance(x.get("graph"), int)])
     out["graphs"] = graphs if counting else None
+    # frames dynamo started compiling: > 0 even when the first graph failed to compile
+    out["frames"] = max(starts, graphs) if counting else None
     return out
