@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"minify-bot {__version__}")
-    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="_command_name", metavar="COMMAND", parser_class=_Parser)
     for name, modname in COMMANDS.items():
         try:
             mod = importlib.import_module(modname)
@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._run(args))
     except BotError as exc:
-        print(f"minify-bot {args.subcommand}: error: {exc}", file=sys.stderr)
+        print(f"minify-bot {args._command_name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"minify-bot {args.subcommand}: interrupted", file=sys.stderr)
+        print(f"minify-bot {args._command_name}: interrupted", file=sys.stderr)
         return EXIT_INTERNAL
 
 

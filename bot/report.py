@@ -39,6 +39,7 @@ INLINE_REPRO_LIMIT = 40000
 CLASS_WORDS = {
     "accuracy": "accuracy failure", "compile_error": "compile error", "runtime_error": "runtime error",
     "crash": "crash", "timeout": "timeout", "oom": "out of memory", "eager_error": "eager failure",
+    "setup_error": "setup failure",
 }
 
 
@@ -58,6 +59,10 @@ class ReportOptions:
     # Such a run is not the main branch: it never counts as a passing run, closes, reopens, or
     # rewrites an issue's body.
     pr_run: bool = False
+    # Commands this report's own configuration names (`run --command`, `report --command`, the
+    # action's `command` input). A command check whose command is one of these is shown verbatim in
+    # "Reproduce locally"; any other command string is an artifact's and is never shown as one.
+    trusted_commands: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -266,10 +271,11 @@ def _bisect_words(failure: dict) -> str | None:
     return bisect_words(failure.get("bisect"))
 
 
-def _reproduce_command(check: dict, has_repro: bool) -> str:
+def _reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
     strict patterns. A run directory may come from a pull request's job: its strings (above all a
-    command suite's `spec.command`) are never offered as something to copy and paste."""
+    command suite's `spec.command`) are never offered as something to copy and paste, unless the
+    command is one this report was configured with (``trusted_commands``)."""
     from bot import slash
 
     lines = []
@@ -291,11 +297,32 @@ def _reproduce_command(check: dict, has_repro: bool) -> str:
         name = path.rsplit("/", 1)[-1] if isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path else "MODELS.yaml"
         cmd += ["--suite", "yaml", "--model-file", name, *models]
     elif source == "command":
-        cmd += ["--suite", "command", "--command", "COMMAND"]
-        notes.append("# COMMAND: the check's command (spec.command in results.json); read it before running it")
+        command = spec.get("command")
+        if isinstance(command, str) and command in trusted_commands:
+            # the program exactly as the user configured this sweep, then the check that judges it
+            cwd = spec.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                lines.append(f"cd {shlex.quote(cwd)}")
+            lines.append(f"{command}    # the program; it fails with a non-zero exit")
+            cmd += ["--suite", "command", "--command", command]
+            if model_ok:
+                cmd += ["--name", model]
+            patterns = spec.get("patterns") if isinstance(spec.get("patterns"), dict) else {}
+            for kind in ("accuracy", "error"):
+                for pat in patterns.get(kind) or []:
+                    if isinstance(pat, str):
+                        cmd += [f"--{kind}-pattern", pat]
+        else:
+            # a command the reporter was not configured with (e.g. from a pull request's job) is
+            # never offered as something to copy and paste
+            cmd += ["--suite", "command", "--command", "COMMAND"]
+            notes.append("# COMMAND: the check's command (spec.command in results.json); read it before running it")
     elif source == "harness":
         suite = spec.get("suite") if spec.get("suite") in HARNESS_SUITES else "SUITE"
         cmd += ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models]
+        bs = spec.get("batch_size")
+        if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
+            cmd += ["--batch-size", str(bs)]
     else:
         cmd += models
     for k, ok in (("backend", lambda v: _BACKEND.fullmatch(v)), ("mode", lambda v: v in slash.MODES),
@@ -358,13 +385,15 @@ def issue_context(group: list[Failure], state: dict, opts: ReportOptions, run_di
                   "artifact_path": f"{rel_dir}/{repro.get('path') or 'repro.py'}",
                   "needs_inputs": bool(repro.get("inputs_dir")) and not (ver or {}).get("random_inputs_reproduce"),
                   "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
-                  "queries": repro.get("queries")},
+                  "queries": repro.get("queries"),
+                  "graph": (repro.get("capture") or {}).get("graph"),
+                  "graphs": (repro.get("capture") or {}).get("graphs")},
         "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
         "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
         "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
         "first_seen": state["first_seen"], "last_seen": state["last_seen"], "occurrences": state["occurrences"],
         "torch_versions": state["torch"] or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
-        "failure_dir": rel_dir, "reproduce_command": _reproduce_command(check, bool(rep.repro_text)),
+        "failure_dir": rel_dir, "reproduce_command": _reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
         "log_excerpt": None, "overflow": [],
     }
 

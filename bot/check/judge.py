@@ -58,6 +58,15 @@ def error_info(exc: BaseException) -> dict:
     }
 
 
+def is_setup_failure(exc: BaseException) -> bool:
+    """A model that could not be set up: a missing package, a download that failed offline."""
+    from bot.suites.classify import SETUP
+
+    if isinstance(exc, ImportError):
+        return True
+    return isinstance(exc, (OSError, ValueError, RuntimeError)) and bool(SETUP.search(f"{type(exc).__name__}: {exc}"))
+
+
 def _result(status, failure_class=None, error=None, accuracy=None, **extra):
     row = {"status": status, "failure_class": failure_class, "error": error, "accuracy": accuracy}
     row.update(extra)
@@ -90,6 +99,8 @@ def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None
     except Exception as exc:
         if rt.is_oom(exc):
             return _result("eager_fail_to_run", "oom", error_info(exc))
+        if is_setup_failure(exc):
+            return _result("model_fail_to_load", "setup_error", error_info(exc))
         return _result("eager_fail_to_run", "eager_error", error_info(exc))
 
     autocast = rt.autocast_context(s.device) if s.dtype == "amp" else None

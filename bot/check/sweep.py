@@ -87,22 +87,40 @@ def _run_one(runner, m, settings, log_path, out_dir) -> dict:
     src = m.spec["source"]
     if src in IN_PROCESS_SOURCES:
         return runner.run(m.spec, settings, log_path)
+    row = run_program(m.spec, settings, log_path)
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+def run_program(spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
+                force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+    """Run a command / harness check once (the check itself, or a rerun by minify's localize and
+    capture): returns the row fields, plus ``_launchers`` (what the hook kept) and ``compiled_graphs``."""
+    import shutil
     import tempfile
 
-    work = tempfile.mkdtemp(prefix="minify-check-", dir=None)
-    try:
-        if src == "command":
-            from bot.suites.command import run_command
+    from bot.suites.classify import Patterns
 
-            return run_command(m.spec["command"], settings, log_path, cwd=os.getcwd())
-        if src == "harness":
-            from bot.suites.harness import run_harness
+    src = spec["source"]
+    if src == "command":
+        from bot.suites.command import run_command
 
-            return run_harness(m.spec, settings, log_path, work)
-    finally:
-        import shutil
+        return run_command(spec["command"], settings, log_path, cwd=spec.get("cwd") or os.getcwd(),
+                           extra_env=extra_env, patterns=Patterns.from_dict(spec.get("patterns")),
+                           force_backend=force_backend, launcher_dir=launcher_dir)
+    if src == "harness":
+        from copy import copy
 
-        shutil.rmtree(work, ignore_errors=True)
+        from bot.suites.harness import run_harness
+
+        work = tempfile.mkdtemp(prefix="minify-check-")
+        try:
+            s = settings
+            if force_backend:  # the harness's own --backend replaces the compile backend
+                s = copy(settings)
+                s.backend = force_backend
+            return run_harness(spec, s, log_path, work, extra_env=extra_env, launcher_dir=launcher_dir)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     raise AssertionError(f"unhandled source {src}")
 
 

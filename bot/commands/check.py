@@ -14,10 +14,10 @@ reference, torch._dynamo.utils.same with per-dtype tolerance, cosine fallback), 
 its own process with a timeout. Writes results.json, results.csv (harness format) and per-check
 logs to the run directory, and prints a table.
 
-model sources (--suite):
+model sources (--suite; a source's own flag selects it when --suite is not given):
   zoo       built-in small models (default)
   yaml      user models: --model-file models.yaml  (name: module:factory, with options)
-  command   an arbitrary command: --command "python my_bench.py ..."
+  command   an arbitrary command: --command "python my_bench.py ..."  (see docs/sources.md)
   harness   PyTorch's benchmarks/dynamo: --pytorch PATH --harness-suite torchbench
   csv       import a harness accuracy CSV: --csv FILE
 
@@ -25,7 +25,16 @@ examples:
   minify-bot check
   minify-bot check --models mlp_relu,transformer --config inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy
   minify-bot check --suite yaml --model-file models.yaml --mode training --dtype bfloat16
+  minify-bot check --command "python bench.py" --accuracy-pattern "outputs differ"
+  minify-bot check --pytorch ~/pytorch --harness-suite timm_models --models ghostnet_100 --batch-size 8
 """
+
+# the flags that belong to one model source (argparse dest -> source)
+SOURCE_FLAGS = {
+    "model_file": "yaml", "command": "command", "name": "command", "pytorch": "harness",
+    "harness_suite": "harness", "batch_size": "harness", "csv": "csv",
+}
+PATTERN_SOURCES = ("command", "harness")
 
 
 def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,16 +42,22 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     from bot.suites import SOURCES
 
     g = p.add_argument_group("models")
-    g.add_argument("--suite", default="zoo", choices=list(SOURCES),
-                   help="where the models come from (default: zoo)")
+    g.add_argument("--suite", default=None, choices=list(SOURCES),
+                   help="where the models come from (default: the source whose flag is given, else zoo)")
     g.add_argument("--models", default=None, help="comma-separated model names (default: all the source offers)")
     g.add_argument("--list", action="store_true", help="list the models the source offers and exit")
     g.add_argument("--model-file", help="YAML file of user models (--suite yaml)")
     g.add_argument("--command", help="command to run as one check (--suite command)")
     g.add_argument("--name", help="name of the --command check (default: command)")
     g.add_argument("--pytorch", help="path to a pytorch checkout (--suite harness)")
-    g.add_argument("--harness-suite", default="torchbench", help="torchbench, huggingface or timm_models (--suite harness)")
+    g.add_argument("--harness-suite", default=None,
+                   help="torchbench (default), huggingface or timm_models (--suite harness)")
+    g.add_argument("--batch-size", type=int, default=None, help="batch size passed to the harness (--suite harness)")
     g.add_argument("--csv", help="harness accuracy CSV to import (--suite csv)")
+    g.add_argument("--accuracy-pattern", action="append", default=[], metavar="REGEX",
+                   help="output that means an accuracy failure (--suite command/harness; repeatable)")
+    g.add_argument("--error-pattern", action="append", default=[], metavar="REGEX",
+                   help="output that means a runtime/compile error (--suite command/harness; repeatable)")
     s = p.add_argument_group("settings")
     s.add_argument("--backend", default="inductor",
                    help="inductor, aot_eager, eager, aot_eager_decomp_partition, or module:function (default: inductor)")
@@ -67,13 +82,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_check_arguments(p)
 
 
+def resolve_source(args) -> str:
+    """The model source the flags ask for. A source's own flag selects it when --suite is not
+    given; a flag of another source than the one --suite names is a usage error (exit 2): the bot
+    never runs something other than what was asked."""
+    flag = {dest: "--" + dest.replace("_", "-") for dest in SOURCE_FLAGS}
+    given = [d for d in SOURCE_FLAGS if getattr(args, d, None) is not None]
+    wanted = sorted({SOURCE_FLAGS[d] for d in given})
+    if args.suite is None:
+        if len(wanted) > 1:
+            raise UsageError(f"{', '.join(flag[d] for d in given)} belong to different model sources "
+                             f"({', '.join(wanted)}); pick one (and --suite to be explicit)")
+        args.suite = wanted[0] if wanted else "zoo"
+    else:
+        stray = [d for d in given if SOURCE_FLAGS[d] != args.suite]
+        if stray:
+            d = stray[0]
+            raise UsageError(f"{flag[d]} does not apply to --suite {args.suite} (it is for --suite {SOURCE_FLAGS[d]})")
+    pats = getattr(args, "accuracy_pattern", None) or getattr(args, "error_pattern", None)
+    if pats and args.suite not in PATTERN_SOURCES:
+        raise UsageError(f"--accuracy-pattern/--error-pattern apply to --suite command or harness, not {args.suite}")
+    if getattr(args, "batch_size", None) is not None and args.batch_size <= 0:
+        raise UsageError("--batch-size must be a positive integer")
+    return args.suite
+
+
+def patterns_of(args) -> dict:
+    from bot.suites.classify import Patterns
+
+    return Patterns(list(args.accuracy_pattern or []), list(args.error_pattern or [])).validate().to_dict()
+
+
+def source_models(args):
+    from bot.suites import available
+
+    resolve_source(args)
+    return available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
+                     pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name,
+                     batch_size=args.batch_size, patterns=patterns_of(args))
+
+
 def select_models(args):
     from bot.check.settings import parse_shard, shard
-    from bot.suites import available, select
+    from bot.suites import select
 
     i, n = parse_shard(args.shard)
-    models = available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
-                       pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name)
+    models = source_models(args)
     names = [x.strip() for x in args.models.split(",") if x.strip()] if args.models else None
     models = select(models, names)
     return shard(models, i, n) if n > 1 else models, (i, n)
@@ -116,10 +170,7 @@ def exit_code(rows, fail_on: str) -> int:
 
 def run(args) -> int:
     if args.list:
-        from bot.suites import available
-
-        models = available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
-                           pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name)
+        models = source_models(args)
         for m in models:
             extra = f"  (skip: {m.skip})" if m.skip else ""
             print(f"{m.name:<20} {m.description}{extra}")

@@ -56,7 +56,9 @@ def _stage(title: str) -> None:
 
 def run(args) -> int:
     from bot.cli import main
+    from bot.commands.check import resolve_source
 
+    resolve_source(args)  # a flag of another source: exit 2 before anything runs
     out = args.out
     check_argv = ["check", "--out", out, "--suite", args.suite, "--backend", args.backend, "--mode", args.mode,
                   "--dtype", args.dtype, "--device", args.device, "--timeout", str(args.timeout),
@@ -65,10 +67,13 @@ def run(args) -> int:
                       ("--name", args.name), ("--pytorch", args.pytorch), ("--csv", args.csv),
                       ("--shard", args.shard), ("--baseline", args.baseline),
                       ("--memory-limit-mb", args.memory_limit_mb), ("--dynamic", args.dynamic),
-                      ("--list", args.list)):
+                      ("--list", args.list), ("--harness-suite", args.harness_suite),
+                      ("--batch-size", args.batch_size)):
         _flag(check_argv, name, val)
-    if args.suite == "harness":
-        check_argv += ["--harness-suite", args.harness_suite]
+    for p in args.accuracy_pattern:
+        check_argv += ["--accuracy-pattern", p]
+    for p in args.error_pattern:
+        check_argv += ["--error-pattern", p]
     for c in args.config:
         check_argv += ["--config", c]
     _stage("check")

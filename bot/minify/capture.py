@@ -33,6 +33,8 @@ class Capture:
     note: str | None
     row: dict | None       # the capture run's own row (None if the process died)
     candidates: list       # all graph files (dynamo-level capture can save several)
+    graph_of: dict = None  # candidate path -> k (the k-th graph the program compiled), programs only
+    graphs: int | None = None  # graphs the capture run compiled (None: unknown)
 
 
 def level_for(failure_class: str) -> int:
@@ -112,3 +114,50 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
     if res.timed_out:
         note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
     return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)
+
+
+def capture_env(level: int, debug_dir: str) -> dict:
+    """Environment of a program's capture run: torch's repro-after settings and the FX-graph and
+    AOTAutograd caches off (a program or harness that turns the caches on in code is overridden
+    by these variables; a cache hit would skip the repro wrapper)."""
+    return {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
+            "TORCH_COMPILE_DEBUG_DIR": debug_dir,
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+
+def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str,
+                        level: int | None, timeout: float) -> Capture:
+    """Capture a command / harness failure: rerun the program with repro_after=aot through the
+    environment. Every launcher torch writes is kept by the environment hook (torch overwrites
+    its own minifier_launcher.py for each graph); each candidate remembers which graph it was
+    ("graph k of n": k-th graph the program compiled, n graphs compiled in the run). Candidates
+    come cheapest (smallest) first."""
+    from bot.minify.localize import rerun_program
+
+    capdir = os.path.join(workdir, "capture")
+    os.makedirs(capdir, exist_ok=True)
+    level = level or level_for(failure_class)
+    debug = os.path.join(capdir, "debug")
+    keep = os.path.join(capdir, "launchers")
+    cwd = row["spec"].get("cwd") if row["spec"]["source"] == "command" else None
+    stray = os.path.join(cwd, "repro.py") if cwd else None
+    stray_before = os.path.exists(stray) if stray else True
+    cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
+                            extra_env=capture_env(level, debug), launcher_dir=keep)
+    if stray and not stray_before and os.path.exists(stray):
+        # torch copies an accuracy failure's graph to ./repro.py; keep the program's directory clean
+        os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
+    kept = [x for x in cap_row.get("_launchers") or [] if x.get("path") and os.path.exists(x["path"])]
+    if not kept:  # the hook could not keep copies: torch's own (last) launcher
+        kept = [{"graph": None, "path": p} for p in glob.glob(os.path.join(debug, "**", "minifier_launcher.py"),
+                                                              recursive=True)]
+    kept.sort(key=lambda x: (os.path.getsize(x["path"]), x["path"]))
+    graphs = cap_row.get("compiled_graphs")
+    note = None
+    if cap_row.get("failure_class") == "timeout":
+        note = f"the capture run hit its {timeout:.0f} s limit"
+    cap = Capture(kept[0]["path"] if kept else None, "aot", level, "torch", note,
+                  {k: v for k, v in cap_row.items() if not k.startswith("_")}, [x["path"] for x in kept])
+    cap.graph_of = {x["path"]: x.get("graph") for x in kept}
+    cap.graphs = graphs
+    return cap

@@ -59,3 +59,68 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
     stage = dict(STAGES).get(first, "inductor") if first else (
         "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend")))
     return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}
+
+
+PROGRAM_SOURCES = ("command", "harness")
+NO_COMPILE = "none"  # the hook's "do not compile at all" backend
+
+
+def rerun_program(row: dict, settings: dict, workdir: str, log_path: str, name: str, timeout: float, *,
+                  force_backend: str | None = None, extra_env: dict | None = None,
+                  launcher_dir: str | None = None) -> dict:
+    """Rerun a command / harness check (not built in this process: the program runs again, with
+    minify-bot's environment hook). Its output is appended to ``log_path``."""
+    from bot.check.settings import Settings
+    from bot.check.sweep import run_program
+
+    os.makedirs(workdir, exist_ok=True)
+    own_log = os.path.join(workdir, f"{name}.log")
+    s = Settings.from_dict(dict(settings, timeout=timeout))
+    t0 = time.time()
+    r = run_program(row["spec"], s, own_log, extra_env=extra_env, force_backend=force_backend,
+                    launcher_dir=launcher_dir)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
+            open(own_log, encoding="utf-8", errors="replace") as fh:
+        what = row["spec"].get("command") or f"harness {row['spec'].get('suite')} {row['spec'].get('model')}"
+        extra = f" [backend forced to {force_backend}]" if force_backend else ""
+        log.write(f"$ {what}{extra}\n")
+        log.write(fh.read()[-100_000:])
+        log.write(f"[{r.get('status')}, {time.time() - t0:.1f} s]\n")
+    return r
+
+
+def localize_program(row: dict, settings: dict, workdir: str, log_path: str, timeout: float,
+                     on_event=None) -> dict:
+    """Localize a program that minify-bot cannot build in-process: rerun it with the compile
+    backend replaced (the harness: its own --backend; a command: the environment hook, which
+    replaces the backend of every torch.compile / torch._dynamo.optimize call in the program).
+
+    When the eager backend fails too, a command is run once more with compilation off
+    altogether: if that fails as well, the program fails without the compiler (stage "eager")."""
+    source = row["spec"]["source"]
+    backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
+    rows = []
+    for backend in backends:
+        r = rerun_program(row, settings, workdir, log_path, f"localize-{backend}", timeout, force_backend=backend)
+        rows.append({"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")})
+        if on_event:
+            on_event({"event": "stage", "backend": backend, "status": r.get("status")})
+        if r.get("failure_class"):
+            break
+    first = next((r["backend"] for r in rows if r.get("failure_class")), None)
+    without = None
+    if first == "eager" and source == "command":
+        r = rerun_program(row, settings, workdir, log_path, "localize-no-compile", timeout, force_backend=NO_COMPILE)
+        without = {"backend": NO_COMPILE, "status": r.get("status"), "failure_class": r.get("failure_class")}
+        if on_event:
+            on_event({"event": "stage", "backend": "no torch.compile", "status": r.get("status")})
+    ablation = ([{"backend": NO_COMPILE, "status": without["status"]}] if without else []) + \
+        [{"backend": r["backend"], "status": r["status"]} for r in rows]
+    ablation.append({"backend": row.get("backend"), "status": row.get("status")})
+    if without and without["failure_class"]:
+        stage = "eager"
+    elif first:
+        stage = dict(STAGES).get(first, "inductor")
+    else:
+        stage = "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend"))
+    return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}

@@ -22,7 +22,13 @@ NOT_MINIFIED = {
     "eager_error": "the model fails in eager mode: not a compiler bug, nothing to minify",
     "timeout": "the check timed out: graph minification needs a failure that finishes",
     "oom": "the check ran out of memory: graph minification does not apply",
+    "setup_error": "the model or program could not be set up (a missing package, a download that failed, a bad "
+                   "import): not a compiler failure, nothing to minify",
 }
+FAILS_WITHOUT_COMPILER = ("the program fails without the compiler: it fails the same with torch.compile turned "
+                          "off, so this is not a compiler bug; nothing to minify")
+COMPILED_NOTHING = ("the program compiled no graph with torch.compile (none was seen in any of its Python "
+                    "processes): its failure is not a compiler failure; nothing to minify")
 
 
 @dataclass
@@ -115,68 +121,137 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             rec["repro"]["reason"] = NOT_MINIFIED.get(fclass, f"failure class {fclass!r} is not minified")
             say(f"{fid}: skipped: {rec['repro']['reason']}")
             return
+        program = (row.get("spec") or {}).get("source") in loc.PROGRAM_SOURCES
+        if program and (row.get("compile_frames") if "compile_frames" in row else row.get("compiled_graphs")) == 0:
+            rec["repro"]["reason"] = COMPILED_NOTHING
+            say(f"{fid}: skipped: {COMPILED_NOTHING}")
+            return
         # 1. localize
         stage_backend = row.get("backend") or settings.get("backend")
         timings = rec["repro"]["timings"]
         if opts.localize:
             t = time.time()
-            say(f"{fid}: localize: rerunning with eager / aot_eager / aot_eager_decomp_partition")
-            lz = loc.localize(row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
-                              on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
-                              if e.get("event") == "stage" else None)
+            say(f"{fid}: localize: rerunning {'the program ' if program else ''}with eager / aot_eager / "
+                "aot_eager_decomp_partition")
+            lz = (loc.localize_program if program else loc.localize)(
+                row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
+                on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
+                if e.get("event") == "stage" else None)
             rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
             stage_backend = lz["first_failing"]
             timings["localize"] = round(time.time() - t, 2)
         else:
             rec["stage"] = "inductor" if stage_backend == "inductor" else stage_backend
         say(f"{fid}: first failing stage: {rec['stage']}")
+        if rec["stage"] == "eager":
+            rec["repro"]["reason"] = FAILS_WITHOUT_COMPILER
+            return
         if rec["stage"] == "dynamo":
             rec["repro"]["reason"] = ("the check already fails with the eager backend: the bug is in dynamo's "
                                       "tracing, before a graph reaches a compiler; graph minification does not apply")
             return
         # 2. capture
-        mode = opts.repro_after or ("aot" if rec["stage"] == "inductor" and stage_backend == "inductor" else "dynamo")
-        note = None
-        if mode == "aot" and stage_backend != "inductor":
-            mode = "dynamo"
-            note = "repro_after=aot wraps inductor only; captured after dynamo instead"
-        if mode == "dynamo":
-            reason = cap.probe_dynamo(stage_backend, work, log_path)
-            if reason is None:
-                mode = "dynamo-torch"
-            else:
-                note = ((note + "; ") if note else "") + (
-                    f"torch's TORCHDYNAMO_REPRO_AFTER=dynamo fails on a clean graph with backend {stage_backend!r} "
-                    f"here ({reason}); captured with minify-bot's own dynamo-level capture backend instead")
-                mode = "project"
-                say(f"{fid}: {note}")
-        say(f"{fid}: capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
-            f"{'' if mode == 'project' else ' level ' + str(opts.repro_level or cap.level_for(fclass))}")
-        t = time.time()
-        c = cap.run_capture(row, settings, work, log_path, failure_class=fclass, stage_backend=stage_backend,
-                            repro_after=mode, level=opts.repro_level, timeout=opts.check_timeout, probe_note=note)
-        timings["capture"] = round(time.time() - t, 2)
-        rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
-                                   "note": c.note}
-        if c.launcher is None:
-            if c.row is not None and not c.row.get("failure_class"):
-                rec["flaky"] = True
-                rec["repro"].update(status="not_reproduced", reason=(
-                    f"the failure did not recur when the check was rerun for capture (status {c.row.get('status')})"))
-            else:
-                rec["repro"].update(status="none", reason=(
-                    "the capture run wrote no graph" + (f" (status {c.row.get('status')})" if c.row else
-                                                        " (the capture process died)")))
-            say(f"{fid}: {rec['repro']['reason']}")
-            return
-        candidates = c.candidates[:4]
+        if program:
+            if not _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend):
+                return
+            c = rec.pop("_capture")
+            candidates = c.candidates[:8]
+        else:
+            c = None
+            candidates = _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend)
+            if candidates is None:
+                return
     else:
+        c = None
         candidates = [launcher]
         timings = rec["repro"]["timings"]
         stage_backend = "inductor"
         rec["stage"] = "inductor"
         rec["repro"]["capture"] = {"repro_after": None, "repro_level": None, "method": "given", "note": None}
+    _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c)
 
+
+def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend) -> bool:
+    """Capture a command / harness failure through the environment; False (reason set) when no graph."""
+    fid = row["id"]
+    timings = rec["repro"]["timings"]
+    if rec["stage"] != "inductor" or stage_backend != "inductor" or opts.repro_after == "dynamo":
+        rec["repro"]["reason"] = (
+            f"first failing stage {rec['stage']} (backend {stage_backend}): a program is captured with "
+            "TORCHDYNAMO_REPRO_AFTER=aot, which wraps inductor only; capture this one by hand with "
+            "TORCHDYNAMO_REPRO_AFTER=dynamo and `minify-bot minify --repro`")
+        say(f"{fid}: {rec['repro']['reason']}")
+        return False
+    level = opts.repro_level or cap.level_for(fclass)
+    say(f"{fid}: capture: rerunning the program with TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL={level}")
+    t = time.time()
+    c = cap.run_capture_program(row, settings, work, log_path, failure_class=fclass, level=level,
+                                timeout=opts.check_timeout)
+    timings["capture"] = round(time.time() - t, 2)
+    rec["repro"]["capture"] = {"repro_after": "aot", "repro_level": level, "method": "environment",
+                               "note": c.note, "graph": None, "graphs": c.graphs}
+    if c.launcher is None:
+        if c.row is not None and not c.row.get("failure_class"):
+            rec["flaky"] = True
+            rec["repro"].update(status="not_reproduced", reason=(
+                f"the failure did not recur when the program was rerun for capture (status {c.row.get('status')})"))
+        else:
+            rec["repro"].update(status="none", reason=(
+                f"the capture run wrote no graph (status {(c.row or {}).get('status')}, "
+                f"{c.graphs if c.graphs is not None else 'an unknown number of'} graphs compiled): the failure "
+                "happened outside the graphs inductor compiles (repro_after=aot wraps inductor's graph compiler "
+                "only), or the program does not pass torch's environment variables on"))
+        say(f"{fid}: {rec['repro']['reason']}")
+        return False
+    say(f"{fid}: capture: {len(c.candidates)} launcher(s) from {c.graphs if c.graphs is not None else '?'} "
+        "compiled graph(s)")
+    rec["_capture"] = c
+    return True
+
+
+def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend):
+    fid = row["id"]
+    timings = rec["repro"]["timings"]
+    mode = opts.repro_after or ("aot" if rec["stage"] == "inductor" and stage_backend == "inductor" else "dynamo")
+    note = None
+    if mode == "aot" and stage_backend != "inductor":
+        mode = "dynamo"
+        note = "repro_after=aot wraps inductor only; captured after dynamo instead"
+    if mode == "dynamo":
+        reason = cap.probe_dynamo(stage_backend, work, log_path)
+        if reason is None:
+            mode = "dynamo-torch"
+        else:
+            note = ((note + "; ") if note else "") + (
+                f"torch's TORCHDYNAMO_REPRO_AFTER=dynamo fails on a clean graph with backend {stage_backend!r} "
+                f"here ({reason}); captured with minify-bot's own dynamo-level capture backend instead")
+            mode = "project"
+            say(f"{fid}: {note}")
+    say(f"{fid}: capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
+        f"{'' if mode == 'project' else ' level ' + str(opts.repro_level or cap.level_for(fclass))}")
+    t = time.time()
+    c = cap.run_capture(row, settings, work, log_path, failure_class=fclass, stage_backend=stage_backend,
+                        repro_after=mode, level=opts.repro_level, timeout=opts.check_timeout, probe_note=note)
+    timings["capture"] = round(time.time() - t, 2)
+    rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
+                               "note": c.note}
+    if c.launcher is None:
+        if c.row is not None and not c.row.get("failure_class"):
+            rec["flaky"] = True
+            rec["repro"].update(status="not_reproduced", reason=(
+                f"the failure did not recur when the check was rerun for capture (status {c.row.get('status')})"))
+        else:
+            rec["repro"].update(status="none", reason=(
+                "the capture run wrote no graph" + (f" (status {c.row.get('status')})" if c.row else
+                                                    " (the capture process died)")))
+        say(f"{fid}: {rec['repro']['reason']}")
+        return None
+    return c.candidates[:4]
+
+
+def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c):
+    fid = row["id"]
+    timings = rec["repro"]["timings"]
     # 3. reduce
     # a failure that aborted the check's process (a C++ exception thrown inside an OpenMP region)
     # would abort an in-process worker too: one forked process per query from the start
@@ -206,6 +281,8 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         timings["reduce_total"] = round(timings.get("reduce_total", 0) + time.time() - t, 2)
         for k, v in (result.get("timings") or {}).items():
             timings[k] = round(timings.get(k, 0) + v, 2)
+        if c is not None and c.graph_of is not None:
+            rec["repro"]["capture"]["graph"] = c.graph_of.get(cand)
         if result.get("status") != "not_reproduced" or len(candidates) == 1:
             break
     assert result is not None

@@ -127,7 +127,8 @@ def _find_module(modname: str, base: str):
 
 
 def available(source: str, *, file: str | None = None, pytorch: str | None = None, suite: str | None = None,
-              command: str | None = None, name: str | None = None) -> list[Model]:
+              command: str | None = None, name: str | None = None, batch_size: int | None = None,
+              patterns: dict | None = None, cwd: str | None = None) -> list[Model]:
     if source == "zoo":
         return zoo_models()
     if source == "yaml":
@@ -138,11 +139,16 @@ def available(source: str, *, file: str | None = None, pytorch: str | None = Non
         if not command:
             raise UsageError("--suite command needs --command \"...\"")
         nm = name or "command"
-        return [Model(nm, {"source": "command", "command": command, "model": nm}, command)]
+        if not nm.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            raise UsageError(f"invalid --name {nm!r} (letters, digits, '_', '-', '.')")
+        spec = {"source": "command", "command": command, "model": nm, "cwd": os.path.abspath(cwd or os.getcwd())}
+        if patterns and (patterns.get("accuracy") or patterns.get("error")):
+            spec["patterns"] = patterns
+        return [Model(nm, spec, command)]
     if source == "harness":
         from bot.suites.harness import harness_models
 
-        return harness_models(pytorch, suite)
+        return harness_models(pytorch, suite or "torchbench", batch_size=batch_size, patterns=patterns)
     if source == "csv":
         from bot.suites.harness import csv_models
 

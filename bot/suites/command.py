@@ -2,29 +2,29 @@
 
 The command gets the settings through the environment (MINIFY_BOT_BACKEND, _MODE, _DTYPE,
 _DEVICE, _DYNAMIC, _CONFIG as JSON) plus any TORCHDYNAMO_* variables of the caller, runs with a
-timeout in its own process group and working directory, and is classified:
-  exit 0                                  -> pass
-  killed by a signal                      -> crash (oom for SIGKILL)
-  over the timeout                        -> timeout
-  output names an accuracy failure        -> fail_accuracy / accuracy
-  output has a compiler exception         -> fail_to_run / compile_error
-  any other non-zero exit                 -> fail_to_run / runtime_error
+timeout in its own process group, in the directory it was configured from, and is classified by
+:func:`bot.suites.classify.classify` (exit status, output, user patterns).
+
+Every run also loads minify-bot's environment hook (``bot/suites/hook`` on PYTHONPATH), which
+counts the graphs the program compiles; minify's reruns use the same hook to replace the compile
+backend (localize) and to keep every minifier launcher torch writes (capture).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
+from dataclasses import dataclass
 
-ACCURACY_PATTERNS = re.compile(r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected")
-COMPILE_PATTERNS = re.compile(r"BackendCompilerFailed|InductorError|CppCompileError|LoweringException|"
-                              r"torch\._dynamo\.exc\.Unsupported|CompilationError")
-EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt)[\w]*): ?(.*)$")
+from bot.suites.classify import Patterns, classify, last_exception  # noqa: F401  (re-exported)
+
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def settings_env(settings) -> dict:
@@ -38,68 +38,94 @@ def settings_env(settings) -> dict:
     }
 
 
-def last_exception(text: str) -> tuple[str, str] | None:
-    for line in reversed(text.splitlines()):
-        m = EXC_LINE.match(line.strip())
-        if m:
-            return m.group(1).rsplit(".", 1)[-1], m.group(2)
-    return None
+def hook_env(state_path: str, *, force_backend: str | None = None, launcher_dir: str | None = None,
+             base: dict | None = None) -> dict:
+    """Environment that loads the hook in a child: PYTHONPATH gets the hook directory (and this
+    package, which the hook imports) in front of what the caller had."""
+    base = os.environ if base is None else base
+    path = [HOOK_DIR, REPO_ROOT] + [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
+    env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path)), "MINIFY_BOT_HOOK_STATE": state_path}
+    if force_backend:
+        env["MINIFY_BOT_FORCE_BACKEND"] = force_backend
+    if launcher_dir:
+        env["MINIFY_BOT_LAUNCHER_DIR"] = launcher_dir
+    return env
 
 
-def run_command(command: str, settings, log_path: str, cwd: str | None = None, extra_env: dict | None = None) -> dict:
+@dataclass
+class Ran:
+    returncode: int | None   # negative: killed by that signal
+    timed_out: bool
+    output: str              # the last 200 kB of stdout+stderr
+    seconds: float
+    hook: dict               # bot.torch_adapter.hook.read_state()
+    error: str | None = None  # could not start
+
+
+def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> Ran:
+    """Run ``argv`` with the hook loaded; output to ``log_path``; kill the group at the timeout."""
+    from bot.torch_adapter.hook import read_state
+
+    fd, state = tempfile.mkstemp(prefix="minify-hook-", suffix=".jsonl")
+    os.close(fd)
     env = dict(os.environ)
-    env.update(settings_env(settings))
-    env.update(extra_env or {})
+    env.update(env_extra)
+    env.update(hook_env(state, force_backend=force_backend, launcher_dir=launcher_dir, base=env))
+    t0 = time.perf_counter()
+    try:
+        with open(log_path, "wb") as log:
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=cwd, env=env, start_new_session=True)
+            except OSError as exc:
+                return Ran(None, False, "", 0.0, read_state(state), f"cannot start {argv[0]!r}: {exc.strerror}")
+            timed_out = False
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                rc = None
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # at the timeout; else stragglers (compile workers)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if rc is None:
+                proc.wait()
+        with open(log_path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 200_000))
+            text = fh.read().decode("utf-8", "replace")
+        return Ran(rc, timed_out, text, round(time.perf_counter() - t0, 3), read_state(state))
+    finally:
+        os.remove(state)
+
+
+def run_command(command: str, settings, log_path: str, cwd: str | None = None, extra_env: dict | None = None,
+                patterns: Patterns | None = None, force_backend: str | None = None,
+                launcher_dir: str | None = None) -> dict:
+    """One run of a user's command -> the fields of a results.json row (plus ``compiled_graphs``)."""
     try:
         argv = shlex.split(command)
     except ValueError as exc:
-        return _row("fail_to_run", "eager_error", "BadCommand", f"cannot parse command: {exc}", "")
-    t0 = time.perf_counter()
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=cwd, env=env, start_new_session=True)
-        except OSError as exc:
-            return _row("eager_fail_to_run", "eager_error", type(exc).__name__, f"cannot start {argv[0]!r}: {exc.strerror}", "")
-        try:
-            rc = proc.wait(timeout=settings.timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            rc = proc.wait()
-    elapsed = round(time.perf_counter() - t0, 3)
-    with open(log_path, "rb") as fh:
-        text = fh.read()[-200_000:].decode("utf-8", "replace")
-    tail = "\n".join(text.splitlines()[-40:])
-    if timed_out:
-        row = _row("timeout", "timeout", "Timeout", f"command did not finish within {settings.timeout:g} s", tail)
-    elif rc == 0:
-        row = {"status": "pass", "failure_class": None, "error": None, "accuracy": None}
-    elif rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        if -rc == signal.SIGKILL:
-            row = _row("OOM", "oom", "Killed", f"command killed by {name} (out of memory?)", tail)
-        else:
-            row = _row("fail_to_run", "crash", name, f"command died with {name}", tail)
-    else:
-        exc = last_exception(text)
-        etype, emsg = exc if exc else ("ExitCode", f"command exited with code {rc}")
-        if ACCURACY_PATTERNS.search(text):
-            row = {"status": "fail_accuracy", "failure_class": "accuracy", "accuracy": None,
-                   "error": {"type": etype, "message": emsg, "traceback": tail, "frames": []}}
-        elif COMPILE_PATTERNS.search(text):
-            row = _row("fail_to_run", "compile_error", etype, emsg, tail)
-        else:
-            row = _row("fail_to_run", "runtime_error", etype, emsg, tail)
-        row["exit_code"] = rc
-    row["duration_s"] = elapsed
+        return _bad(f"cannot parse command: {exc}")
+    if not argv:
+        return _bad("empty command")
+    env = settings_env(settings)
+    env.update(extra_env or {})
+    ran = execute(argv, env_extra=env, cwd=cwd, timeout=settings.timeout, log_path=log_path,
+                  force_backend=force_backend, launcher_dir=launcher_dir)
+    if ran.error:
+        return _bad(ran.error, "setup_error")
+    row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
+                   patterns=patterns, compiled_graphs=ran.hook["frames"])
+    row["compiled_graphs"] = ran.hook["graphs"]
+    row["compile_frames"] = ran.hook["frames"]
+    row["duration_s"] = ran.seconds
+    row["_launchers"] = ran.hook["launchers"]
     return row
 
 
-def _row(status, cls, etype, message, tail):
-    return {"status": status, "failure_class": cls, "accuracy": None,
-            "error": {"type": etype, "message": message, "traceback": tail, "frames": []}}
+def _bad(message: str, cls: str = "setup_error") -> dict:
+    return {"status": "eager_fail_to_run", "failure_class": cls, "accuracy": None, "classified_by": "start",
+            "error": {"type": "BadCommand", "message": message, "traceback": "", "frames": []}}

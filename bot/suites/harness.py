@@ -4,12 +4,15 @@ Given a pytorch checkout, each model runs as
     python -m bot.suites.harness_boot benchmarks/dynamo/<suite>.py --accuracy --<mode> --<dtype>
            --devices <device> --only <model> --output <csv> (--inductor | --backend <b>) --timeout <s>
 from the checkout's root; the bootstrap applies --config overrides before the harness starts.
-The row it appends to the CSV is the result. The harness's model lists give `--list`.
+The row it appends to the CSV is the verdict; a run that wrote none is judged by bot.suites.classify
+from its exit status and output. The harness's model lists (`name,batch` or `name batch`) give `--list`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 
 from bot.errors import UsageError
@@ -33,7 +36,17 @@ def _script(pytorch: str | None, suite: str | None) -> str:
     return script
 
 
-def harness_models(pytorch: str | None, suite: str | None):
+def parse_list_line(line: str) -> tuple[str, int | None]:
+    """One model-list line: ``name,batch`` (torchbench, huggingface) or ``name batch`` (timm), or a
+    bare name."""
+    parts = [p for p in re.split(r"[,\s]+", line.strip()) if p]
+    name = parts[0]
+    bs = parts[1] if len(parts) > 1 else ""
+    return name, int(bs) if bs.isdigit() else None
+
+
+def harness_models(pytorch: str | None, suite: str | None, batch_size: int | None = None,
+                   patterns: dict | None = None):
     from bot.suites import Model
 
     script = _script(pytorch, suite)
@@ -46,8 +59,7 @@ def harness_models(pytorch: str | None, suite: str | None):
                     line = line.strip()
                     if not line or line.startswith("#"):
                         continue
-                    name, _, bs = line.partition(",")
-                    names.append((name.strip(), int(bs) if bs.strip().isdigit() else None))
+                    names.append(parse_list_line(line))
             break
     seen = set()
     out = []
@@ -56,7 +68,11 @@ def harness_models(pytorch: str | None, suite: str | None):
             continue
         seen.add(name)
         spec = {"source": "harness", "pytorch": os.path.abspath(pytorch), "suite": suite, "model": name}
-        out.append(Model(name, spec, f"{suite} model", bs))
+        if batch_size:
+            spec["batch_size"] = batch_size
+        if patterns and (patterns.get("accuracy") or patterns.get("error")):
+            spec["patterns"] = patterns
+        out.append(Model(name, spec, f"{suite} model" + (f", batch size {bs}" if bs else ""), batch_size or bs))
     return out
 
 
@@ -68,55 +84,64 @@ def harness_argv(spec: dict, settings, csv_path: str) -> list[str]:
     argv += ["--inductor"] if settings.backend == "inductor" else [f"--backend={settings.backend}"]
     if settings.dynamic:
         argv.append("--dynamic-shapes")
+    if spec.get("batch_size"):
+        argv += ["--batch-size", str(int(spec["batch_size"]))]
     return argv
 
 
-def run_harness(spec: dict, settings, log_path: str, workdir: str) -> dict:
-    import json
-    import shlex
+def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env: dict | None = None,
+                launcher_dir: str | None = None) -> dict:
+    """One harness run of one model -> the fields of a results.json row.
 
-    from bot.check.results import STATUS_CLASS, read_csv
-    from bot.suites.command import COMPILE_PATTERNS, last_exception, run_command
-
-    csv_path = os.path.join(workdir, "harness.csv")
-    argv = harness_argv(spec, settings, csv_path)
-    boot_env = {"MINIFY_BOT_HARNESS_CONFIG": json.dumps(settings.config),
-                "PYTHONPATH": os.pathsep.join(filter(None, [_bot_root(), os.environ.get("PYTHONPATH")]))}
+    The CSV row the harness appends is the verdict when it wrote one; the process's exit status
+    and output classify what it did not (a crash, a timeout, a failure before the model loaded),
+    through the same classifier as the command source."""
     from copy import copy
 
+    from bot.check.results import STAT_COLUMNS, read_csv
+    from bot.suites.classify import Patterns, classify
+    from bot.suites.command import execute
+
+    csv_path = os.path.join(workdir, "harness.csv")
+    if os.path.exists(csv_path):
+        os.remove(csv_path)
+    argv = harness_argv(spec, settings, csv_path)
+    env = {"MINIFY_BOT_HARNESS_CONFIG": json.dumps(settings.config),
+           # the harness turns the compiled-graph caches back on when imported (huggingface.py);
+           # these variables win over that, and a cache hit would skip repro-after capture
+           "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    env.update(extra_env or {})
     # the harness enforces its own per-model timeout; ours is the backstop
     s = copy(settings)
     s.timeout = settings.timeout + 60
-    row = run_command(shlex.join(argv), s, log_path, cwd=spec["pytorch"], extra_env=boot_env)
-    rows = []
+    ran = execute(argv, env_extra=env, cwd=spec["pytorch"], timeout=s.timeout, log_path=log_path,
+                  launcher_dir=launcher_dir)
+    patterns = Patterns.from_dict(spec.get("patterns"))
+    rec = None
     if os.path.exists(csv_path):
-        rows = [r for r in read_csv(csv_path) if r["name"] == spec["model"]]
-    if not rows:
-        if row["status"] == "pass":  # exited 0 but wrote nothing: the harness skipped it
-            row.update(status="pass_due_to_skip", failure_class=None)
-        return row  # crash / timeout / startup failure, classified from the process
-    rec = rows[-1]
-    status = rec["accuracy"]
-    cls = STATUS_CLASS.get(status, None if status.startswith("pass") else "runtime_error")
-    with open(log_path, encoding="utf-8", errors="replace") as fh:
-        text = fh.read()[-200_000:]
-    if status == "fail_to_run" and COMPILE_PATTERNS.search(text):
-        cls = "compile_error"
-    error = None
-    if cls and cls != "accuracy":
-        exc = last_exception(text)
-        error = {"type": exc[0] if exc else status, "message": exc[1] if exc else status,
-                 "traceback": "\n".join(text.splitlines()[-40:]), "frames": []}
-    from bot.check.results import STAT_COLUMNS
-
-    return {"status": status, "failure_class": cls, "error": error, "accuracy": None,
-            "batch_size": rec.get("batch_size") or None, "compile_s": rec.get("compilation_latency") or None,
-            "stats": {c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)},
-            "duration_s": row.get("duration_s")}
-
-
-def _bot_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        try:
+            rows = [r for r in read_csv(csv_path) if r.get("name") == spec["model"]]
+        except Exception:  # noqa: BLE001 - a half-written CSV: judge the process instead
+            rows = []
+        rec = rows[-1] if rows else None
+    if ran.error:
+        row = {"status": "eager_fail_to_run", "failure_class": "setup_error", "accuracy": None,
+               "error": {"type": "BadCommand", "message": ran.error, "traceback": "", "frames": []}}
+    elif rec is None and ran.returncode == 0 and not ran.timed_out:
+        row = {"status": "pass_due_to_skip", "failure_class": None, "error": None, "accuracy": None,
+               "skipped": "the harness exited 0 without a result row for this model"}
+    else:
+        row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=s.timeout,
+                       status_word=rec["accuracy"] if rec else None, patterns=patterns,
+                       compiled_graphs=ran.hook["frames"], what="the harness")
+    if rec:
+        row.update(batch_size=rec.get("batch_size") or None, compile_s=rec.get("compilation_latency") or None,
+                   stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)})
+    row["compiled_graphs"] = ran.hook["graphs"]
+    row["compile_frames"] = ran.hook["frames"]
+    row["duration_s"] = ran.seconds
+    row["_launchers"] = ran.hook["launchers"]
+    return row
 
 
 def csv_models(path: str | None):

@@ -12,6 +12,7 @@ Submodules:
   repro     repro-after capture and repro files (minify stage)
   minifier  the fx minifier driver (minify stage)
   bisect    CompilerBisector (minify stage)
+  hook      inside a program minify-bot reruns: force the backend, count graphs, keep launchers
 """
 
 from __future__ import annotations

@@ -1,0 +1,168 @@
+"""Classify a finished program run (a benchmark command or PyTorch's harness) from its exit
+status, its output and (for the harness) its CSV status word. One function for both sources.
+
+Order of the rules (first match wins):
+  over the time limit                      -> timeout
+  exit 0                                   -> pass
+  killed by SIGKILL                        -> oom
+  SIGABRT after "terminate called ..."     -> runtime_error (compiled code threw a C++ exception)
+  killed by another signal                 -> crash
+  a user --error-pattern matches           -> runtime_error, or compile_error when a compiler
+                                              exception is in the output too
+  a user --accuracy-pattern matches        -> accuracy
+  a compiler exception in the output       -> compile_error (BackendCompilerFailed, InductorError, ...)
+  mismatch / accuracy wording              -> accuracy ("Tensor-likes are not close", AssertionError
+                                              from an allclose check, "accuracy mismatch", ...)
+  a setup failure and nothing compiled     -> setup_error (missing package, offline download)
+  any other non-zero exit                  -> runtime_error
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, field
+
+ACCURACY = re.compile(
+    r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected|Tensor-likes are not close|"
+    r"Scalars are not close|Tensor-likes are not equal|accuracy mismatch|"
+    r"(?<!size )(?<!shape )(?<!dtype )(?<!type )(?<!device )\bmismatch(?:ed|es)?\b|\bnot close\b|"
+    r"outputs? (?:differ|do not match|don't match)", re.IGNORECASE)
+ALLCLOSE = re.compile(r"\ballclose\b|\bisclose\b|\bassert_close\b")
+COMPILE = re.compile(r"BackendCompilerFailed|InductorError|CppCompileError|LoweringException|"
+                     r"torch\._dynamo\.exc\.Unsupported|CompilationError|TritonError|"
+                     r"torch\._inductor\.exc\.\w+")
+SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|command not found|ModuleNotFoundError|No module named|ImportError|"
+                   r"LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing traffic has been disabled|"
+                   r"Cannot find the requested files in the (?:disk )?cache|Connection ?(?:Error|refused)|"
+                   r"Failed to establish a new connection|Name or service not known|HTTPError|"
+                   r"Repository Not Found|is not a local folder and is not a valid model identifier")
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'|terminate called recursively")
+EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exit)\w*)(?:: ?(.*))?$")
+DIAG = re.compile(r"\b(?:error|fatal error): ")
+
+CLASSES = ("accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error", "setup_error")
+
+
+@dataclass
+class Patterns:
+    """User-supplied regexes (``--accuracy-pattern`` / ``--error-pattern``), checked before ours."""
+
+    accuracy: list[str] = field(default_factory=list)
+    error: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"accuracy": list(self.accuracy), "error": list(self.error)}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Patterns":
+        d = d or {}
+        return cls(list(d.get("accuracy") or []), list(d.get("error") or []))
+
+    def validate(self) -> "Patterns":
+        from bot.errors import UsageError
+
+        for kind, pats in (("--accuracy-pattern", self.accuracy), ("--error-pattern", self.error)):
+            for p in pats:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise UsageError(f"{kind} {p!r} is not a valid regular expression: {exc}") from None
+        return self
+
+    def search(self, which: str, text: str) -> str | None:
+        for p in getattr(self, which):
+            m = re.search(p, text, re.MULTILINE)
+            if m:
+                return m.group(0)
+        return None
+
+
+def last_exception(text: str) -> tuple[str, str] | None:
+    """(short type, message) of the last ``Type: message`` line; the message gains the compiler
+    diagnostics (``error: ...`` lines) printed after it, which identify a compile error."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = EXC_LINE.match(lines[i].strip())
+        if m:
+            msg = m.group(2) or ""
+            diags = [ln.strip() for ln in lines[i + 1:] if DIAG.search(ln)][:20]
+            if diags:
+                msg = "\n".join([msg, *diags])
+            return m.group(1).rsplit(".", 1)[-1], msg[:4000]
+    return None
+
+
+def _row(status, cls, etype, message, tail, **extra) -> dict:
+    err = {"type": etype, "message": message, "traceback": tail, "frames": []}
+    err.update(extra)
+    return {"status": status, "failure_class": cls, "accuracy": None, "error": err}
+
+
+def classify(*, returncode: int | None, output: str, timed_out: bool = False, timeout: float | None = None,
+             status_word: str | None = None, patterns: Patterns | None = None,
+             compiled_graphs: int | None = None, what: str = "command") -> dict:
+    """A results.json row fragment: status, failure_class, error, accuracy (+ ``classified_by``).
+
+    ``status_word``: the harness's CSV status for this model, when it wrote one.
+    ``compiled_graphs``: frames dynamo started compiling in the run (None: unknown)."""
+    patterns = patterns or Patterns()
+    tail = "\n".join(output.splitlines()[-40:])
+    exc = last_exception(output)
+    etype, emsg = exc if exc else ("ExitCode", f"{what} exited with code {returncode}")
+
+    def out(row, why):
+        row["classified_by"] = why
+        if returncode is not None and returncode > 0:
+            row["exit_code"] = returncode
+        return row
+
+    if timed_out:
+        return out(_row("timeout", "timeout", "Timeout", f"{what} did not finish within {timeout or 0:g} s", tail),
+                   "timeout")
+    if status_word and status_word.startswith("pass") and returncode in (0, None):
+        return out({"status": status_word, "failure_class": None, "error": None, "accuracy": None}, "harness csv")
+    if returncode == 0 and not status_word:
+        return out({"status": "pass", "failure_class": None, "error": None, "accuracy": None}, "exit status")
+    if returncode is not None and returncode < 0:
+        num = -returncode
+        name = signal.Signals(num).name if num in signal.Signals._value2member_map_ else str(num)
+        if num == signal.SIGKILL:
+            return out(_row("OOM", "oom", "Killed", f"{what} killed by {name} (out of memory?)", tail,
+                            signal=name), "signal")
+        thrown = UNCAUGHT_CPP.search(output)
+        if thrown and num == signal.SIGABRT and (compiled_graphs is None or compiled_graphs > 0):
+            return out(_row("fail_to_run", "runtime_error", "UncaughtCppException",
+                            f"compiled code threw a C++ exception ({thrown.group(0)}); the process aborted with {name}",
+                            tail, signal=name), "signal")
+        return out(_row("fail_to_run", "crash", name, f"{what} died with {name}", tail, signal=name), "signal")
+
+    user_err = patterns.search("error", output)
+    if user_err:
+        cls = "compile_error" if COMPILE.search(output) else "runtime_error"
+        return out(_row("fail_to_run", cls, etype, emsg, tail), f"--error-pattern matched {user_err[:80]!r}")
+    user_acc = patterns.search("accuracy", output)
+    if user_acc:
+        row = _row("fail_accuracy", "accuracy", etype, emsg, tail)
+        return out(row, f"--accuracy-pattern matched {user_acc[:80]!r}")
+
+    if status_word == "fail_accuracy" or status_word == "not_bitwise_equivalent":
+        return out(_row(status_word, "accuracy", etype if exc else status_word, emsg if exc else status_word, tail),
+                   "harness csv")
+    m = COMPILE.search(output)
+    if m:
+        return out(_row(status_word or "fail_to_run", "compile_error", etype, emsg, tail), f"output: {m.group(0)}")
+    m = ACCURACY.search(output) or (ALLCLOSE.search(output) if etype == "AssertionError" else None)
+    if m and (status_word in (None, "fail_to_run")):
+        return out(_row("fail_accuracy", "accuracy", etype, emsg, tail), f"output: {m.group(0)}")
+    m = SETUP.search(output)
+    if m and not compiled_graphs:
+        return out(_row(status_word if status_word and status_word != "fail_to_run" else "model_fail_to_load",
+                        "setup_error", etype, emsg, tail), f"output: {m.group(0)}")
+    if status_word and not status_word.startswith("pass"):
+        from bot.check.results import STATUS_CLASS
+
+        cls = STATUS_CLASS.get(status_word, "runtime_error")
+        return out(_row(status_word, cls, etype if exc else status_word, emsg if exc else status_word, tail),
+                   "harness csv")
+    return out(_row("fail_to_run", "runtime_error", etype, emsg, tail), "exit status")

@@ -1,0 +1,223 @@
+"""What minify-bot's environment hook (bot/suites/hook/sitecustomize.py) does inside a program
+it reruns, once the program has imported torch._dynamo. Every touch of torch's private API is
+here, feature-detected; a missing API only turns the matching feature off (and says so).
+
+Environment (read in the program's process):
+  MINIFY_BOT_HOOK_STATE      JSON-lines file this module appends events to (required)
+  MINIFY_BOT_FORCE_BACKEND   replace every torch.compile / torch._dynamo.optimize backend with this
+                             one: eager, aot_eager, aot_eager_decomp_partition, inductor,
+                             module:function, or "none" (do not compile at all)
+  MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here
+
+Events: {"event": "hook"}  the hook loaded in a Python process of the program,
+        {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based),
+        {"event": "exit", "graphs": n}  graphs dynamo produced in a process that exited normally,
+        {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
+        {"event": "forced", "backend": ...}, {"event": "unsupported", "what": ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+_LOCK = threading.Lock()
+_STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
+          "compiling": False}
+
+
+def _emit(**event) -> None:
+    path = os.environ.get("MINIFY_BOT_HOOK_STATE")
+    if not path:
+        return
+    with _LOCK, open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+
+
+def on_import(name: str, module) -> None:
+    if name in _STATE["done"]:
+        return
+    _STATE["done"].add(name)
+    if name == "torch._dynamo":
+        _count_graphs()
+        import atexit
+
+        atexit.register(lambda: _emit(event="exit", graphs=_graphs_now()))
+        forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
+        if forced:
+            _force_backend(module, forced)
+    elif name == "torch._dynamo.repro.after_aot" and os.environ.get("MINIFY_BOT_LAUNCHER_DIR"):
+        _keep_launchers(module)
+
+
+def _unique_graphs() -> int | None:
+    """Graphs dynamo produced so far in this process (its own "unique_graphs" statistic)."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - feature-detected
+        return None
+
+
+def _graphs_now() -> int | None:
+    """The program's own graphs so far: dynamo's count less the graphs torch's repro dump itself
+    traced while writing a launcher."""
+    n = _unique_graphs()
+    return None if n is None else n - _STATE["extra"]
+
+
+def _count_graphs() -> None:
+    try:
+        from torch._dynamo.callback import callback_handler
+
+        register = callback_handler.register_start_callback
+    except (ImportError, AttributeError):
+        _emit(event="unsupported", what="graph counting (torch._dynamo.callback.callback_handler)")
+        return
+
+    def on_start(*_args, **_kw):
+        with _LOCK:
+            _STATE["graphs"] += 1
+            _STATE["compiling"] = True
+            k = _STATE["graphs"]
+        _emit(event="compile", graph=k)
+
+    def on_end(*_args, **_kw):
+        _STATE["compiling"] = False
+
+    register(on_start)
+    register_end = getattr(callback_handler, "register_end_callback", None)
+    if register_end is not None:
+        register_end(on_end)
+
+
+def _resolve(forced: str):
+    if ":" in forced:
+        import importlib
+
+        modname, fn = forced.split(":", 1)
+        return getattr(importlib.import_module(modname), fn)
+    return forced
+
+
+def _force_backend(dynamo, forced: str) -> None:
+    original = getattr(dynamo, "optimize", None)
+    if original is None or getattr(original, "_minify_bot_forced", False):
+        _emit(event="unsupported", what="torch._dynamo.optimize")
+        return
+
+    def optimize(*args, **kwargs):
+        if kwargs.get("disable"):
+            return original(*args, **kwargs)
+        if forced == "none":
+            return lambda fn: fn
+        args = args[1:] if args else args
+        kwargs["backend"] = _resolve(forced)
+        return original(*args, **kwargs)
+
+    optimize._minify_bot_forced = True
+    dynamo.optimize = optimize
+    _emit(event="forced", backend=forced)
+
+
+def _keep_launchers(after_aot) -> None:
+    original = getattr(after_aot, "helper_for_dump_minify", None)
+    if original is None:
+        _emit(event="unsupported", what="torch._dynamo.repro.after_aot.helper_for_dump_minify")
+        return
+    outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
+    # writing a repro traces a little code with dynamo itself: remember which graph was current
+    # when a dump began, and do not count the dump's own graphs as the program's
+    for name in ("dump_compiler_graph_state", "dump_to_minify"):
+        fn = getattr(after_aot, name, None)
+        if fn is not None:
+            setattr(after_aot, name, _dumping(fn))
+
+    def helper_for_dump_minify(contents, *args, **kwargs):
+        try:
+            os.makedirs(outdir, exist_ok=True)
+            k = _STATE["at_dump"] if _STATE["at_dump"] is not None else _graphs_now()
+            with _LOCK:
+                _STATE["launchers"] += 1
+                n = _STATE["launchers"]
+            path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(contents)
+            _emit(event="launcher", graph=k, path=path)
+        except Exception as exc:  # noqa: BLE001 - never break the program's own dump
+            print(f"minify-bot hook: could not keep a launcher copy: {exc!r}", file=sys.stderr)
+        return original(contents, *args, **kwargs)
+
+    after_aot.helper_for_dump_minify = helper_for_dump_minify
+
+
+def _dumping(fn):
+    def wrapper(*args, **kwargs):
+        outer = _STATE["dumping"] == 0
+        before = _unique_graphs()
+        if outer and _STATE["at_dump"] is None:
+            now = _graphs_now()
+            # dynamo counts a graph once its backend returned: a dump while compiling (a compile
+            # error) belongs to the graph being compiled, the next one
+            _STATE["at_dump"] = None if now is None else now + (1 if _STATE["compiling"] else 0)
+        _STATE["dumping"] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _STATE["dumping"] -= 1
+            after = _unique_graphs()
+            if outer:
+                if before is not None and after is not None:
+                    _STATE["extra"] += after - before
+                if fn.__name__ == "dump_to_minify":
+                    _STATE["at_dump"] = None
+
+    wrapper.__name__ = fn.__name__
+    return wrapper
+
+
+def read_state(path: str) -> dict:
+    """Summarize a state file: {"graphs": graphs dynamo produced | None, "frames": frames dynamo
+    started compiling | None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
+    out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": []}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return out
+    starts = exits = 0
+    exited = False
+    counting = False  # unknown unless a hook loaded in some Python process of the program
+    for ln in lines:
+        try:
+            ev = json.loads(ln)
+        except ValueError:
+            continue
+        kind = ev.get("event")
+        if kind == "hook":
+            counting = counting or not any("graph counting" in str(w) for w in out["unsupported"])
+        elif kind == "compile":
+            starts = max(starts, int(ev.get("graph") or 0))
+        elif kind == "exit" and ev.get("graphs") is not None:
+            exits += int(ev["graphs"])
+            exited = True
+        elif kind == "launcher":
+            out["launchers"].append({"graph": ev.get("graph"), "path": ev.get("path")})
+        elif kind == "forced":
+            out["forced"] = ev.get("backend")
+        elif kind == "unsupported":
+            out["unsupported"].append(ev.get("what"))
+    if any("graph counting" in str(w) for w in out["unsupported"]):
+        counting = False
+    # graphs dynamo produced (summed over the program's processes that exited normally); else
+    # the number of frames dynamo started compiling (an upper bound)
+    graphs = exits if exited else starts
+    # a graph that failed to compile is not in dynamo's count, but a launcher names it
+    graphs = max([graphs] + [int(x["graph"]) for x in out["launchers"] if isinstance(x.get("graph"), int)])
+    out["graphs"] = graphs if counting else None
+    # frames dynamo started compiling: > 0 even when the first graph failed to compile
+    out["frames"] = max(starts, graphs) if counting else None
+    return out

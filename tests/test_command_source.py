@@ -1,0 +1,286 @@
+"""The command source end to end: benchmark programs written here (each compiles a small model
+under an inductor bug it injects itself, compares with eager in its own words and exits 1) go
+through `check --suite command` and `minify` as real `python -m bot` subprocesses, and must end
+with a verified repro of exactly the culprit op; programs that are not compiler failures must end
+with a clear reason and no repro. Plus the classifier and the source flags (no compile)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+
+import pytest
+
+from bot.suites.classify import Patterns, classify
+
+HEADER = """\
+import sys, torch
+import torch._inductor.config as ic
+torch.manual_seed(0)
+"""
+
+# name -> (program, failure class, repro level)
+PROGRAMS = {
+    # accuracy, judged with torch.testing.assert_close
+    "acc": (HEADER + """
+ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+x = torch.randn(4, 8)
+with torch.no_grad():
+    torch.testing.assert_close(torch.compile(m)(x), m(x))
+""", "accuracy"),
+    # a compile error the program reports in its own words
+    "cerr": (HEADER + """
+ic.cpp.inject_relu_bug_TESTING_ONLY = "compile_error"
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+try:
+    torch.compile(m)(torch.randn(4, 8))
+except Exception:
+    import traceback; traceback.print_exc()
+    print("benchmark: the compiled model did not build"); sys.exit(1)
+""", "compile_error"),
+    "rerr": (HEADER + """
+ic.cpp.inject_relu_bug_TESTING_ONLY = "runtime_error"
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+torch.compile(m)(torch.randn(4, 8))
+""", "runtime_error"),
+    # two compiled functions; only the second one (relu) is miscompiled
+    "two": (HEADER + """
+ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+a = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+b = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+x = torch.randn(4, 8)
+with torch.no_grad():
+    out, ref = torch.compile(b)(torch.compile(a)(x)), b(a(x))
+if not torch.allclose(out, ref, atol=1e-4):
+    print("accuracy mismatch between eager and compiled"); sys.exit(1)
+""", "accuracy"),
+    # a graph break: the relu lands in the second graph
+    "gbreak": (HEADER + """
+ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+def f(x):
+    y = torch.sin(x) * 2
+    print("graph break")
+    return torch.relu(y) + 1
+x = torch.randn(4, 8)
+out, ref = torch.compile(f)(x), f(x)
+assert torch.allclose(out, ref, atol=1e-4), "compiled and eager differ"
+""", "accuracy"),
+}
+
+# programs that are not compiler failures: name -> (program, expected class, words in the reason)
+NOT_COMPILER = {
+    "nocompile": ("import sys\nprint('benchmark: wrong result'); sys.exit(1)\n", "runtime_error", "compiled no graph"),
+    "eagerfail": (HEADER + """
+def f(x):
+    y = x.sin()
+    if y.sum() > -1e9:
+        raise ValueError("the model's own bug: bad shapes in the head")
+    return y
+torch.compile(f)(torch.randn(4))
+""", "runtime_error", "fails without the compiler"),
+    "hangs": ("import time\nwhile True: time.sleep(1)\n", "timeout", "timed out"),
+    # a custom inductor pass runs before the graph compiler that repro_after=aot wraps
+    "nograph": (HEADER + """
+def bad_pass(graph):
+    raise RuntimeError("custom pre-grad pass failed")
+ic.pre_grad_custom_pass = bad_pass
+torch.compile(lambda x: x.cos() + 1)(torch.randn(4))
+""", "compile_error", "wrote no graph"),
+    "setup": (HEADER + "import transformers_that_is_not_installed\n", "setup_error", "could not be set up"),
+}
+
+
+def _check(bot, tmp_path, name, source, *extra, timeout="300"):
+    prog = tmp_path / f"{name}.py"
+    prog.write_text(source)
+    out = tmp_path / f"run-{name}"
+    proc = bot("check", "--command", f"{sys.executable} {prog.name}", "--name", name, "--timeout", timeout,
+               "--out", out, *extra, cwd=tmp_path)
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["settings"]["source"] == "command", proc.stderr
+    return proc, doc
+
+
+def _combined_run(tmp_path, docs, name="combined"):
+    """One run directory holding the rows of several one-command checks, so that one `minify`
+    process minifies them all (each check keeps its own id, command and working directory)."""
+    run = tmp_path / name
+    (run / "checks").mkdir(parents=True)
+    doc = dict(docs[0], checks=[r for d in docs for r in d["checks"]])
+    (run / "results.json").write_text(json.dumps(doc))
+    return run
+
+
+@pytest.mark.slow
+def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path, bot):
+    docs = []
+    for name, (src, cls) in PROGRAMS.items():
+        proc, doc = _check(bot, tmp_path, name, src)
+        row = doc["checks"][0]
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        assert row["failure_class"] == cls, (name, row["status"], row.get("classified_by"), row["error"])
+        assert row["compile_frames"] >= 1
+        docs.append(doc)
+    run = _combined_run(tmp_path, docs)
+    proc = bot("minify", "--out", run, "--verify-runs", "3", "--no-bisect", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    for name, (src, cls) in PROGRAMS.items():
+        f = json.loads((run / "failures" / f"{name}-inductor-inference-float32-cpu" / "failure.json").read_text())
+        r = f["repro"]
+        assert (f["class"], f["stage"], r["status"]) == (cls, "inductor", "minimized"), (name, r["reason"])
+        assert r["verification"]["failed_same_way"] == r["verification"]["runs"] == 3, name
+        assert [g["op"] for g in r["graph"]] == ["aten.relu.default"], (name, r["graph"])
+        assert [a["backend"] for a in f["ablation"]][:3] == ["eager", "aot_eager", "aot_eager_decomp_partition"]
+        assert r["capture"]["method"] == "environment" and r["capture"]["repro_after"] == "aot"
+        assert r["capture"]["repro_level"] == {"accuracy": 4, "compile_error": 2, "runtime_error": 3}[cls]
+        assert {"key": "inductor.cpp.inject_relu_bug_TESTING_ONLY", "default": None,
+                "value": {"acc": "accuracy", "two": "accuracy", "gbreak": "accuracy", "cerr": "compile_error",
+                          "rerr": "runtime_error"}[name]} in (f["config"]["minimal"] or []), (name, f["config"])
+        assert (run / "failures" / f["id"] / "repro.py").exists()
+    two = json.loads((run / "failures" / "two-inductor-inference-float32-cpu" / "failure.json").read_text())
+    assert (two["repro"]["capture"]["graph"], two["repro"]["capture"]["graphs"]) == (2, 2)
+    gb = json.loads((run / "failures" / "gbreak-inductor-inference-float32-cpu" / "failure.json").read_text())
+    assert (gb["repro"]["capture"]["graph"], gb["repro"]["capture"]["graphs"]) == (2, 2)
+    for name in ("cerr", "rerr", "acc"):   # a graph that fails to compile is counted too
+        one = json.loads((run / "failures" / f"{name}-inductor-inference-float32-cpu" / "failure.json").read_text())
+        assert (one["repro"]["capture"]["graph"], one["repro"]["capture"]["graphs"]) == (1, 1), name
+    assert not list(tmp_path.glob("repro.py")), "capture must not leave torch's repro.py in the program's directory"
+
+    # the issue shows the program's command as configured, and which graph failed
+    proc = bot("report", "--out", run, "--tracker", "local", cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    bodies = "\n".join(json.loads(p.read_text()).get("body") or "" for p in (run / "issues").glob("*.json"))
+    assert re.search(rf"{re.escape(sys.executable)} (acc|cerr|rerr|two|gbreak)\.py    # the program", bodies), bodies
+    assert re.search(r"The failing graph is graph [12] of [12] the program compiled", bodies)
+
+
+@pytest.mark.slow
+def test_programs_that_are_not_compiler_failures_end_with_a_reason_and_no_repro(tmp_path, bot):
+    docs = []
+    for name, (src, cls, _) in NOT_COMPILER.items():
+        _, doc = _check(bot, tmp_path, name, src, timeout="8" if name == "hangs" else "300")
+        row = doc["checks"][0]
+        assert row["failure_class"] == cls, (name, row["status"], row.get("classified_by"), row["error"])
+        docs.append(doc)
+    setup = docs[-1]["checks"][0]
+    assert "transformers_that_is_not_installed" in setup["error"]["message"]
+    run = _combined_run(tmp_path, docs)
+    proc = bot("minify", "--out", run, "--verify-runs", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]   # nothing minified
+    for name, (_, cls, words) in NOT_COMPILER.items():
+        fdir = run / "failures" / f"{name}-inductor-inference-float32-cpu"
+        f = json.loads((fdir / "failure.json").read_text())
+        assert f["repro"]["status"] in ("none", "not_reproduced") and f["repro"]["path"] is None, name
+        assert words in f["repro"]["reason"], (name, f["repro"]["reason"])
+        assert not (fdir / "repro.py").exists()
+    eager = json.loads((run / "failures" / "eagerfail-inductor-inference-float32-cpu" / "failure.json").read_text())
+    assert eager["stage"] == "eager" and eager["ablation"][0] == {"backend": "none", "status": "fail_to_run"}
+
+
+def test_source_flags_select_their_source_or_are_refused(tmp_path, bot):
+    ok = tmp_path / "ok.py"
+    ok.write_text("print('fine')\n")
+    proc = bot("check", "--command", f"{sys.executable} {ok}", "--out", tmp_path / "r1")
+    doc = json.loads((tmp_path / "r1" / "results.json").read_text())
+    assert proc.returncode == 0 and doc["settings"]["source"] == "command"
+    assert [r["model"] for r in doc["checks"]] == ["command"]          # the command, not the zoo
+    for argv in (["check", "--suite", "zoo", "--command", "true"],
+                 ["check", "--command", "true", "--pytorch", str(tmp_path)],
+                 ["check", "--suite", "yaml", "--csv", "x.csv"],
+                 ["check", "--suite", "command", "--command", "true", "--batch-size", "4"],
+                 ["check", "--model-file", "m.yaml", "--harness-suite", "timm_models"],
+                 ["check", "--accuracy-pattern", "differ"],
+                 ["check", "--command", "true", "--error-pattern", "("],
+                 ["run", "--suite", "zoo", "--name", "x"]):
+        proc = bot(*argv, "--out", tmp_path / "refused")
+        assert proc.returncode == 2, (argv, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"minify-bot {argv[0]}: error: "), (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr and "None" not in lines[0]
+    assert not (tmp_path / "refused" / "results.json").exists()
+
+
+def test_classifier_reads_the_common_ways_programs_report_a_mismatch():
+    def cls(text, rc=1, **kw):
+        return classify(returncode=rc, output=text, **kw)["failure_class"]
+
+    assert cls("AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 16") == "accuracy"
+    assert cls("    assert torch.allclose(out, ref)\nAssertionError") == "accuracy"
+    assert cls("accuracy mismatch between eager and compiled") == "accuracy"
+    assert cls("cpu  relu_mlp  fail_accuracy") == "accuracy"
+    assert cls("Accuracy failed for the AOT Autograd graph") == "accuracy"
+    assert cls("RuntimeError: size mismatch for weight: copying a param with shape [4]") == "runtime_error"
+    assert cls("torch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"
+               "/tmp/x.cpp:3:5: error: 'foo' was not declared in this scope") == "compile_error"
+    assert cls("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+               "LoweringException: NotImplementedError") == "compile_error"
+    assert cls("OSError: We couldn't connect to 'https://huggingface.co' to load this file") == "setup_error"
+    assert cls("ModuleNotFoundError: No module named 'timm'") == "setup_error"
+    # a missing module *after* compiling is not a setup failure
+    assert cls("ModuleNotFoundError: No module named 'triton'", compiled_graphs=2) == "runtime_error"
+    assert cls("all good", rc=0) is None
+    assert cls("", rc=-9) == "oom" and cls("", rc=-11) == "crash"
+    assert cls("terminate called after throwing an instance of 'c10::Error'", rc=-6) == "runtime_error"
+    assert classify(returncode=None, output="", timed_out=True, timeout=5)["failure_class"] == "timeout"
+    # the harness's CSV word decides what it says; the output explains
+    assert cls("", rc=0, status_word="fail_accuracy") == "accuracy"
+    assert cls("", rc=0, status_word="pass") is None
+    # the user's own words come first
+    p = Patterns(accuracy=[r"outputs differ by \d+"], error=[r"^FATAL"])
+    assert cls("step 3: outputs differ by 12", patterns=p) == "accuracy"
+    assert cls("FATAL: the kernel failed", patterns=p) == "runtime_error"
+    row = classify(returncode=1, output="step 3: outputs differ by 12", patterns=p)
+    assert "--accuracy-pattern" in row["classified_by"]
+
+
+def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(tmp_path):
+    import os
+    import subprocess
+
+    from bot.suites.command import hook_env
+    from bot.torch_adapter.hook import read_state
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = '1'\n")
+    state = tmp_path / "state.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(site))
+    env.update(hook_env(str(state), base=env))
+    code = "import os, sys; print(os.environ.get('USER_SITE_RAN'), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False"]          # chained; torch not imported by the hook
+    assert read_state(str(state))["graphs"] == read_state(str(state))["frames"] == 0  # the hook ran, nothing compiled
+    assert read_state(str(tmp_path / "missing.jsonl"))["graphs"] is None
+
+
+def test_the_hook_replaces_the_backend_of_every_compile_call(tmp_path):
+    """What localize relies on: the program's own torch.compile(backend=...) is overridden."""
+    import os
+    import subprocess
+
+    from bot.suites.command import hook_env
+    from bot.torch_adapter.hook import read_state
+
+    prog = tmp_path / "p.py"
+    prog.write_text(textwrap.dedent("""
+        import torch
+        seen = []
+        def my_backend(gm, example_inputs):
+            seen.append("mine")
+            return gm.forward
+        def f(x):
+            return x.sin() + 1
+        g = torch.compile(f, backend=my_backend)
+        g(torch.randn(3))
+        print("same" if g is f else "compiled", seen)
+        """))
+    for forced, expect in ((None, "compiled ['mine']"), ("eager", "compiled []"), ("none", "same []")):
+        state = tmp_path / f"state-{forced}.jsonl"
+        env = dict(os.environ)
+        env.update(hook_env(str(state), force_backend=forced, base=env))
+        out = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == expect, (forced, out.stdout, out.stderr[-2000:])
+        assert read_state(str(state))["graphs"] == (0 if forced == "none" else 1), forced
