@@ -23,6 +23,8 @@ import os
 import sys
 import threading
 
+from bot import safejson
+
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
           "compiling": False}
@@ -193,8 +195,10 @@ def read_state(path: str) -> dict:
     counting = False  # unknown unless a hook loaded in some Python process of the program
     for ln in lines:
         try:
-            ev = json.loads(ln)
+            ev = safejson.loads(ln)  # written from inside the user's program: bounded
         except ValueError:
+            continue
+        if not isinstance(ev, dict):
             continue
         kind = ev.get("event")
         if kind == "hook":
