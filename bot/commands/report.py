@@ -41,6 +41,10 @@ def add_arguments(p) -> None:
     p.add_argument("--pr-run", action="store_true",
                    help="the run is of an unmerged pull request: only create issues or comment on open ones; "
                         "never count it as a passing run, close, reopen or edit an issue")
+    p.add_argument("--command", dest="trusted_commands", action="append", default=[], metavar="COMMAND",
+                   help="a command this sweep was configured with (repeatable): a command check running exactly it "
+                        "is shown verbatim in the issue's 'Reproduce locally'; any other command string from the "
+                        "run directory is never shown as a command")
     p.add_argument("--no-file-flaky", dest="file_flaky", action="store_false",
                    help="do not file failures that passed on rerun (default: file them, labelled flaky)")
 
@@ -78,7 +82,7 @@ def run(args) -> int:
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
                          run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
                          run_id=args.run_id, file_flaky=args.file_flaky,
-                         pr_run=args.pr_run)
+                         pr_run=args.pr_run, trusted_commands=tuple(args.trusted_commands))
     tracker = make_tracker(args)
     try:
         result = report_run(args.out, tracker, opts)

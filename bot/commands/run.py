@@ -101,7 +101,8 @@ def run(args) -> int:
     report_argv = ["report", "--out", out, "--tracker", tracker, "--label", args.label,
                    "--max-new", str(args.max_new), "--close-after", str(args.close_after)]
     for name, val in (("--issues-dir", args.issues_dir), ("--repo", args.repo), ("--api-url", args.api_url),
-                      ("--templates", args.templates), ("--dry-run", args.dry_run)):
+                      ("--templates", args.templates), ("--dry-run", args.dry_run),
+                      ("--command", args.command)):  # the sweep's own command: shown verbatim in issues
         _flag(report_argv, name, val)
     rc_report = main(report_argv)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
