@@ -53,6 +53,7 @@ class ReportOptions:
     artifact_url: str | None = None
     run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
     file_flaky: bool = True  # file failures that passed on rerun (labelled flaky), or only list them
+    dashboard: bool = True  # keep the dashboard issue and its history (bot/dashboard.py)
 
 
 @dataclasses.dataclass
@@ -575,8 +576,16 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     rep = _Reporter(run, tracker, opts)
     rep.run_id = opts.run_id or default_run_id(results)
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
+    board = None
     try:
+        if opts.dashboard:  # history, automatic baseline, mutes and flakes: bot/dashboard.py
+            from bot import dashboard
+
+            board = dashboard.before_report(tracker, results, failures, passing, rep.run_id)
+            failures, passing = board.failures, board.passing
         rep.run(results, failures, passing)
+        if board is not None:
+            dashboard.after_report(board, rep, results)
     except BotError as exc:
         rep.write_report(error=str(exc))
         result.error = str(exc)
