@@ -72,7 +72,7 @@ class Board:
 
 def empty_state() -> dict:
     return {"kind": KIND, "sigs": [SIG], "v": 1, "runs": [], "older": {"runs": 0, "first": None},
-            "checks": {}, "passing": []}
+            "checks": {}, "passing": ""}
 
 
 # ---------------------------------------------------------------------------- small helpers
@@ -89,8 +89,17 @@ def config_fields(key: str) -> dict:
     return {"backend": backend, "mode": mode, "dtype": dtype, "device": device, "dynamic": dyn == "dynamic"}
 
 
+HASH_LEN = 8
+
+
 def _hash(check_id: str) -> str:
-    return hashlib.sha1(check_id.encode()).hexdigest()[:10]
+    return hashlib.sha1(check_id.encode()).hexdigest()[:HASH_LEN]
+
+
+def _passing_set(state: dict) -> set[str]:
+    """Checks compacted away because they always passed: their id hashes, concatenated in one string."""
+    text = state.get("passing") or ""
+    return {text[i:i + HASH_LEN] for i in range(0, len(text), HASH_LEN)}
 
 
 def letter(row: dict, muted: bool = False) -> str:
@@ -117,7 +126,7 @@ def previous_status(state: dict, check_id: str, run_id: str | None = None) -> st
     ent = (state.get("checks") or {}).get(check_id)
     if ent:
         return ent.get("b") if again else ent.get("s")
-    if _hash(check_id) in (state.get("passing") or []):
+    if _hash(check_id) in _passing_set(state):
         return "pass"
     return None
 
@@ -213,12 +222,13 @@ def failing_view(row: dict) -> dict:
 
 # ---------------------------------------------------------------------------- history
 
-def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fingerprints: dict[str, str]) -> dict:
+def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fingerprints: dict[str, str],
+               issues: dict[str, int] | None = None) -> dict:
     """Fold one run into the history. ``run`` = {"id", "when", "url", "artifact_url"}. Reporting the same
     run again replaces its entry instead of adding one."""
     s = copy.deepcopy(state) if state else empty_state()
     s.setdefault("checks", {})
-    s.setdefault("passing", [])
+    s.setdefault("passing", "")
     s.setdefault("older", {"runs": 0, "first": None})
     again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
     configs: dict[str, list[int]] = {}
@@ -238,7 +248,7 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
         old = s["runs"].pop(0)
         s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
         s["older"]["first"] = s["older"].get("first") or old.get("when")
-    passing_hashes = set(s["passing"])
+    passing_hashes = _passing_set(s)
     for row in rows:
         cid = row["id"]
         ent = s["checks"].get(cid)
@@ -255,10 +265,12 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
         ent["s"] = first.get("status", row.get("status")) if row.get("flaky") else row.get("status")
         ent["c"] = first.get("failure_class") if row.get("flaky") else row.get("failure_class")
         ent["f"] = fingerprints.get(cid)
+        if (issues or {}).get(cid):
+            ent["i"] = issues[cid]  # the bug issue last linked to this check (kept while it passes)
         ent["k"] = config_key(row)
         ent["m"] = str(row.get("model"))[:200]
         s["checks"][cid] = ent
-    s["passing"] = sorted(passing_hashes)
+    s["passing"] = "".join(sorted(passing_hashes))
     return compact(s)
 
 
@@ -274,11 +286,11 @@ def compact(state: dict, budget: int = STATE_BUDGET) -> dict:
     if _size(s) <= budget:
         return s
     s = copy.deepcopy(state)
-    hashes = set(s.get("passing") or [])
+    hashes = _passing_set(s)
     for cid in [c for c, e in s["checks"].items() if set(e.get("h") or PASS) == {PASS}]:
         hashes.add(_hash(cid))
         del s["checks"][cid]
-    s["passing"] = sorted(hashes)
+    s["passing"] = "".join(sorted(hashes))
     for keep in (10, 3):
         if _size(s) <= budget:
             return s
@@ -293,7 +305,7 @@ def compact(state: dict, budget: int = STATE_BUDGET) -> dict:
         s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
         s["older"]["first"] = s["older"].get("first") or old.get("when")
     if _size(s) > budget:  # a sweep of tens of thousands of checks: keep only the failing ones
-        s["passing"] = []
+        s["passing"] = ""
         s["checks"] = {c: e for c, e in s["checks"].items() if e.get("s") not in PASS_STATUSES}
     return s
 
@@ -337,8 +349,11 @@ def build_view(board: Board, state: dict, rows: list[dict], actions: list[dict],
 
     def item(row, **extra):
         link = links.get(row["id"]) or {}
+        issue = link.get("issue")
+        if issue is None and not is_failure(row) and not row.get("flaky"):
+            issue = (old.get(row["id"]) or {}).get("i")  # a fixed check: the issue of its last failure
         return {"id": row["id"], "model": row.get("model"), "config": config_key(row),
-                "status": row.get("status"), "class": row.get("failure_class"), "issue": link.get("issue"),
+                "status": row.get("status"), "class": row.get("failure_class"), "issue": issue,
                 "url": link.get("url"), "why": link.get("reason"), **extra}
 
     new, known, fixed, flaky, muted = [], [], [], [], []
@@ -417,7 +432,8 @@ def after_report(board: Board, rep, results: dict) -> dict:
     run = {"id": rep.run_id, "when": results.get("finished") or results.get("started"), "url": rep.opts.run_url,
            "artifact_url": rep.opts.artifact_url}
     muted_ids = {f.check["id"] for f in board.muted}
-    state = record_run(board.state, run, rows, muted_ids, fingerprints)
+    issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
+    state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)
     honoured_retry = set((results.get("settings") or {}).get("retry") or [])
     honoured = {"retry": sorted(board.requests.retry & honoured_retry),
                 "reminify": sorted(board.requests.reminify), "mute": sorted(muted_ids)}

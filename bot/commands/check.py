@@ -59,6 +59,11 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="earlier results.json or a harness expected-accuracy CSV: marks failures new or known")
     r.add_argument("--fail-on", default="any", choices=["any", "new", "never"],
                    help="exit 1 when any check fails (default), only on new failures, or never")
+    r.add_argument("--reruns", type=int, default=1, metavar="N",
+                   help="rerun a failing check up to N times; one that then passes is flaky, not failing (default: 1)")
+    r.add_argument("--retry", action="append", default=[], metavar="CHECK_ID",
+                   help="rerun this check more (3 times) before judging it flaky; what a ticked retry box "
+                        "on the dashboard asks for (repeatable)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,9 +101,11 @@ def prepare(args):
     models, (i, n) = select_models(args)
     settings = build_settings(args)
     baseline = load_baseline(args.baseline) if args.baseline else None
+    if args.reruns < 0:
+        raise UsageError("--reruns must be >= 0")
     run_settings = {**settings.to_dict(), "source": args.suite, "shard": f"{i}/{n}",
                     "baseline": os.path.abspath(args.baseline) if args.baseline else None,
-                    "models": [m.name for m in models]}
+                    "models": [m.name for m in models], "reruns": args.reruns, "retry": sorted(set(args.retry))}
     return models, settings, baseline, run_settings
 
 
@@ -129,7 +136,7 @@ def run(args) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
-                       memory_limit_mb=args.memory_limit_mb)
+                       memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
     print(table(writer.rows), flush=True)
     print(f"results: {os.path.join(args.out, 'results.json')}", file=sys.stderr)
     return exit_code(writer.rows, args.fail_on)
