@@ -152,18 +152,22 @@ def parse_requests(body: str | None) -> Requests:
 
 # ---------------------------------------------------------------------------- the tracker side
 
-def find(tracker: Tracker) -> tuple[Issue | None, dict | None]:
-    """The dashboard issue (authored by the bot, open before closed, then the oldest) and its state."""
+def find_all(tracker: Tracker) -> list[tuple[Issue, dict]]:
+    """Every dashboard issue authored by the bot with its state: open before closed, then the oldest."""
     me = tracker.bot_login()
     found = []
     for issue in tracker.list_issues(LABEL):
         state = fp.parse_marker(issue.body)
         if issue.author == me and issue.title.startswith(TITLE) and state and state.get("kind") == KIND:
             found.append((issue.state != "open", issue.number, issue, state))
-    if not found:
-        return None, None
     found.sort(key=lambda t: t[:2])
-    return found[0][2], found[0][3]
+    return [(t[2], t[3]) for t in found]
+
+
+def find(tracker: Tracker) -> tuple[Issue | None, dict | None]:
+    """The dashboard issue and its state (None, None when there is none yet)."""
+    found = find_all(tracker)
+    return found[0] if found else (None, None)
 
 
 def requests_from(tracker: Tracker) -> Requests:
@@ -450,10 +454,19 @@ def after_report(board: Board, rep, results: dict) -> dict:
     elif board.issue is None:
         issue = tracker.create_issue(title, body, [LABEL], [], SIG)
         action = "created"
+        # Re-check: a concurrent reporter may have created one too. The oldest open one survives.
+        survivor, _ = find(tracker)
+        if survivor is not None and survivor.number != issue.number and survivor.state == "open":
+            tracker.edit_issue(issue.number, state="closed", state_reason="not_planned")
+            issue = tracker.edit_issue(survivor.number, body=body)
+            action = "updated"
     else:
         issue = tracker.edit_issue(board.issue.number, body=body,
                                    state="open" if board.issue.state != "open" else None)
         action = "updated"
+    for extra, _ in find_all(tracker):  # duplicates left by a race: closed, never commented on
+        if extra.number != issue.number and extra.state == "open":
+            tracker.edit_issue(extra.number, state="closed", state_reason="not_planned")
     rec = {"action": "dashboard", "issue": issue.number, "url": issue.url, "fingerprint": None, "checks": [],
            "reason": f"dashboard {action}", "dashboard": action}
     rep.actions.append(rec)

@@ -53,7 +53,9 @@ class ReportOptions:
     artifact_url: str | None = None
     run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
     file_flaky: bool = True  # file failures that passed on rerun (labelled flaky), or only list them
-    dashboard: bool = True  # keep the dashboard issue and its history (bot/dashboard.py)
+    # keep the dashboard issue and its history (bot/dashboard.py); `minify-bot report` turns it on unless
+    # --no-dashboard, library callers opt in
+    dashboard: bool = False
 
 
 @dataclasses.dataclass

@@ -19,6 +19,9 @@ from tests.ghstub.rundir import check_row, failure_record, write_run
 INJECT = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
 
+ON = ReportOptions(dashboard=True)
+
+
 def tracker(stub) -> GitHubTracker:
     return GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0,
                          sleep=lambda s: None)
@@ -76,12 +79,12 @@ def chart_points(body: str) -> list[list[int]]:
 
 def test_three_runs_regression_drop_and_recovery_on_github(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t, ON)
     [board] = dashboards(ghstub)
     assert board["title"].startswith("minify-bot dashboard") and bugs(ghstub) == []
     assert "2 of 2" in board["body"]
 
-    r2 = report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"]), t)
+    r2 = report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"]), t, ON)
     [bug] = bugs(ghstub)
     assert "regression" in labels(bug)  # no --baseline: the history said it passed last time
     [board] = dashboards(ghstub)
@@ -91,7 +94,7 @@ def test_three_runs_regression_drop_and_recovery_on_github(ghstub, tmp_path):
     assert "mlp_relu-inductor-inference-float32-cpu" in new and f"#{bug['number']}" in new
     assert [a for a in r2.actions if a["action"] == "created"][0]["labels"].count("regression") == 1
 
-    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z"), t)
+    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z"), t, ON)
     [board] = dashboards(ghstub)
     row = next(ln for ln in board["body"].splitlines() if ln.startswith("| inductor |"))
     assert "2 of 2" in row and "+1" in row
@@ -108,10 +111,10 @@ def test_three_runs_regression_drop_and_recovery_on_github(ghstub, tmp_path):
 
 def test_known_and_still_failing_without_baseline(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", failing=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", failing=["mlp_relu"]), t, ON)
     [bug] = bugs(ghstub)
     assert "regression" not in labels(bug)  # first run in the history: nothing to compare with
-    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu", "mlp_gelu"]), t)
+    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu", "mlp_gelu"]), t, ON)
     [board] = dashboards(ghstub)
     assert "mlp_relu" in section(board["body"], "Still failing")
     assert "mlp_gelu" in section(board["body"], "New failures")
@@ -121,24 +124,24 @@ def test_known_and_still_failing_without_baseline(ghstub, tmp_path):
 
 def test_user_baseline_overrides_the_history(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t, ON)
     run = sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"], settings={"baseline": "/b.csv"})
     doc = json.loads((run / "results.json").read_text())
     doc["checks"][1]["baseline"] = "known"  # what `check --baseline` wrote
     (run / "results.json").write_text(json.dumps(doc))
-    report_run(run, t)
+    report_run(run, t, ON)
     [bug] = bugs(ghstub)
     assert "regression" not in labels(bug)
 
 
 def test_reporting_the_same_run_twice_does_not_edit_the_dashboard(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t, ON)
     run = sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"])
-    report_run(run, t)
+    report_run(run, t, ON)
     n = len(ghstub.writes())
     before = dashboards(ghstub)[0]["body"]
-    report_run(run, t)
+    report_run(run, t, ON)
     assert len(ghstub.writes()) == n
     assert dashboards(ghstub)[0]["body"] == before
     assert chart_points(before) == [[2, 1]]
@@ -146,16 +149,16 @@ def test_reporting_the_same_run_twice_does_not_edit_the_dashboard(ghstub, tmp_pa
 
 def test_flaky_check_is_listed_not_filed_until_it_keeps_flipping(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", flaky=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", flaky=["mlp_relu"]), t, ON)
     assert bugs(ghstub) == []
     [board] = dashboards(ghstub)
     flaky = section(board["body"], "Flaky")
     assert "mlp_relu-inductor-inference-float32-cpu" in flaky and "not filed" in flaky
     assert "(1 flaky)" in board["body"]
-    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", flaky=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", flaky=["mlp_relu"]), t, ON)
     [bug] = bugs(ghstub)  # flipped twice in the window: filed once, labelled flaky
     assert "flaky" in labels(bug) and "regression" not in labels(bug)
-    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z", flaky=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z", flaky=["mlp_relu"]), t, ON)
     assert len(bugs(ghstub)) == 1 and bugs(ghstub)[0]["state"] == "open"
 
 
@@ -171,13 +174,13 @@ def tick(stub, number: int, kind: str, target) -> None:
 
 def test_ticking_mute_stops_filing_and_updating(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", failing=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", failing=["mlp_relu"]), t, ON)
     [bug] = bugs(ghstub)
     [board] = dashboards(ghstub)
     cid = "mlp_relu-inductor-inference-float32-cpu"
     tick(ghstub, board["number"], "mute", cid)
     bug_writes = len([w for w in ghstub.writes() if w.path.endswith(f"/issues/{bug['number']}")])
-    res = report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu", "mlp_gelu"]), t)
+    res = report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu", "mlp_gelu"]), t, ON)
     assert [w for w in ghstub.writes() if w.path.endswith(f"/issues/{bug['number']}")][bug_writes:] == []
     assert any(a["action"] == "skipped" and "muted" in a["reason"] and a["checks"] == [cid] for a in res.actions)
     [board] = dashboards(ghstub)
@@ -189,15 +192,15 @@ def test_ticking_mute_stops_filing_and_updating(ghstub, tmp_path):
 
 def test_ticking_retry_is_passed_to_the_check_and_cleared_when_done(ghstub, tmp_path):
     t = tracker(ghstub)
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", flaky=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", flaky=["mlp_relu"]), t, ON)
     [board] = dashboards(ghstub)
     cid = "mlp_relu-inductor-inference-float32-cpu"
     tick(ghstub, board["number"], "retry", cid)
     assert dashboard.requests_from(t).retry == {cid}  # what `minify-bot run` passes as --retry
     # a report whose check did not honour it keeps the box ticked
-    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z"), t)
+    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z"), t, ON)
     assert dashboard.requests_from(t).retry == {cid}
-    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z", settings={"retry": [cid]}), t)
+    report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z", settings={"retry": [cid]}), t, ON)
     [board] = dashboards(ghstub)
     assert dashboard.requests_from(t).retry == set()
     assert "retried" in board["body"] and cid in board["body"]
@@ -213,8 +216,8 @@ def test_forged_boxes_and_markers_are_ignored():
 
 def test_dashboard_on_the_local_tracker_is_a_file(tmp_path):
     t = LocalTracker(tmp_path / "issues")
-    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t)
-    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"]), t)
+    report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z"), t, ON)
+    report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu"]), t, ON)
     recs = t.records()
     [board] = [r for r in recs if dashboard.LABEL in r["labels"]]
     assert (tmp_path / "issues" / f"{board['number']}.md").read_text().count("minify-bot dashboard") == 1
@@ -235,7 +238,7 @@ def test_history_of_a_large_sweep_fits_the_body_limit(tmp_path):
     for k in range(3):
         failing = models[k * 7: k * 7 + 40]
         run = sweep(tmp_path / f"r{k}", f"2026-11-2{k}T03:00:00Z", failing=failing, models=models)
-        report_run(run, t, ReportOptions(max_new=2))
+        report_run(run, t, ReportOptions(max_new=2, dashboard=True))
     [board] = [r for r in t.records() if dashboard.LABEL in r["labels"]]
     assert len(board["body"]) <= BODY_LIMIT
     state = fp.parse_marker(board["body"])
@@ -266,3 +269,28 @@ def test_rerun_turns_a_one_off_failure_into_a_flaky_pass(tmp_path):
     fail = {"status": "fail_to_run", "failure_class": "runtime_error"}
     row = run_with_reruns(lambda p: dict(fail), str(tmp_path / "d.log"), 2, progress=lambda m: None)
     assert row["failure_class"] == "runtime_error" and row["reruns"] == 2 and "flaky" not in row
+
+
+def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):
+    import threading
+
+    ghstub.delay = 0.02  # widen the race window
+    runs = [sweep(tmp_path / f"r{k}", f"2026-11-01T00:00:{k:02d}Z") for k in range(4)]
+    errors = []
+    barrier = threading.Barrier(len(runs))
+
+    def go(run):
+        try:
+            barrier.wait()
+            report_run(run, tracker(ghstub), ON)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in runs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert errors == []
+    assert len([i for i in dashboards(ghstub) if i["state"] == "open"]) == 1
+    assert ghstub.comments() == []
