@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import json
 import re
 
 from bot import fingerprint as fp
@@ -235,14 +234,7 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
     s.setdefault("passing", "")
     s.setdefault("older", {"runs": 0, "first": None})
     again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
-    configs: dict[str, list[int]] = {}
-    for row in rows:
-        c = configs.setdefault(config_key(row), [0, 0, 0])
-        c[1] += 1
-        if not is_failure(row):
-            c[0] += 1
-        if row.get("flaky"):
-            c[2] += 1
+    configs = {config_key(c): [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
     entry = {"id": run["id"], "when": run.get("when"), "url": run.get("url"), "configs": configs}
     if again:
         s["runs"][-1] = entry
@@ -474,6 +466,14 @@ def after_report(board: Board, rep, results: dict) -> dict:
     return rec
 
 
-def summary_counts(state: dict) -> dict:
-    """Pass counts per configuration of the last run (for other commands)."""
-    return json.loads(json.dumps((state.get("runs") or [{}])[-1].get("configs") or {}))
+def configuration_counts(rows: list[dict]) -> list[dict]:
+    """Per configuration of a run: {backend, mode, dtype, device, dynamic, passed, total, flaky}, sorted."""
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        c = counts.setdefault(config_key(row), [0, 0, 0])
+        c[1] += 1
+        c[0] += 0 if is_failure(row) else 1
+        c[2] += 1 if row.get("flaky") else 0
+    return [{**config_fields(k), "passed": c[0], "total": c[1], "flaky": c[2]} for k, c in sorted(counts.items())]

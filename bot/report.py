@@ -369,6 +369,7 @@ class _Reporter:
         self.actions: list[dict] = []
         self.commented: set[int] = set()
         self.report_path = run_dir / "report.json"
+        self.configs: list[dict] = []  # pass counts per configuration (bot.dashboard.configuration_counts)
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -577,6 +578,9 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     results, failures, passing = load_run(run)  # all validation happens before any write
     rep = _Reporter(run, tracker, opts)
     rep.run_id = opts.run_id or default_run_id(results)
+    from bot.dashboard import configuration_counts
+
+    rep.configs = configuration_counts(results["checks"])  # pass counts per configuration, for the summary
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
     board = None
     try:
@@ -601,6 +605,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
 def write_summary(rep: _Reporter, failures) -> Path:
     not_filed = [a for a in rep.actions if a["action"] == "capped"]
     text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
+                               configs=rep.configs,
                                not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
                                run_id=rep.run_id, run_url=rep.opts.run_url)
     path = rep.run_dir / "summary.md"

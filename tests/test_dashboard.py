@@ -294,3 +294,21 @@ def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):
     assert errors == []
     assert len([i for i in dashboards(ghstub) if i["state"] == "open"]) == 1
     assert ghstub.comments() == []
+
+
+def test_two_configurations_sharded_over_two_jobs_report_per_configuration(ghstub, tmp_path):
+    from bot.commands.merge import expand, merge
+
+    for backend in ("inductor", "aot_eager"):
+        sweep(tmp_path / "dl" / backend, "2026-11-20T03:00:00Z", backend=backend,
+              failing=["mlp_relu"] if backend == "inductor" else (), settings={"backend": backend})
+    merge(expand([str(tmp_path / "dl")]), tmp_path / "merged")
+    res = report_run(tmp_path / "merged", tracker(ghstub), ON)
+    [bug] = bugs(ghstub)
+    assert "inductor" in labels(bug)
+    [board] = dashboards(ghstub)
+    rows = {ln.split("|")[1].strip(): ln for ln in board["body"].splitlines() if ln.startswith("| ") and " of " in ln}
+    assert "1 of 2" in rows["inductor"] and "2 of 2" in rows["aot\\_eager"]
+    summary = res.summary_path.read_text()
+    assert "| inductor | inference | float32 | cpu | no | 1 of 2 |" in summary
+    assert "| aot\\_eager | inference | float32 | cpu | no | 2 of 2 |" in summary
