@@ -94,3 +94,22 @@ def test_ticked_retry_box_reaches_the_next_run(tmp_path, bot):
     [board] = [r for r in t.records() if dashboard.LABEL in r["labels"]]
     assert f"retried `{cid}`" in board["body"] and f"- [x] <!-- minify-box:retry:{cid}" not in board["body"]
     assert board["comments"] == []
+
+
+def test_matrix_sweep_sharded_over_two_jobs_merges_and_reports_per_configuration(ghstub, tmp_path, bot):
+    for i in (1, 2):
+        check(bot, tmp_path / "dl" / f"shard-{i}", "--matrix", "backend=inductor,aot_eager", "--shard", f"{i}/2",
+              "--config", BUG)
+    proc = bot("merge", tmp_path / "dl", "--out", tmp_path / "merged")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert sorted((r["model"], r["backend"]) for r in results["checks"]) == [
+        ("mlp_gelu", "aot_eager"), ("mlp_gelu", "inductor"), ("mlp_relu", "aot_eager"), ("mlp_relu", "inductor")]
+    res = report_run(tmp_path / "merged", tracker(ghstub), ON)
+    [bug] = bugs(ghstub)  # the relu bug is inductor's: aot_eager passes
+    [filed] = [a for a in res.actions if a["action"] == "created"]
+    assert filed["issue"] == bug["number"] and filed["checks"] == ["mlp_relu-inductor-inference-float32-cpu"]
+    [board] = dashboards(ghstub)
+    rows = {ln.split("|")[1].strip(): ln for ln in board["body"].splitlines() if ln.startswith("| ") and " of " in ln}
+    assert "1 of 2" in rows["inductor"] and "2 of 2" in rows["aot\\_eager"]
+    assert "| aot\\_eager | inference | float32 | cpu | no | 2 of 2 |" in res.summary_path.read_text()

@@ -26,12 +26,16 @@ def _on_term(signum, frame):
     raise _Terminated()
 
 
-def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, baseline=None,
+def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: dict, baseline=None,
               memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
               retry=frozenset()) -> ResultsWriter:
-    """Run the checks; returns the writer (its rows are in results.json whatever happens)."""
+    """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
+    may be a list (a settings matrix, one device): every model is checked under each."""
+    matrix = settings if isinstance(settings, list) else [settings]
+    settings = matrix[0]
+    plan = [(m, s) for s in matrix for m in models]
     writer = ResultsWriter(out_dir, run_settings)
-    total = len(models)
+    total = len(plan)
     if any(m.spec["source"] == "csv" for m in models):
         rows = csv_to_rows([m.spec["record"] for m in models], settings.to_dict())
         for row in rows:
@@ -50,7 +54,7 @@ def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, b
 
             runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
             progress(f"ready in {runner.warm_seconds:.1f}s")
-        for k, m in enumerate(models, 1):
+        for k, (m, settings) in enumerate(plan, 1):
             cid = check_id(m.name, settings)
             log_rel = os.path.join("checks", f"{cid}.log")
             log_path = os.path.join(out_dir, log_rel)

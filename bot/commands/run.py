@@ -71,6 +71,8 @@ def run(args) -> int:
         check_argv += ["--harness-suite", args.harness_suite]
     for c in args.config:
         check_argv += ["--config", c]
+    for m in args.matrix:
+        check_argv += ["--matrix", m]
     check_argv += ["--reruns", str(args.reruns)]
     tracker = args.tracker
     if tracker is None:
