@@ -312,3 +312,25 @@ def test_two_configurations_sharded_over_two_jobs_report_per_configuration(ghstu
     summary = res.summary_path.read_text()
     assert "| inductor | inference | float32 | cpu | no | 1 of 2 |" in summary
     assert "| aot\\_eager | inference | float32 | cpu | no | 2 of 2 |" in summary
+
+
+def test_matrix_flag_expands_to_the_product_and_rejects_bad_axes():
+    import pytest
+
+    from bot.commands.check import parse_matrix
+    from bot.errors import UsageError
+
+    combos = parse_matrix(["backend=inductor,aot_eager", "dynamic=false,true"])
+    assert combos == [{"backend": "inductor", "dynamic": False}, {"backend": "inductor", "dynamic": True},
+                      {"backend": "aot_eager", "dynamic": False}, {"backend": "aot_eager", "dynamic": True}]
+    assert parse_matrix([]) == [{}]
+    for bad in (["device=cpu,cuda"], ["backend"], ["dynamic=maybe"], ["backend=a", "backend=b"]):
+        with pytest.raises(UsageError):
+            parse_matrix(bad)
+
+
+def test_matrix_usage_errors_are_one_line_exit_2(tmp_path, bot):
+    proc = bot("check", "--models", "mlp_relu", "--matrix", "speed=1,2", "--out", tmp_path / "o")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "error: invalid --matrix" in proc.stderr
+    proc = bot("check", "--models", "mlp_relu", "--reruns", "-1", "--out", tmp_path / "o")
+    assert proc.returncode == 2 and "--reruns must be >= 0" in proc.stderr
