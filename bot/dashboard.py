@@ -217,7 +217,6 @@ def failing_view(row: dict) -> dict:
     for key in ("status", "failure_class", "error", "accuracy"):
         if key in first:
             check[key] = first[key]
-    check.setdefault("failure_class", "runtime_error")
     if not check.get("failure_class"):
         check["failure_class"] = "runtime_error"
     return check

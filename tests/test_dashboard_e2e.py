@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot import dashboard
-from bot.report import ReportOptions, report_run
+from bot.report import report_run
 from bot.tracker.local import LocalTracker
 from tests.ghstub.fixtures import ghstub  # noqa: F401
 from tests.test_dashboard import ON, bugs, chart_points, dashboards, labels, section, tracker
