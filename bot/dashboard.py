@@ -417,7 +417,7 @@ def render(renderer, view: dict, state: dict) -> str:
 
 def after_report(board: Board, rep, results: dict) -> dict:
     """Record this run in the history and write the dashboard (create it, or edit it in place: never a
-    comment). Returns the dashboard action (also added to report.json)."""
+    comment). Returns {"issue", "url", "action"} (also report.json's "dashboard")."""
     rows = [r for r in (results.get("checks") or []) if isinstance(r, dict) and r.get("id")]
     for f in board.muted:
         rep.record("skipped", [f], None, "muted on the dashboard; not filed")
@@ -458,9 +458,8 @@ def after_report(board: Board, rep, results: dict) -> dict:
     for extra, _ in find_all(tracker):  # duplicates left by a race: closed, never commented on
         if extra.number != issue.number and extra.state == "open":
             tracker.edit_issue(extra.number, state="closed", state_reason="not_planned")
-    rec = {"action": "dashboard", "issue": issue.number, "url": issue.url, "fingerprint": None, "checks": [],
-           "reason": f"dashboard {action}", "dashboard": action}
-    rep.actions.append(rec)
+    rec = {"issue": issue.number, "url": issue.url, "action": action}
+    rep.dashboard = rec  # report.json "dashboard" (kept apart from the bug-issue actions)
     rep.write_report()
     return rec
 

@@ -370,6 +370,7 @@ class _Reporter:
         self.commented: set[int] = set()
         self.report_path = run_dir / "report.json"
         self.configs: list[dict] = []  # pass counts per configuration (bot.dashboard.configuration_counts)
+        self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.dashboard.after_report)
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -385,6 +386,8 @@ class _Reporter:
         data = {"schema": REPORT_SCHEMA, "run_id": self.run_id, "tracker": self.tracker.name,
                 "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
                 "counts": count_actions(self.actions), "actions": self.actions, "error": error}
+        if self.dashboard:
+            data["dashboard"] = self.dashboard
         tmp = self.report_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, self.report_path)
@@ -605,7 +608,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
 def write_summary(rep: _Reporter, failures) -> Path:
     not_filed = [a for a in rep.actions if a["action"] == "capped"]
     text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
-                               configs=rep.configs,
+                               configs=rep.configs, dashboard=rep.dashboard,
                                not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
                                run_id=rep.run_id, run_url=rep.opts.run_url)
     path = rep.run_dir / "summary.md"

@@ -334,3 +334,12 @@ def test_matrix_usage_errors_are_one_line_exit_2(tmp_path, bot):
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "error: invalid --matrix" in proc.stderr
     proc = bot("check", "--models", "mlp_relu", "--reruns", "-1", "--out", tmp_path / "o")
     assert proc.returncode == 2 and "--reruns must be >= 0" in proc.stderr
+
+
+def test_report_json_names_the_dashboard_apart_from_the_bug_issues(ghstub, tmp_path):
+    res = report_run(sweep(tmp_path / "r1", "2026-11-20T03:00:00Z", failing=["mlp_relu"]), tracker(ghstub), ON)
+    doc = json.loads(res.report_path.read_text())
+    [board] = dashboards(ghstub)
+    assert doc["dashboard"] == {"issue": board["number"], "url": board["html_url"], "action": "created"}
+    assert all(a.get("issue") != board["number"] for a in doc["actions"])
+    assert f"dashboard #{board['number']}" in res.summary_path.read_text()
