@@ -2,7 +2,7 @@
 
 Templates live in ``templates/`` (``--templates DIR`` overrides any of them by file name):
     issue_title.j2, issue_body.md.j2, update_comment.md.j2, reopen_comment.md.j2,
-    close_comment.md.j2, duplicate_comment.md.j2, summary.md.j2
+    close_comment.md.j2, duplicate_comment.md.j2, summary.md.j2, dashboard.md.j2 (docs/dashboard.md)
 Their variables are documented in docs/reporting.md.
 
 Untrusted text (model names, error messages, logs, config values) only reaches markdown through the
@@ -41,7 +41,8 @@ _BUILTIN_DIRS = [
 ]
 
 TEMPLATE_NAMES = ("issue_title.j2", "issue_body.md.j2", "update_comment.md.j2", "reopen_comment.md.j2",
-                  "close_comment.md.j2", "duplicate_comment.md.j2", "summary.md.j2")
+                  "close_comment.md.j2", "duplicate_comment.md.j2", "summary.md.j2",
+                  "dashboard.md.j2")
 
 _MENTION_RX = re.compile(r"@(?=[A-Za-z0-9_-])")
 _REF_RX = re.compile(r"#(?=\d)")

@@ -63,6 +63,9 @@ class ReportOptions:
     # action's `command` input). A command check whose command is one of these is shown verbatim in
     # "Reproduce locally"; any other command string is an artifact's and is never shown as one.
     trusted_commands: tuple[str, ...] = ()
+    # keep the dashboard issue and its history (bot/dashboard.py); `minify-bot report` turns it on unless
+    # --no-dashboard, library callers opt in
+    dashboard: bool = False
 
 
 @dataclasses.dataclass
@@ -423,6 +426,8 @@ class _Reporter:
         self.actions: list[dict] = []
         self.commented: set[int] = set()
         self.report_path = run_dir / rundir.REPORT
+        self.configs: list[dict] = []  # pass counts per configuration (bot.dashboard.configuration_counts)
+        self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.dashboard.after_report)
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -438,6 +443,8 @@ class _Reporter:
         data = {"run_id": self.run_id, "tracker": self.tracker.name,
                 "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
                 "counts": count_actions(self.actions), "actions": self.actions, "error": error}
+        if self.dashboard:
+            data["dashboard"] = self.dashboard
         rundir.write_report(self.run_dir, data)
 
     def run_link(self) -> str:
@@ -671,9 +678,20 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     results, failures, passing = load_run(run)  # all validation happens before any write
     rep = _Reporter(run, tracker, opts)
     rep.run_id = opts.run_id or default_run_id(results)
+    from bot.dashboard import configuration_counts
+
+    rep.configs = configuration_counts(results["checks"])  # pass counts per configuration, for the summary
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
+    board = None
     try:
+        if opts.dashboard:  # history, automatic baseline, mutes and flakes: bot/dashboard.py
+            from bot import dashboard
+
+            board = dashboard.before_report(tracker, results, failures, passing, rep.run_id)
+            failures, passing = board.failures, board.passing
         rep.run(results, failures, passing)
+        if board is not None:
+            dashboard.after_report(board, rep, results)
     except BotError as exc:
         rep.write_report(error=str(exc))
         result.error = str(exc)
@@ -687,6 +705,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
 def write_summary(rep: _Reporter, failures) -> Path:
     not_filed = [a for a in rep.actions if a["action"] == "capped"]
     text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
+                               configs=rep.configs, dashboard=rep.dashboard,
                                not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
                                run_id=rep.run_id, run_url=rep.opts.run_url)
     path = rep.run_dir / "summary.md"

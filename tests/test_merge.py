@@ -104,7 +104,7 @@ def test_missing_shard_gives_incomplete_merge(tmp_path):
 @pytest.mark.parametrize("case,expect", [
     ("same_shard_twice", "shard 1/2 was already given"),
     ("duplicate_check", "is also in"),
-    ("different_backend", "setting 'backend' differs"),
+    ("different_source", "setting 'source' differs"),
     ("different_torch", "torch '2.14.0' differs"),
     ("different_n", "does not belong to a sweep of 2 shards"),
 ])
@@ -115,13 +115,15 @@ def test_conflicting_shards_are_refused(tmp_path, case, expect):
         shard = "1/2"
     elif case == "duplicate_check":
         model = "m1"
-    elif case == "different_backend":
-        kwargs["backend"] = "aot_eager"
     elif case == "different_torch":
         kwargs["torch"] = "2.14.0"
     elif case == "different_n":
         shard = "2/3"
-    make_shard(tmp_path, "b", shard, [check_row(model)], **kwargs)
+    b = make_shard(tmp_path, "b", shard, [check_row(model)], **kwargs)
+    if case == "different_source":
+        doc = json.loads((b / "results.json").read_text())
+        doc["settings"]["source"] = "yaml"
+        (b / "results.json").write_text(json.dumps(doc))
     proc = run_merge(str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "m"), cwd=tmp_path)
     assert proc.returncode == 2
     assert expect in proc.stderr
@@ -188,3 +190,33 @@ def test_refuses_non_empty_output(tmp_path):
     proc = run_merge(str(d), "--out", str(tmp_path / "m"), cwd=tmp_path)
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert (tmp_path / "m" / "keep.txt").read_text() == "mine"
+
+
+def matrix_row(model: str, backend: str, status: str = "pass", failure_class: str | None = None) -> dict:
+    row = check_row(model, status, failure_class)
+    row.update(id=f"{model}-{backend}-inference-float32-cpu", backend=backend,
+               log=f"checks/{model}-{backend}-inference-float32-cpu.log")
+    return row
+
+
+def test_shards_of_two_configurations_merge_side_by_side(tmp_path):
+    # a two-configuration sweep sharded over two jobs: inductor in one, aot_eager in the other
+    make_shard(tmp_path / "dl", "inductor", "1/1", [matrix_row("a", "inductor", "fail_accuracy", "accuracy"),
+                                                    matrix_row("b", "inductor")])
+    make_shard(tmp_path / "dl", "aot_eager", "1/1", [matrix_row("a", "aot_eager"), matrix_row("b", "aot_eager")],
+               backend="aot_eager")
+    proc = run_merge(str(tmp_path / "dl"), "--out", str(tmp_path / "m"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((tmp_path / "m/results.json").read_text())
+    assert results["complete"] is True and "backend" not in results["settings"]
+    assert sorted(c["backend"] for c in results["settings"]["matrix"]) == ["aot_eager", "inductor"]
+    assert sorted(r["backend"] for r in results["checks"]) == ["aot_eager", "aot_eager", "inductor", "inductor"]
+    record = json.loads((tmp_path / "m/merge.json").read_text())
+    assert sorted(s["configuration"] for s in record["shards"]) == ["aot_eager, inference, float32, cpu",
+                                                                     "inductor, inference, float32, cpu"]
+    # and a configuration whose second shard is missing makes the merge incomplete, named
+    make_shard(tmp_path / "dl2", "i1", "1/2", [matrix_row("a", "inductor")])
+    make_shard(tmp_path / "dl2", "e1", "1/1", [matrix_row("a", "aot_eager")], backend="aot_eager")
+    proc = run_merge(str(tmp_path / "dl2"), "--out", str(tmp_path / "m2"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "missing shards: 2/2 (inductor, inference, float32, cpu)" in proc.stdout

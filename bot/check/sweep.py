@@ -11,6 +11,7 @@ from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_basel
 from bot.check.settings import Settings, check_id
 
 IN_PROCESS_SOURCES = ("zoo", "yaml", "huggingface", "timm")
+RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboard
 
 
 def _say(msg: str) -> None:
@@ -25,11 +26,16 @@ def _on_term(signum, frame):
     raise _Terminated()
 
 
-def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, baseline=None,
-              memory_limit_mb: int | None = None, warm: bool = True, progress=_say) -> ResultsWriter:
-    """Run the checks; returns the writer (its rows are in results.json whatever happens)."""
+def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: dict, baseline=None,
+              memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
+              retry=frozenset()) -> ResultsWriter:
+    """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
+    may be a list (a settings matrix, one device): every model is checked under each."""
+    matrix = settings if isinstance(settings, list) else [settings]
+    settings = matrix[0]
+    plan = [(m, s) for s in matrix for m in models]
     writer = ResultsWriter(out_dir, run_settings)
-    total = len(models)
+    total = len(plan)
     if any(m.spec["source"] == "csv" for m in models):
         rows = csv_to_rows([m.spec["record"] for m in models], settings.to_dict())
         for row in rows:
@@ -48,7 +54,7 @@ def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, b
 
             runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
             progress(f"ready in {runner.warm_seconds:.1f}s")
-        for k, m in enumerate(models, 1):
+        for k, (m, settings) in enumerate(plan, 1):
             cid = check_id(m.name, settings)
             log_rel = os.path.join("checks", f"{cid}.log")
             log_path = os.path.join(out_dir, log_rel)
@@ -67,7 +73,9 @@ def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, b
             progress(f"[{k}/{total}] {m.name}: checking ({settings.backend}, {settings.mode}, "
                      f"{settings.dtype}, {settings.device})")
             t0 = time.perf_counter()
-            result = _run_one(runner, m, settings, log_path, out_dir)
+            n_reruns = max(reruns, RETRY_RERUNS) if cid in retry else reruns
+            result = run_with_reruns(lambda path: _run_one(runner, m, settings, path, out_dir),
+                                     log_path, n_reruns, progress=lambda msg: progress(f"[{k}/{total}] {m.name}: {msg}"))
             row = {**base, **result, "log": log_rel}
             row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
             mark_baseline(row, baseline)
@@ -81,6 +89,27 @@ def run_sweep(models, settings: Settings, out_dir: str, *, run_settings: dict, b
         signal.signal(signal.SIGTERM, old)
         writer.finish(complete)
     return writer
+
+
+def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict:
+    """Run a check; when it fails, run it again up to ``reruns`` times before it counts as failing.
+
+    A check that passes on a rerun is the rerun's (passing) result with ``flaky`` set to what the first
+    attempt saw; one that fails every time keeps its first failure, with ``reruns`` = how many were
+    run. Rerun logs are ``<log>.rerun<k>.log`` next to the first attempt's."""
+    result = run_once(log_path)
+    if result.get("failure_class") in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
+        return result
+    base = log_path[:-4] if log_path.endswith(".log") else log_path
+    for k in range(1, reruns + 1):
+        progress(f"{result.get('status')}; rerun {k} of {reruns}")
+        again = run_once(f"{base}.rerun{k}.log")
+        if again.get("failure_class") is None:
+            first = {key: result.get(key) for key in ("status", "failure_class", "error", "accuracy")}
+            first["attempts"] = k + 1
+            first["log"] = os.path.join("checks", os.path.basename(log_path))
+            return {**again, "flaky": first}
+    return {**result, "reruns": reruns}
 
 
 def _run_one(runner, m, settings, log_path, out_dir) -> dict:
@@ -128,6 +157,8 @@ def describe(row: dict) -> str:
     status = row["status"]
     cls = row.get("failure_class")
     text = status if not cls or cls == status else f"{status} ({cls})"
+    if row.get("flaky"):
+        text += f" (flaky: {row['flaky'].get('status')} first, passed on rerun)"
     if row.get("baseline"):
         text += f" [{row['baseline']}]"
     return text

@@ -67,6 +67,9 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="compiler config override, e.g. inductor.max_autotune=true (repeatable)")
+    s.add_argument("--matrix", action="append", default=[], metavar="SETTING=V1,V2",
+                   help="check every model under each value: backend, mode, dtype or dynamic (true/false); "
+                        "repeat for a product, e.g. --matrix backend=inductor,aot_eager --matrix dynamic=false,true")
     s.add_argument("--timeout", type=float, default=600.0, help="seconds per check (default: 600)")
     s.add_argument("--memory-limit-mb", type=int, default=None, help="address-space limit per check (MiB)")
     r = p.add_argument_group("run")
@@ -76,6 +79,11 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="earlier results.json or a harness expected-accuracy CSV: marks failures new or known")
     r.add_argument("--fail-on", default="any", choices=["any", "new", "never"],
                    help="exit 1 when any check fails (default), only on new failures, or never")
+    r.add_argument("--reruns", type=int, default=1, metavar="N",
+                   help="rerun a failing check up to N times; one that then passes is flaky, not failing (default: 1)")
+    r.add_argument("--retry", action="append", default=[], metavar="CHECK_ID",
+                   help="rerun this check more (3 times) before judging it flaky; what a ticked retry box "
+                        "on the dashboard asks for (repeatable)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,16 +153,63 @@ def build_settings(args):
     return s
 
 
+MATRIX_AXES = ("backend", "mode", "dtype", "dynamic")
+
+
+def parse_matrix(items: list[str]) -> list[dict]:
+    """--matrix SETTING=V1,V2 (repeatable) -> the list of setting overrides, one per combination."""
+    import itertools
+
+    axes: dict[str, list] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or key not in MATRIX_AXES or not vals:
+            raise UsageError(f"invalid --matrix {item!r}: expected SETTING=V1,V2 with SETTING one of "
+                             f"{', '.join(MATRIX_AXES)}")
+        if key in axes:
+            raise UsageError(f"--matrix {key} given twice")
+        if key == "dynamic":
+            bad = [v for v in vals if v.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off")]
+            if bad:
+                raise UsageError(f"invalid --matrix dynamic value {bad[0]!r}: expected true or false")
+            vals = [v.lower() in ("true", "1", "yes", "on") for v in vals]
+        axes[key] = list(dict.fromkeys(vals))
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())] if axes else [{}]
+
+
+def build_matrix(args) -> list:
+    import copy
+
+    combos = parse_matrix(args.matrix)
+    if len(combos) > 1 and args.suite == "csv":
+        raise UsageError("--matrix does not apply to --suite csv (an imported CSV has one configuration)")
+    out = []
+    for combo in combos:
+        a = copy.copy(args)
+        for k, v in combo.items():
+            setattr(a, k, v)
+        out.append(build_settings(a))
+    return out
+
+
 def prepare(args):
-    """Validate everything before anything is written: returns (models, settings, baseline, run_settings)."""
+    """Validate everything before anything is written: returns (models, settings, baseline, run_settings);
+    settings is a list when --matrix asks for several configurations."""
     from bot.check.results import load_baseline
 
     models, (i, n) = select_models(args)
-    settings = build_settings(args)
+    matrix = build_matrix(args)
+    settings = matrix[0] if len(matrix) == 1 else matrix
     baseline = load_baseline(args.baseline) if args.baseline else None
-    run_settings = {**settings.to_dict(), "source": args.suite, "shard": f"{i}/{n}",
+    if args.reruns < 0:
+        raise UsageError("--reruns must be >= 0")
+    run_settings = {**matrix[0].to_dict(), "source": args.suite, "shard": f"{i}/{n}",
                     "baseline": os.path.abspath(args.baseline) if args.baseline else None,
-                    "models": [m.name for m in models]}
+                    "models": [m.name for m in models], "reruns": args.reruns, "retry": sorted(set(args.retry))}
+    if len(matrix) > 1:
+        run_settings["matrix"] = [{k: v for k, v in s.to_dict().items() if k != "timeout"} for s in matrix]
     return models, settings, baseline, run_settings
 
 
@@ -182,7 +237,7 @@ def run(args) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
-                       memory_limit_mb=args.memory_limit_mb)
+                       memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
     print(table(writer.rows), flush=True)
     print(f"results: {os.path.join(args.out, 'results.json')}", file=sys.stderr)
     return exit_code(writer.rows, args.fail_on)

@@ -3,7 +3,11 @@
 Each shard directory is untrusted input (it comes back as an artifact from a job that ran model
 code): it is validated by bot.rundir's untrusted reader before anything is copied. The merge refuses, with exit 2,
 anything that would make the combined report wrong: the same shard twice, shards of different
-sweeps (settings or torch differ), or one check id in two shards.
+sweeps (source, timeout, baseline or torch differ), or one check id in two shards.
+
+Shards may carry different check settings (a settings matrix: inductor and aot_eager, dynamic shapes
+off and on): each configuration is a sweep of its own, sharded i/N, and the merged results.json lists
+the configurations under settings.matrix; every check row keeps its own settings.
 """
 
 from __future__ import annotations
@@ -24,7 +28,22 @@ size-capped; links, unexpected files and oversize files are refused. A directory
 results.json but has shard directories inside (what download-artifact produces) is expanded."""
 
 # settings that must agree between shards of one sweep
-_SAME_SETTINGS = ("source", "backend", "mode", "dtype", "device", "dynamic", "config", "timeout", "baseline")
+_SAME_SETTINGS = ("source", "timeout", "baseline")
+# settings that make a configuration: shards of different configurations are merged side by side
+_CONFIG_SETTINGS = ("backend", "mode", "dtype", "device", "dynamic", "config")
+
+
+def _configuration(settings: dict) -> tuple[str, list[dict]]:
+    """(key, configurations) of a shard: its own settings, or the matrix it swept."""
+    matrix = settings.get("matrix")
+    configs = matrix if isinstance(matrix, list) and matrix else [{k: settings.get(k) for k in _CONFIG_SETTINGS}]
+    configs = [{k: c.get(k) for k in _CONFIG_SETTINGS} for c in configs if isinstance(c, dict)]
+    return json.dumps(configs, sort_keys=True), configs
+
+
+def _label(configs: list[dict]) -> str:
+    return "; ".join(f"{c.get('backend')}, {c.get('mode')}, {c.get('dtype')}, {c.get('device')}"
+                     + (", dynamic" if c.get("dynamic") else "") for c in configs)
 
 
 def add_arguments(parser) -> None:
@@ -79,8 +98,9 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
     first = runs[0].results
     base_settings = first.get("settings") or {}
     base_torch = (first.get("versions") or {}).get("torch")
-    shards: dict[int, Path] = {}
-    total_n = None
+    shards: dict[tuple[str, int], Path] = {}
+    total_n: dict[str, int] = {}
+    groups: dict[str, list[dict]] = {}
     owner: dict[str, str] = {}
     for run in runs:
         where = run.root.name
@@ -93,13 +113,15 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
         if torch_version != base_torch:
             raise UsageError(f"{where}: torch {torch_version!r} differs from {runs[0].root.name} ({base_torch!r})")
         i, n = _shard(run.results, where)
-        if total_n is None:
-            total_n = n
-        elif n != total_n:
-            raise UsageError(f"{where}: shard {i}/{n} does not belong to a sweep of {total_n} shards")
-        if i in shards:
-            raise UsageError(f"{where}: shard {i}/{n} was already given ({shards[i].name})")
-        shards[i] = run.root
+        key, configs = _configuration(settings)
+        groups.setdefault(key, configs)
+        if key not in total_n:
+            total_n[key] = n
+        elif n != total_n[key]:
+            raise UsageError(f"{where}: shard {i}/{n} does not belong to a sweep of {total_n[key]} shards")
+        if (key, i) in shards:
+            raise UsageError(f"{where}: shard {i}/{n} was already given ({shards[key, i].name})")
+        shards[key, i] = run.root
         for row in run.results["checks"]:
             if row["id"] in owner:
                 raise UsageError(f"{where}: check {row['id']!r} is also in {owner[row['id']]}")
@@ -108,7 +130,9 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: the output directory exists and is not empty")
-    missing = sorted(set(range(1, total_n + 1)) - set(shards))
+    several = len(groups) > 1
+    missing = [f"{i}/{n}" + (f" ({_label(groups[key])})" if several else "")
+               for key, n in total_n.items() for i in range(1, n + 1) if (key, i) not in shards]
     complete = not missing and all(r.results.get("complete", False) for r in runs)
 
     staging = out.with_name(out.name + ".merging")
@@ -130,6 +154,10 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
     ends = [r.results.get("finished") for r in runs]
     merged = dict(first)
     merged["settings"] = dict(base_settings, shard="1/1")
+    if several:  # a settings matrix: the configurations side by side, each row keeps its own settings
+        for k in _CONFIG_SETTINGS:
+            merged["settings"].pop(k, None)
+        merged["settings"]["matrix"] = [c for configs in groups.values() for c in configs]
     merged["started"] = min(starts) if starts else None
     merged["finished"] = None if (not ends or None in ends) else max(ends)
     merged["complete"] = complete
@@ -139,10 +167,11 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
         rundir.concat_csv(staging, [r.root / rundir.RESULTS_CSV for r in runs])
     record = {
         "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "shards": [{"shard": f"{i}/{total_n}", "dir": shards[i].name,
-                    "checks": sum(1 for row in checks if owner[row["id"]] == shards[i].name)}
-                   for i in sorted(shards)],
-        "missing_shards": [f"{i}/{total_n}" for i in missing],
+        "shards": [{"shard": f"{i}/{total_n[key]}", "dir": shards[key, i].name,
+                    "configuration": _label(groups[key]),
+                    "checks": sum(1 for row in checks if owner[row["id"]] == shards[key, i].name)}
+                   for key, i in sorted(shards)],
+        "missing_shards": missing,
         "ignored_files": {r.root.name: r.ignored for r in runs if r.ignored},
         "complete": complete,
         "checks": len(checks),

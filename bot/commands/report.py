@@ -47,6 +47,10 @@ def add_arguments(p) -> None:
                         "run directory is never shown as a command")
     p.add_argument("--no-file-flaky", dest="file_flaky", action="store_false",
                    help="do not file failures that passed on rerun (default: file them, labelled flaky)")
+    p.add_argument("--dashboard", dest="dashboard", action="store_true", default=True,
+                   help="keep the dashboard issue: history, automatic baseline, checkbox requests (default)")
+    p.add_argument("--no-dashboard", dest="dashboard", action="store_false",
+                   help="no dashboard issue and no history (regressions only from check --baseline)")
 
 
 def _default_run_url() -> str | None:
@@ -81,7 +85,7 @@ def run(args) -> int:
     opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
                          run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
-                         run_id=args.run_id, file_flaky=args.file_flaky,
+                         run_id=args.run_id, file_flaky=args.file_flaky, dashboard=args.dashboard,
                          pr_run=args.pr_run, trusted_commands=tuple(args.trusted_commands))
     tracker = make_tracker(args)
     try:

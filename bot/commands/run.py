@@ -76,6 +76,15 @@ def run(args) -> int:
         check_argv += ["--error-pattern", p]
     for c in args.config:
         check_argv += ["--config", c]
+    for m in args.matrix:
+        check_argv += ["--matrix", m]
+    check_argv += ["--reruns", str(args.reruns)]
+    tracker = args.tracker
+    if tracker is None:
+        tracker = "github" if (os.environ.get("GITHUB_TOKEN") and args.repo and not args.dry_run) else "local"
+    retry = list(args.retry) + ([] if args.no_report or args.list else _dashboard_retry(args, tracker))
+    for check_id in dict.fromkeys(retry):
+        check_argv += ["--retry", check_id]
     _stage("check")
     rc_check = main(check_argv)
     if args.list or rc_check not in (EXIT_OK, EXIT_FAILURES):
@@ -95,9 +104,6 @@ def run(args) -> int:
     if args.no_report:
         return rc_check
     _stage("report")
-    tracker = args.tracker
-    if tracker is None:
-        tracker = "github" if (os.environ.get("GITHUB_TOKEN") and args.repo and not args.dry_run) else "local"
     report_argv = ["report", "--out", out, "--tracker", tracker, "--label", args.label,
                    "--max-new", str(args.max_new), "--close-after", str(args.close_after)]
     for name, val in (("--issues-dir", args.issues_dir), ("--repo", args.repo), ("--api-url", args.api_url),
@@ -114,6 +120,27 @@ def run(args) -> int:
     if rc_minify == EXIT_INTERNAL:
         return EXIT_INTERNAL
     return rc_check
+
+
+def _dashboard_retry(args, tracker_kind: str) -> list[str]:
+    """The checks whose retry box is ticked on the dashboard (read with the report's tracker)."""
+    import argparse
+
+    from bot import dashboard
+    from bot.commands.report import make_tracker
+    from bot.errors import BotError
+
+    ns = argparse.Namespace(out=args.out, dry_run=args.dry_run, tracker=tracker_kind, issues_dir=args.issues_dir,
+                            repo=args.repo, token=None, api_url=args.api_url, bot_login=None)
+    try:
+        t = make_tracker(ns)
+        try:
+            return sorted(dashboard.requests_from(t).retry)
+        finally:
+            t.close()
+    except BotError as exc:
+        print(f"dashboard not read (retry boxes ignored this run): {exc}", file=sys.stderr)
+        return []
 
 
 def _has_failures(out: str) -> bool:

@@ -97,7 +97,7 @@ def run(args) -> int:
         say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
             f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
 
-        report = ["report", "--out", out, "--tracker", "local", "--issues-dir", issues]
+        report = ["report", "--out", out, "--tracker", "local", "--issues-dir", issues, "--no-dashboard"]
         rc = main(report)
         _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
         counts = rundir.read_report(out).get("counts", {})

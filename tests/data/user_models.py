@@ -59,3 +59,16 @@ def relu_under_buggy_compiler(batch_size=4):
     if os.environ.get("MINIFY_TEST_COMPILER_BUG") == "1":
         inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
     return ReluNet(), (torch.randn(batch_size, 8),)
+
+
+def relu_fails_first_time(batch_size=4):
+    """A flaky check: the first build (per MINIFY_TEST_FLAKY_DIR) plays a miscompiling compiler, later ones do not.
+
+    The checks run in forked children, so the marker file is what remembers the first build."""
+    import torch._inductor.config as inductor_config
+
+    marker = os.path.join(os.environ["MINIFY_TEST_FLAKY_DIR"], "built-once")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+    return ReluNet(), (torch.randn(batch_size, 8),)

@@ -1,0 +1,477 @@
+"""The dashboard: one issue the bot edits every run, holding the sweep's history.
+
+It is three things (docs/dashboard.md):
+- the history store: the hidden marker at the end of the dashboard issue's body keeps, for the last
+  ``MAX_RUNS`` runs, the pass counts per configuration and, per check, its status, failure class,
+  fingerprint and a one-letter-per-run history; older runs are compacted into a count. The next
+  report reads it back with the token it already has: no file for the user to keep.
+- the automatic baseline: with no ``--baseline``, a failure whose check passed in the previous run is
+  new (a regression), one that was failing is known, a pass that was failing is fixed.
+- the requests people make by ticking checkboxes in the body: mute a check, retry a flaky check,
+  re-minify an issue's checks.
+
+The report lifecycle calls ``before_report`` (reads; applies the baseline, mutes, flakes) and
+``after_report`` (writes the dashboard); ``requests_from`` serves the check stage.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import re
+
+from bot import fingerprint as fp
+from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
+from bot.tracker.base import Issue, Tracker
+
+LABEL = "minify-bot-dashboard"
+TITLE = "minify-bot dashboard"
+KIND = "dashboard"
+SIG = "minify-bot-dashboard"  # stands in the marker's "sigs" so trackers can find a lost create
+MAX_RUNS = 30  # runs kept in full; older ones are compacted into a count
+STATE_BUDGET = 40000  # characters of marker JSON; the rest of the 65,536 is the rendered body
+FLIP_WINDOW = 10  # runs looked at to decide that a check "keeps flipping"
+FLIP_LIMIT = 2  # flaky reruns + pass/fail flips in the window from which a flaky check is filed
+LIST_LIMIT = 50  # rows per list before the budget cuts further
+
+# one letter per run in a check's history
+PASS, FAIL, FLAKY, MUTED = "P", "F", "K", "M"
+
+_BOX_RX = re.compile(r"^\s*[-*] \[( |x|X)\] <!-- minify-box:(mute|retry|reminify):([A-Za-z0-9_.-]{1,200}) -->",
+                     re.M)
+
+
+# ---------------------------------------------------------------------------- records
+
+@dataclasses.dataclass
+class Requests:
+    """What the ticked boxes ask of the next run."""
+    mute: set[str] = dataclasses.field(default_factory=set)  # check ids
+    retry: set[str] = dataclasses.field(default_factory=set)  # check ids
+    reminify: set[int] = dataclasses.field(default_factory=set)  # issue numbers
+
+    def to_dict(self) -> dict:
+        return {"mute": sorted(self.mute), "retry": sorted(self.retry), "reminify": sorted(self.reminify)}
+
+
+@dataclasses.dataclass
+class Board:
+    """The dashboard as read before a report, and what the report should see."""
+    issue: Issue | None
+    state: dict
+    requests: Requests
+    failures: list  # bot.report.Failure, muted ones removed, flipping flaky ones added
+    passing: list[dict]  # passing rows, flaky ones removed (a flaky pass does not close an issue)
+    muted: list  # bot.report.Failure of muted checks
+    flaky_rows: list[dict]  # rows that failed and then passed on rerun
+    auto_baseline: bool  # whether the history was used as the baseline
+    run_id: str = ""
+
+
+def empty_state() -> dict:
+    return {"kind": KIND, "sigs": [SIG], "v": 1, "runs": [], "older": {"runs": 0, "first": None},
+            "checks": {}, "passing": ""}
+
+
+# ---------------------------------------------------------------------------- small helpers
+
+def config_key(row: dict) -> str:
+    """The configuration a check belongs to: backend, mode, dtype, device type, dynamic shapes.
+    Compiler config overrides are not part of it (a run with an injected bug is the same config)."""
+    return "|".join([str(row.get("backend")), str(row.get("mode")), str(row.get("dtype")),
+                     fp.device_type(row.get("device")), "dynamic" if row.get("dynamic") else "static"])
+
+
+def config_fields(key: str) -> dict:
+    backend, mode, dtype, device, dyn = (key.split("|") + ["?"] * 5)[:5]
+    return {"backend": backend, "mode": mode, "dtype": dtype, "device": device, "dynamic": dyn == "dynamic"}
+
+
+HASH_LEN = 8
+
+
+def _hash(check_id: str) -> str:
+    return hashlib.sha1(check_id.encode()).hexdigest()[:HASH_LEN]
+
+
+def _passing_set(state: dict) -> set[str]:
+    """Checks compacted away because they always passed: their id hashes, concatenated in one string."""
+    text = state.get("passing") or ""
+    return {text[i:i + HASH_LEN] for i in range(0, len(text), HASH_LEN)}
+
+
+def letter(row: dict, muted: bool = False) -> str:
+    if row.get("flaky"):
+        return FLAKY
+    if is_failure(row):
+        return MUTED if muted else FAIL
+    return PASS
+
+
+def flips(history: str) -> int:
+    """Flaky reruns plus pass<->fail changes in the last FLIP_WINDOW runs."""
+    h = history[-FLIP_WINDOW:]
+    n = h.count(FLAKY)
+    seq = [c for c in h if c in (PASS, FAIL)]
+    n += sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+    return n
+
+
+def previous_status(state: dict, check_id: str, run_id: str | None = None) -> str | None:
+    """The check's status in the last run the history knows of before ``run_id``, or None when it never
+    ran. (Reporting a run again compares against the run before it, not against itself.)"""
+    again = bool(state.get("runs")) and run_id is not None and state["runs"][-1].get("id") == run_id
+    ent = (state.get("checks") or {}).get(check_id)
+    if ent:
+        return ent.get("b") if again else ent.get("s")
+    if _hash(check_id) in _passing_set(state):
+        return "pass"
+    return None
+
+
+def _box_ok(check_id: str) -> bool:
+    """Whether a check id can sit in a box's hidden tag (no way to close the HTML comment early)."""
+    return bool(re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", check_id)) and "--" not in check_id
+
+
+def parse_requests(body: str | None) -> Requests:
+    """The ticked boxes of a dashboard body. Only boxes the bot wrote count (each carries a hidden tag)."""
+    req = Requests()
+    for mark, kind, target in _BOX_RX.findall(body or ""):
+        if mark == " ":
+            continue
+        if kind == "reminify":
+            if target.isdigit():
+                req.reminify.add(int(target))
+        else:
+            getattr(req, kind).add(target)
+    return req
+
+
+# ---------------------------------------------------------------------------- the tracker side
+
+def find_all(tracker: Tracker) -> list[tuple[Issue, dict]]:
+    """Every dashboard issue authored by the bot with its state: open before closed, then the oldest."""
+    me = tracker.bot_login()
+    found = []
+    for issue in tracker.list_issues(LABEL):
+        state = fp.parse_marker(issue.body)
+        if issue.author == me and issue.title.startswith(TITLE) and state and state.get("kind") == KIND:
+            found.append((issue.state != "open", issue.number, issue, state))
+    found.sort(key=lambda t: t[:2])
+    return [(t[2], t[3]) for t in found]
+
+
+def find(tracker: Tracker) -> tuple[Issue | None, dict | None]:
+    """The dashboard issue and its state (None, None when there is none yet)."""
+    found = find_all(tracker)
+    return found[0] if found else (None, None)
+
+
+def requests_from(tracker: Tracker) -> Requests:
+    """What the dashboard's ticked boxes ask for (empty when there is no dashboard yet)."""
+    issue, _ = find(tracker)
+    return parse_requests(issue.body) if issue else Requests()
+
+
+# ---------------------------------------------------------------------------- before the report
+
+def before_report(tracker: Tracker, results: dict, failures: list, passing: list[dict], run_id: str) -> Board:
+    """Read the dashboard; apply the automatic baseline (unless the check had --baseline), drop muted
+    failures, and turn flaky checks that keep flipping into failures to file (labelled flaky)."""
+    from bot.report import Failure
+
+    issue, state = find(tracker)
+    state = state if state is not None else empty_state()
+    requests = parse_requests(issue.body) if issue else Requests()
+    rows = [f.check for f in failures] + list(passing)
+    flaky_rows = [r for r in (results.get("checks") or []) if isinstance(r, dict) and r.get("flaky")
+                  and not is_failure(r)]
+    user_baseline = bool((results.get("settings") or {}).get("baseline"))
+    again = bool(state.get("runs")) and state["runs"][-1].get("id") == run_id
+    auto = not user_baseline and len(state.get("runs") or []) > (1 if again else 0)
+    if auto:
+        for row in rows + flaky_rows:
+            before = previous_status(state, row["id"], run_id)
+            mark_baseline(row, {row["id"]: before} if before is not None else {})
+    kept, muted = [], []
+    for f in failures:
+        (muted if f.check["id"] in requests.mute else kept).append(f)
+    flaky_ids = {r["id"] for r in flaky_rows}
+    passing = [r for r in passing if r["id"] not in flaky_ids]
+    for row in flaky_rows:
+        ent = (state.get("checks") or {}).get(row["id"]) or {}
+        history = (ent.get("h") or "") + FLAKY
+        if flips(history) >= FLIP_LIMIT and row["id"] not in requests.mute:
+            check = failing_view(row)
+            kept.append(Failure(check, {"flaky": True}, None, None, fp.compute(check, None)))
+    return Board(issue=issue, state=state, requests=requests, failures=kept, passing=passing, muted=muted,
+                 flaky_rows=flaky_rows, auto_baseline=auto, run_id=run_id)
+
+
+def failing_view(row: dict) -> dict:
+    """A flaky row (passed on rerun) as the failing check its first attempt was."""
+    first = row.get("flaky") or {}
+    check = copy.deepcopy(row)
+    for key in ("status", "failure_class", "error", "accuracy"):
+        if key in first:
+            check[key] = first[key]
+    if not check.get("failure_class"):
+        check["failure_class"] = "runtime_error"
+    return check
+
+
+# ---------------------------------------------------------------------------- history
+
+def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fingerprints: dict[str, str],
+               issues: dict[str, int] | None = None) -> dict:
+    """Fold one run into the history. ``run`` = {"id", "when", "url", "artifact_url"}. Reporting the same
+    run again replaces its entry instead of adding one."""
+    s = copy.deepcopy(state) if state else empty_state()
+    s.setdefault("checks", {})
+    s.setdefault("passing", "")
+    s.setdefault("older", {"runs": 0, "first": None})
+    again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
+    configs = {config_key(c): [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
+    entry = {"id": run["id"], "when": run.get("when"), "url": run.get("url"), "configs": configs}
+    if again:
+        s["runs"][-1] = entry
+    else:
+        s["runs"].append(entry)
+    while len(s["runs"]) > MAX_RUNS:
+        old = s["runs"].pop(0)
+        s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
+        s["older"]["first"] = s["older"].get("first") or old.get("when")
+    passing_hashes = _passing_set(s)
+    for row in rows:
+        cid = row["id"]
+        ent = s["checks"].get(cid)
+        if ent is None:
+            h = PASS if _hash(cid) in passing_hashes else ""
+            passing_hashes.discard(_hash(cid))
+            ent = {"h": h}
+        elif again and ent.get("h"):
+            ent["h"] = ent["h"][:-1]
+        if not again:
+            ent["b"] = ent.get("s")
+        ent["h"] = (ent.get("h", "") + letter(row, cid in muted_ids))[-MAX_RUNS:]
+        first = row.get("flaky") or {}
+        ent["s"] = first.get("status", row.get("status")) if row.get("flaky") else row.get("status")
+        ent["c"] = first.get("failure_class") if row.get("flaky") else row.get("failure_class")
+        ent["f"] = fingerprints.get(cid)
+        if (issues or {}).get(cid):
+            ent["i"] = issues[cid]  # the bug issue last linked to this check (kept while it passes)
+        ent["k"] = config_key(row)
+        ent["m"] = str(row.get("model"))[:200]
+        s["checks"][cid] = ent
+    s["passing"] = "".join(sorted(passing_hashes))
+    return compact(s)
+
+
+def _size(state: dict) -> int:
+    return len(fp.make_marker(state))
+
+
+def compact(state: dict, budget: int = STATE_BUDGET) -> dict:
+    """Keep the marker under ``budget`` characters: first forget the details of checks that passed in
+    every run they were seen (only a short hash of their id is kept, enough for the baseline), then
+    shorten histories, then drop fingerprints, then drop the oldest runs."""
+    s = state
+    if _size(s) <= budget:
+        return s
+    s = copy.deepcopy(state)
+    hashes = _passing_set(s)
+    for cid in [c for c, e in s["checks"].items() if set(e.get("h") or PASS) == {PASS}]:
+        hashes.add(_hash(cid))
+        del s["checks"][cid]
+    s["passing"] = "".join(sorted(hashes))
+    for keep in (10, 3):
+        if _size(s) <= budget:
+            return s
+        for e in s["checks"].values():
+            e["h"] = (e.get("h") or "")[-keep:]
+    if _size(s) > budget:
+        for e in s["checks"].values():
+            e.pop("f", None)
+            e.pop("m", None)
+    while _size(s) > budget and len(s["runs"]) > 3:
+        old = s["runs"].pop(0)
+        s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
+        s["older"]["first"] = s["older"].get("first") or old.get("when")
+    if _size(s) > budget:  # a sweep of tens of thousands of checks: keep only the failing ones
+        s["passing"] = ""
+        s["checks"] = {c: e for c, e in s["checks"].items() if e.get("s") not in PASS_STATUSES}
+    return s
+
+
+# ---------------------------------------------------------------------------- the view
+
+def _links(actions: list[dict]) -> dict[str, dict]:
+    """check id -> {"issue", "url", "action"} from this run's report actions."""
+    out: dict[str, dict] = {}
+    for a in actions:
+        for cid in a.get("checks") or []:
+            if a.get("issue") and (cid not in out or not out[cid].get("issue")):
+                out[cid] = {"issue": a["issue"], "url": a.get("url"), "action": a["action"]}
+            elif cid not in out:
+                out[cid] = {"issue": None, "url": None, "action": a["action"], "reason": a.get("reason")}
+    return out
+
+
+def _chart_label(when, k: int) -> str:
+    text = re.sub(r"[^0-9:T-]", "", str(when or ""))
+    m = re.match(r"\d{4}-(\d\d-\d\d)T(\d\d:\d\d)", text)
+    return f"{k}: {m.group(1)} {m.group(2)}" if m else f"run {k}"
+
+
+def build_view(board: Board, state: dict, rows: list[dict], actions: list[dict], run: dict,
+               honoured: dict) -> dict:
+    """Everything templates/dashboard.md.j2 shows."""
+    links = _links(actions)
+    runs = state["runs"]
+    prev = runs[-2] if len(runs) >= 2 else None
+    cur = runs[-1]
+    configs = []
+    for key in sorted(cur["configs"]):
+        passed, total, flaky = (cur["configs"][key] + [0, 0, 0])[:3]
+        before = (prev or {}).get("configs", {}).get(key)
+        configs.append({**config_fields(key), "key": key, "passed": passed, "total": total, "flaky": flaky,
+                        "delta": (passed - before[0]) if before else None,
+                        "prev_total": before[1] if before else None})
+    muted_ids = {f.check["id"] for f in board.muted}
+    old = board.state.get("checks") or {}
+
+    def item(row, **extra):
+        link = links.get(row["id"]) or {}
+        issue = link.get("issue")
+        if issue is None and not is_failure(row) and not row.get("flaky"):
+            issue = (old.get(row["id"]) or {}).get("i")  # a fixed check: the issue of its last failure
+        return {"id": row["id"], "model": row.get("model"), "config": config_key(row),
+                "status": row.get("status"), "class": row.get("failure_class"), "issue": issue,
+                "url": link.get("url"), "why": link.get("reason"), **extra}
+
+    new, known, fixed, flaky, muted = [], [], [], [], []
+    for row in sorted(rows, key=lambda r: r["id"]):
+        before = previous_status(board.state, row["id"], board.run_id) if board.auto_baseline else None
+        failed_before = before is not None and before not in PASS_STATUSES
+        if row["id"] in muted_ids:
+            muted.append(item(row))
+        elif row.get("flaky"):
+            first = row["flaky"]
+            flaky.append(item(row, status=first.get("status"), flips=flips(((old.get(row["id"]) or {}).get("h") or "")
+                                                                             + FLAKY)))
+        elif is_failure(row):
+            (known if failed_before else new).append(item(row))
+        elif failed_before:
+            fixed.append(item(row, before=before))
+    chart_runs = runs[-MAX_RUNS:]
+    keys = [c["key"] for c in configs]
+    chart = {"x": [_chart_label(r.get("when"), k) for k, r in enumerate(chart_runs, 1)],
+             "lines": [[(r["configs"].get(key) or [0, 0])[0] for r in chart_runs] for key in keys],
+             "ymax": max([1] + [(r["configs"].get(key) or [0, 0])[1] for r in chart_runs for key in keys]),
+             "names": keys}
+    reminify = sorted({i["issue"] for i in new + known if i["issue"]})
+    boxable = [i["id"] for i in new + known + flaky + muted if _box_ok(i["id"])]
+    return {"run": run, "configs": configs, "new": new, "known": known, "fixed": fixed, "flaky": flaky,
+            "muted": muted, "chart": chart, "older": state.get("older") or {}, "n_runs": len(runs),
+            "boxes": {"reminify": reminify, "retry": [i["id"] for i in flaky if _box_ok(i["id"])],
+                      "mute": sorted(set(boxable)),
+                      "muted": muted_ids},
+            "honoured": honoured, "auto_baseline": board.auto_baseline,
+            "omitted": {}}
+
+
+def _budget_steps(view: dict):
+    """Progressively shorter views for a body that does not fit."""
+    for limit in (LIST_LIMIT, 10, 0):
+        v = dict(view)
+        v["omitted"] = {}
+        for key in ("known", "fixed", "flaky", "new", "muted"):
+            if len(view[key]) > limit:
+                v[key] = view[key][:limit]
+                v["omitted"][key] = len(view[key]) - limit
+        boxes = dict(view["boxes"])
+        boxes["mute"] = [m for m in boxes["mute"] if m in boxes["muted"]] if limit < LIST_LIMIT else boxes["mute"][:limit]
+        v["boxes"] = boxes
+        yield v
+
+
+def render(renderer, view: dict, state: dict) -> str:
+    from bot.render import BODY_BUDGET
+
+    marker = fp.make_marker(state)
+    room = BODY_BUDGET - len(marker) - 2
+    text = renderer.render("dashboard.md.j2", **view)
+    if len(text) > room:
+        for v in _budget_steps(view):
+            text = renderer.render("dashboard.md.j2", **v)
+            if len(text) <= room:
+                break
+    if len(text) > room:
+        text = text[: room - 200] + "\n\n[... dashboard truncated to fit GitHub's limit; see the artifacts ...]\n"
+    return text.rstrip("\n") + "\n\n" + marker + "\n"
+
+
+# ---------------------------------------------------------------------------- after the report
+
+def after_report(board: Board, rep, results: dict) -> dict:
+    """Record this run in the history and write the dashboard (create it, or edit it in place: never a
+    comment). Returns {"issue", "url", "action"} (also report.json's "dashboard")."""
+    rows = [r for r in (results.get("checks") or []) if isinstance(r, dict) and r.get("id")]
+    for f in board.muted:
+        rep.record("skipped", [f], None, "muted on the dashboard; not filed")
+    fingerprints = {}
+    for f in board.failures + board.muted:
+        fingerprints[f.check["id"]] = f.fingerprint.primary
+    run = {"id": rep.run_id, "when": results.get("finished") or results.get("started"), "url": rep.opts.run_url,
+           "artifact_url": rep.opts.artifact_url}
+    muted_ids = {f.check["id"] for f in board.muted}
+    issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
+    state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)
+    honoured_retry = set((results.get("settings") or {}).get("retry") or [])
+    honoured = {"retry": sorted(board.requests.retry & honoured_retry),
+                "reminify": sorted(board.requests.reminify), "mute": sorted(muted_ids)}
+    view = build_view(board, state, rows, rep.actions, run, honoured)
+    # boxes still waiting for a run that can honour them stay ticked
+    view["boxes"]["pending_retry"] = sorted(board.requests.retry - honoured_retry)
+    view["boxes"]["muted"] = sorted(board.requests.mute)
+    body = render(rep.renderer, view, state)
+    title = TITLE
+    tracker = rep.tracker
+    tracker.ensure_label(LABEL, "0e8a16", "The minify-bot dashboard: status over time, requests by checkbox")
+    if board.issue is not None and board.issue.body == body and board.issue.state == "open":
+        issue, action = board.issue, "unchanged"
+    elif board.issue is None:
+        issue = tracker.create_issue(title, body, [LABEL], [], SIG)
+        action = "created"
+        # Re-check: a concurrent reporter may have created one too. The oldest open one survives.
+        survivor, _ = find(tracker)
+        if survivor is not None and survivor.number != issue.number and survivor.state == "open":
+            tracker.edit_issue(issue.number, state="closed", state_reason="not_planned")
+            issue = tracker.edit_issue(survivor.number, body=body)
+            action = "updated"
+    else:
+        issue = tracker.edit_issue(board.issue.number, body=body,
+                                   state="open" if board.issue.state != "open" else None)
+        action = "updated"
+    for extra, _ in find_all(tracker):  # duplicates left by a race: closed, never commented on
+        if extra.number != issue.number and extra.state == "open":
+            tracker.edit_issue(extra.number, state="closed", state_reason="not_planned")
+    rec = {"issue": issue.number, "url": issue.url, "action": action}
+    rep.dashboard = rec  # report.json "dashboard" (kept apart from the bug-issue actions)
+    rep.write_report()
+    return rec
+
+
+def configuration_counts(rows: list[dict]) -> list[dict]:
+    """Per configuration of a run: {backend, mode, dtype, device, dynamic, passed, total, flaky}, sorted."""
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        c = counts.setdefault(config_key(row), [0, 0, 0])
+        c[1] += 1
+        c[0] += 0 if is_failure(row) else 1
+        c[2] += 1 if row.get("flaky") else 0
+    return [{**config_fields(k), "passed": c[0], "total": c[1], "flaky": c[2]} for k, c in sorted(counts.items())]
