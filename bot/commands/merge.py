@@ -12,6 +12,7 @@ the configurations under settings.matrix; every check row keeps its own settings
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
