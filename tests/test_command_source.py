@@ -150,7 +150,9 @@ def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path
     assert not list(tmp_path.glob("repro.py")), "capture must not leave torch's repro.py in the program's directory"
 
     # the issue shows the program's command as configured, and which graph failed
-    proc = bot("report", "--out", run, "--tracker", "local", cwd=tmp_path)
+    # the report is told the sweep's commands, as `run --command` and the action's `command` input tell it
+    commands = [a for name in PROGRAMS for a in ("--command", f"{sys.executable} {name}.py")]
+    proc = bot("report", "--out", run, "--tracker", "local", *commands, cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     bodies = "\n".join(json.loads(p.read_text()).get("body") or "" for p in (run / "issues").glob("*.json"))
     assert re.search(rf"{re.escape(sys.executable)} (acc|cerr|rerr|two|gbreak)\.py    # the program", bodies), bodies

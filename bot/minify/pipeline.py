@@ -191,22 +191,27 @@ def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stag
     rec["repro"]["capture"] = {"repro_after": "aot", "repro_level": level, "method": "environment",
                                "note": c.note, "graph": None, "graphs": c.graphs}
     if c.launcher is None:
-        if c.row is not None and not c.row.get("failure_class"):
-            rec["flaky"] = True
-            rec["repro"].update(status="not_reproduced", reason=(
-                f"the failure did not recur when the program was rerun for capture (status {c.row.get('status')})"))
-        else:
-            rec["repro"].update(status="none", reason=(
-                f"the capture run wrote no graph (status {(c.row or {}).get('status')}, "
-                f"{c.graphs if c.graphs is not None else 'an unknown number of'} graphs compiled): the failure "
-                "happened outside the graphs inductor compiles (repro_after=aot wraps inductor's graph compiler "
-                "only), or the program does not pass torch's environment variables on"))
-        say(f"{fid}: {rec['repro']['reason']}")
+        _no_graph_captured(rec, c.row, "program", (
+            f"the capture run wrote no graph (status {(c.row or {}).get('status')}, "
+            f"{c.graphs if c.graphs is not None else 'an unknown number of'} graphs compiled): the failure "
+            "happened outside the graphs inductor compiles (repro_after=aot wraps inductor's graph compiler "
+            "only), or the program does not pass torch's environment variables on"), lambda m: say(f"{fid}: {m}"))
         return False
     say(f"{fid}: capture: {len(c.candidates)} launcher(s) from {c.graphs if c.graphs is not None else '?'} "
         "compiled graph(s)")
     rec["_capture"] = c
     return True
+
+
+def _no_graph_captured(rec: dict, cap_row: dict | None, rerun: str, no_graph_reason: str, say) -> None:
+    """The capture rerun left no graph: the failure did not recur (flaky), or it did but nothing was saved."""
+    if cap_row is not None and not cap_row.get("failure_class"):
+        rec["flaky"] = True
+        rec["repro"].update(status="not_reproduced", reason=(
+            f"the failure did not recur when the {rerun} was rerun for capture (status {cap_row.get('status')})"))
+    else:
+        rec["repro"].update(status="none", reason=no_graph_reason)
+    say(rec["repro"]["reason"])
 
 
 def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend):
@@ -236,15 +241,9 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
     rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
                                "note": c.note}
     if c.launcher is None:
-        if c.row is not None and not c.row.get("failure_class"):
-            rec["flaky"] = True
-            rec["repro"].update(status="not_reproduced", reason=(
-                f"the failure did not recur when the check was rerun for capture (status {c.row.get('status')})"))
-        else:
-            rec["repro"].update(status="none", reason=(
-                "the capture run wrote no graph" + (f" (status {c.row.get('status')})" if c.row else
-                                                    " (the capture process died)")))
-        say(f"{fid}: {rec['repro']['reason']}")
+        _no_graph_captured(rec, c.row, "check", "the capture run wrote no graph" + (
+            f" (status {c.row.get('status')})" if c.row else " (the capture process died)"),
+            lambda m: say(f"{fid}: {m}"))
         return None
     return c.candidates[:4]
 
