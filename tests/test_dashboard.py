@@ -13,7 +13,7 @@ from bot.render import BODY_LIMIT
 from bot.report import ReportOptions, report_run
 from bot.tracker.github import GitHubTracker
 from bot.tracker.local import LocalTracker
-from tests.ghstub.fixtures import BOT_TOKEN, REPO, ghstub, make_client  # noqa: F401
+from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, ghstub, make_client  # noqa: F401
 from tests.ghstub.rundir import check_row, failure_record, write_run
 
 INJECT = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
@@ -272,26 +272,9 @@ def test_rerun_turns_a_one_off_failure_into_a_flaky_pass(tmp_path):
 
 
 def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):
-    import threading
-
     ghstub.delay = 0.02  # widen the race window
     runs = [sweep(tmp_path / f"r{k}", f"2026-11-01T00:00:{k:02d}Z") for k in range(4)]
-    errors = []
-    barrier = threading.Barrier(len(runs))
-
-    def go(run):
-        try:
-            barrier.wait()
-            report_run(run, tracker(ghstub), ON)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=go, args=(r,)) for r in runs]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
-    assert errors == []
+    assert at_once(lambda run: report_run(run, tracker(ghstub), ON), runs) == []
     assert len([i for i in dashboards(ghstub) if i["state"] == "open"]) == 1
     assert ghstub.comments() == []
 

@@ -8,7 +8,7 @@ import textwrap
 
 from bot.minify.configdiff import ddmin, true_diff
 from bot.minify.package import clean_source
-from bot.minify.predicate import Signature, message_keys, signature_of_error_record, stderr_matches
+from bot.signature import Signature, message_keys, signature_of_error_record, stderr_matches
 
 GCC_A = """CppCompileError: C++ compile error
 
@@ -186,7 +186,7 @@ def _root():
 
 
 def test_a_wrapper_without_a_cause_is_unwrapped_through_its_message():
-    from bot.minify.predicate import signature_of_exception
+    from bot.signature import signature_of_exception
 
     class InductorError(Exception):
         pass
@@ -197,7 +197,7 @@ def test_a_wrapper_without_a_cause_is_unwrapped_through_its_message():
 
 
 def test_a_process_that_aborts_on_a_thrown_cpp_exception_fails_like_the_check_recorded_it():
-    from bot.minify.predicate import consistent, signature_of_abort
+    from bot.signature import consistent, signature_of_abort
 
     # what check writes when compiled code throws inside an OpenMP region and the process aborts
     row_error = {"type": "UncaughtCppException", "signal": "SIGABRT",

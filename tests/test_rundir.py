@@ -132,7 +132,6 @@ JSON_READERS = {
     "bot/minify/procs.py": "event lines from a minify worker's output",
     "bot/minify/worker.py": "the worker's job file and pinned signature (minify-work/)",
     "bot/minify/reduce.py": "the worker's result and signature files (minify-work/)",
-    "bot/minify/fixtures.py": "a check child's row file (checks/<id>.row.json, deleted after)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
     "bot/check/isolate.py": "a forked check's row file (temporary directory)",
     "bot/check/one.py": "the check request file",

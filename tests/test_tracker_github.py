@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -12,7 +11,7 @@ from bot.cli import main
 from bot.report import ReportOptions, report_run
 from bot.tracker.base import TrackerError
 from bot.tracker.github import GitHubTracker
-from tests.ghstub.fixtures import BOT_TOKEN, REPO, ghstub, ghstub_ghes  # noqa: F401
+from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, ghstub, ghstub_ghes  # noqa: F401
 from tests.ghstub.rundir import failing_run, passing_run
 
 
@@ -81,22 +80,7 @@ def test_comment_5xx_after_store_does_not_double_comment(ghstub, tmp_path):
 def test_ten_concurrent_reporters_leave_one_open_issue(ghstub, tmp_path):
     ghstub.delay = 0.02  # widen the race window
     runs = [failing_run(tmp_path / f"r{k}", started=f"2026-11-01T00:00:{k:02d}Z") for k in range(10)]
-    errors = []
-    barrier = threading.Barrier(10)
-
-    def go(run):
-        try:
-            barrier.wait()
-            report_run(run, tracker(ghstub))
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=go, args=(r,)) for r in runs]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
-    assert errors == []
+    assert at_once(lambda run: report_run(run, tracker(ghstub)), runs) == []
     assert len(open_issues(ghstub)) == 1
     survivor = open_issues(ghstub)[0]["number"]
     for closed in (i for i in ghstub.issues() if i["state"] == "closed"):

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import gha, safejson, slash
+from bot import gha, slash
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, BotError, InfraError, UsageError
 
 HELP = "run as a GitHub Action step: read the event and inputs, check/minify/report, write outputs and summary"

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from bot.minify.predicate import Signature, consistent, signature_of_error_record, \
+from bot.signature import Signature, consistent, signature_of_error_record, \
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -172,7 +172,7 @@ def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     import signal as _signal
 
-    from bot.minify.predicate import signature_of_abort
+    from bot.signature import signature_of_abort
 
     out_path = os.path.join(qdir, "query.json")
     log_path = os.path.join(qdir, "query.log")

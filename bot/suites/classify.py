@@ -23,6 +23,8 @@ import re
 import signal
 from dataclasses import dataclass, field
 
+from bot.signature import ABORT_OUTPUT
+
 ACCURACY = re.compile(
     r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected|Tensor-likes are not close|"
     r"Scalars are not close|Tensor-likes are not equal|accuracy mismatch|"
@@ -37,11 +39,9 @@ SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|comman
                    r"Cannot find the requested files in the (?:disk )?cache|Connection ?(?:Error|refused)|"
                    r"Failed to establish a new connection|Name or service not known|HTTPError|"
                    r"Repository Not Found|is not a local folder and is not a valid model identifier")
-UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'|terminate called recursively")
 EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exit)\w*)(?:: ?(.*))?$")
 DIAG = re.compile(r"\b(?:error|fatal error): ")
 
-CLASSES = ("accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error", "setup_error")
 
 
 @dataclass
@@ -130,7 +130,7 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
         if num == signal.SIGKILL:
             return out(_row("OOM", "oom", "Killed", f"{what} killed by {name} (out of memory?)", tail,
                             signal=name), "signal")
-        thrown = UNCAUGHT_CPP.search(output)
+        thrown = ABORT_OUTPUT.search(output)
         if thrown and num == signal.SIGABRT and (compiled_graphs is None or compiled_graphs > 0):
             return out(_row("fail_to_run", "runtime_error", "UncaughtCppException",
                             f"compiled code threw a C++ exception ({thrown.group(0)}); the process aborted with {name}",

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from bot.suites.classify import Patterns, classify, last_exception  # noqa: F401  (re-exported)
+from bot.suites.classify import Patterns, classify
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -190,27 +190,6 @@ def default_of(key: str) -> Any:
     return _entry(key).default
 
 
-def non_default(prefixes=("inductor", "dynamo", "functorch")) -> list[dict]:
-    """Every option whose live value differs from its real default in this process.
-
-    Unlike ``codegen_config()``, this compares values, so keys that are merely *set* to
-    their default inside an internal ``config.patch()`` do not show up.
-    """
-    out = []
-    for prefix in prefixes:
-        mod = _module(prefix)
-        for name, entry in _entries(mod).items():
-            if getattr(entry, "hide", False) or getattr(entry, "alias", None):
-                continue
-            try:
-                value = getattr(mod, name)
-            except Exception:  # some entries cannot be read back
-                continue
-            if _differs(value, entry.default):
-                out.append({"key": f"{prefix}.{name}", "default": _jsonable(entry.default), "value": _jsonable(value)})
-    return out
-
-
 def _differs(a, b) -> bool:
     try:
         return bool(a != b)

@@ -102,23 +102,6 @@ def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bo
     return not same(ref, res, fp64_ref, **kwargs)
 
 
-def rmse_pair(ref, res, fp64_ref) -> tuple[float, float] | None:
-    import torch
-
-    r, s, f = flat_outputs(ref), flat_outputs(res), flat_outputs(fp64_ref) if fp64_ref is not None else []
-    if not f or len(r) != len(s) or len(r) != len(f):
-        return None
-    worst = None
-    for a, b, c in zip(r, s, f):
-        if not (a.is_floating_point() and b.is_floating_point()):
-            continue
-        rr = torch.sqrt(torch.mean(torch.square(c.double() - b.double()))).item()
-        rf = torch.sqrt(torch.mean(torch.square(c.double() - a.double()))).item()
-        if worst is None or rr > worst[0]:
-            worst = (rr, rf)
-    return worst
-
-
 def fx_minify(gm, args, module_fails, dump_state, *, offload_to_disk: bool = False, save_dir: str | None = None,
               skip_sanity: bool = False):
     """Run torch's delta-debugging fx minifier in this process; returns (gm, inputs).
@@ -170,10 +153,6 @@ def graph_ops(gm) -> list[dict]:
                 ranks.append(len(sh))
         out.append({"op": name, "dtypes": dtypes, "ranks": ranks})
     return out
-
-
-def count_nodes(gm) -> int:
-    return len(gm.graph.nodes)
 
 
 def has_compute(gm) -> bool:

@@ -203,12 +203,6 @@ def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
     return list(reader.args)
 
 
-def count_missing_storages(rf: ReproFile) -> int:
-    if rf.save_dir is None:
-        return len(rf.storages)
-    return sum(1 for h in rf.storages if not os.path.exists(os.path.join(rf.save_dir, "storages", h)))
-
-
 def trace_aot_graph(loaded: LoadedRepro, args: list):
     """The after_aot way: make_fx the Repro module (real tracing) under no_grad."""
     torch = _torch()
@@ -297,11 +291,6 @@ def set_config(key: str, value: Any) -> None:
     setattr(config_module(prefix), name, value)
 
 
-def get_config(key: str) -> Any:
-    prefix, _, name = key.partition(".")
-    return getattr(config_module(prefix), name)
-
-
 def config_lines(config: dict[str, Any]) -> list[str]:
     inv = {v: k for k, v in _PREFIX.items()}
     out = []
@@ -347,17 +336,6 @@ def capture_env(repro_after: str, level: int, debug_dir: str) -> dict[str, str]:
         "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
         "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
     }
-
-
-def find_launchers(debug_dir: str) -> list[str]:
-    """Launchers torch wrote under ``debug_dir`` (newest last)."""
-    import glob
-
-    pats = [os.path.join(debug_dir, "torch_compile_debug", "run_*", "minifier", "minifier_launcher.py")]
-    found = []
-    for p in pats:
-        found += glob.glob(p)
-    return sorted(found, key=os.path.getmtime)
 
 
 def probe_dynamo_repro_after(backend: str) -> str | None:

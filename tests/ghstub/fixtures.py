@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.ghstub import GitHubStub
@@ -58,3 +60,24 @@ def github_client(ghstub):
         yield gh
     finally:
         gh.close()
+
+
+def at_once(fn, items, timeout: float = 60) -> list[BaseException]:
+    """Call ``fn(item)`` for every item in its own thread, all released together (a race between
+    reporters); returns the exceptions raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(items))
+
+    def go(item):
+        try:
+            barrier.wait()
+            fn(item)
+        except Exception as exc:  # noqa: BLE001 - collected for the test to assert on
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(item,)) for item in items]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+    return errors
