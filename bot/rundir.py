@@ -294,6 +294,45 @@ def has_failures(run_dir: str | os.PathLike) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- the accuracy CSV
+
+def read_csv(path: str) -> list[dict]:
+    """Read a harness accuracy CSV or a ci_expected_accuracy CSV (blank lines allowed).
+
+    Returns dicts with at least 'name' and 'accuracy'; numeric columns become ints/floats.
+    """
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = [ln for ln in fh.read().splitlines() if ln.strip()]
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not text:
+        raise UsageError(f"{path} is empty")
+    reader = csv.DictReader(text)
+    fields = reader.fieldnames or []
+    if "name" not in fields or "accuracy" not in fields:
+        raise UsageError(f"{path} is not an accuracy CSV: it needs 'name' and 'accuracy' columns (has {', '.join(fields)})")
+    out = []
+    for rec in reader:
+        row = {}
+        for k, v in rec.items():
+            if k is None:
+                continue
+            v = (v or "").strip()
+            if k in ("name", "accuracy", "dev"):
+                row[k] = v
+            else:
+                try:
+                    row[k] = int(v)
+                except ValueError:
+                    try:
+                        row[k] = float(v)
+                    except ValueError:
+                        row[k] = v
+        out.append(row)
+    return out
+
+
 # --------------------------------------------------------------------------- untrusted reading
 
 def load_schema(kind: str) -> dict:

@@ -62,7 +62,10 @@ def test_hostile_model_name_and_error_cannot_forge_ping_or_inject(tmp_path):
     # fences stay balanced: every opened fence is closed
     assert outside_fences(body).count("```") == 0
     title = r.title(ctx)
-    assert "\n" not in title and "@acme" not in title or "@\u200bacme" in title
+    # one line, and whatever of the hostile text reaches it can neither ping nor inject
+    assert "\n" not in title and len(title) <= 256
+    for bad in ("@acme", "<script>", "```", "<!--"):
+        assert bad not in title, bad
 
 
 def test_inline_filters():

@@ -6,7 +6,6 @@ row it had; ``complete`` stays false until the last selected check has a row.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import os
 import platform
@@ -107,46 +106,6 @@ def load(path: str) -> dict:
     return rundir.read_results(path)
 
 
-# --- the harness CSV -------------------------------------------------------------------------------
-
-
-def read_csv(path: str) -> list[dict]:
-    """Read a harness accuracy CSV or a ci_expected_accuracy CSV (blank lines allowed).
-
-    Returns dicts with at least 'name' and 'accuracy'; numeric columns become ints/floats.
-    """
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = [ln for ln in fh.read().splitlines() if ln.strip()]
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if not text:
-        raise UsageError(f"{path} is empty")
-    reader = csv.DictReader(text)
-    fields = reader.fieldnames or []
-    if "name" not in fields or "accuracy" not in fields:
-        raise UsageError(f"{path} is not an accuracy CSV: it needs 'name' and 'accuracy' columns (has {', '.join(fields)})")
-    out = []
-    for rec in reader:
-        row = {}
-        for k, v in rec.items():
-            if k is None:
-                continue
-            v = (v or "").strip()
-            if k in ("name", "accuracy", "dev"):
-                row[k] = v
-            else:
-                try:
-                    row[k] = int(v)
-                except ValueError:
-                    try:
-                        row[k] = float(v)
-                    except ValueError:
-                        row[k] = v
-        out.append(row)
-    return out
-
-
 def csv_to_rows(records: list[dict], settings: dict) -> list[dict]:
     """Harness CSV records -> results.json rows (for `--suite csv`)."""
     from bot.check.settings import Settings, check_id
@@ -198,7 +157,7 @@ def load_baseline(path: str) -> dict[str, str]:
             out.setdefault("name:" + str(r.get("model")), r["status"])
         return out
     try:
-        records = read_csv(path)
+        records = rundir.read_csv(path)
     except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read baseline {path}: not a text CSV") from exc
     return {"name:" + r["name"]: r["accuracy"] for r in records}

@@ -160,7 +160,7 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
         return out(_row(status_word if status_word and status_word != "fail_to_run" else "model_fail_to_load",
                         "setup_error", etype, emsg, tail), f"output: {m.group(0)}")
     if status_word and not status_word.startswith("pass"):
-        from bot.check.results import STATUS_CLASS
+        from bot.rundir import STATUS_CLASS
 
         cls = STATUS_CLASS.get(status_word, "runtime_error")
         return out(_row(status_word, cls, etype if exc else status_word, emsg if exc else status_word, tail),

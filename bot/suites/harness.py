@@ -98,7 +98,7 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     through the same classifier as the command source."""
     from copy import copy
 
-    from bot.check.results import STAT_COLUMNS, read_csv
+    from bot.rundir import STAT_COLUMNS, read_csv
     from bot.suites.classify import Patterns, classify
     from bot.suites.command import execute
 
@@ -145,7 +145,7 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
 
 
 def csv_models(path: str | None):
-    from bot.check.results import read_csv
+    from bot.rundir import read_csv
     from bot.suites import Model
 
     if not path:
