@@ -1,8 +1,14 @@
 """Shared test setup.
 
-Compiled artifacts are shared across the whole test session (and across sessions on the same
-checkout) through one inductor cache directory, so only the first compile of each kernel pays
-for g++. Stages that need a cold FX-graph cache (minify's capture) disable it themselves.
+Tiers. A test is in the fast tier unless it is marked ``slow``; the fast tier compiles nothing, so
+``pytest -m "not slow"`` answers in about a minute. That is checked, not hoped: a fast-tier test
+gets an empty inductor cache directory of its own (inherited by every subprocess it starts), and
+fails if anything compiled into it. The ``slow`` tier compiles real graphs; pytest-xdist runs its
+files in parallel (``-n auto --dist loadfile`` in pyproject.toml).
+
+Compiled artifacts of the slow tier are shared across the whole test session (and across sessions on
+the same checkout) through one inductor cache directory, so only the first compile of each kernel
+pays for g++. Stages that need a cold FX-graph cache (minify's capture) disable it themselves.
 """
 
 from __future__ import annotations
@@ -36,3 +42,17 @@ def run_bot(*args, cwd=None, env=None, timeout=900, check=False) -> subprocess.C
 @pytest.fixture(scope="session")
 def bot():
     return run_bot
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_compiles_nothing(request, tmp_path_factory, monkeypatch):
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    cache = tmp_path_factory.mktemp("inductor-cache")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    yield
+    compiled = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+    if compiled:
+        pytest.fail(f"{request.node.nodeid} compiled with inductor ({len(compiled)} files, e.g. {compiled[0]}): "
+                    "mark it @pytest.mark.slow", pytrace=False)

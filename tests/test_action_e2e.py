@@ -295,6 +295,7 @@ def git_head(path: Path) -> str:
                           check=True, timeout=60).stdout.strip()
 
 
+@pytest.mark.slow
 def test_split_jobs_authorize_check_report(runner, users, tmp_path):
     ws = tmp_path / "gpu-workspace"
     head = git_head(ws / "pr")
@@ -363,6 +364,7 @@ def test_report_job_rejects_a_tampered_artifact(runner, users, tmp_path):
 # ------------------------------------------------------------------ shards
 
 
+@pytest.mark.slow
 def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, tmp_path):  # noqa: F811
     models = "conv_bn,gru,mlp_relu,resblock"  # sorted: shard 1 = conv_bn, mlp_relu; shard 2 = gru, resblock
     download = tmp_path / "download"
@@ -401,6 +403,7 @@ def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, t
 # ------------------------------------------------------------------ pull_request, file ownership
 
 
+@pytest.mark.slow
 def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, users):
     number = users.add_pull(None, head_sha="d" * 40, author="walt")
     payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
@@ -415,6 +418,7 @@ def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, 
     assert res.outputs["failure-count"] == "0" and res.outputs["issue-urls"] == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root, like a job container")
 def test_files_written_as_root_are_handed_to_the_workspace_owner(runner, tmp_path):
     ws = tmp_path / "owned-workspace"

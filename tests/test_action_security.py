@@ -200,6 +200,7 @@ def test_an_error_type_cannot_end_its_code_span():
     assert code("Evil` <b>x</b>") == "``Evil` <b>x</b>``"  # inside a code span: literal text, not HTML
 
 
+@pytest.mark.slow
 def test_update_comments_escape_what_the_artifact_says(runner, ghstub, tmp_path):  # noqa: F811
     failing_run(shard_dir(tmp_path, "d1") / "minify-shard-1")
     assert runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "d1")}).rc == 1
@@ -219,6 +220,7 @@ def test_update_comments_escape_what_the_artifact_says(runner, ghstub, tmp_path)
 # ------------------------------------------------------------------ 5. PR runs and main-branch issues
 
 
+@pytest.mark.slow
 def test_pull_request_runs_never_close_main_branch_issues(runner, users, tmp_path):
     failing_run(shard_dir(tmp_path, "main") / "minify-shard-1")
     assert runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "main")}).rc == 1

@@ -25,6 +25,7 @@ def write_models(tmp_path, body: str) -> Path:
     return f
 
 
+@pytest.mark.slow
 def test_abort_hang_and_raising_factory_are_classified_and_the_sweep_goes_on(tmp_path, bot):
     models = write_models(tmp_path, f"""
         models:
@@ -124,6 +125,7 @@ def test_baseline_from_expected_accuracy_csv_without_running(tmp_path, bot):
     assert "1 new, 1 known, 1 fixed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_command_source_is_classified_from_exit_status_and_output(tmp_path, bot):
     script = tmp_path / "bench.py"
     script.write_text(textwrap.dedent("""
@@ -176,6 +178,7 @@ with open(a.output, "a", newline="") as fh:
 '''
 
 
+@pytest.mark.slow
 def test_pytorch_harness_source(tmp_path, bot):
     dyn = tmp_path / "pytorch" / "benchmarks" / "dynamo"
     dyn.mkdir(parents=True)
@@ -195,6 +198,7 @@ def test_pytorch_harness_source(tmp_path, bot):
     assert row["status"] == "fail_accuracy", proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_keeps_finished_rows(tmp_path):
     models = write_models(tmp_path, """
         models:

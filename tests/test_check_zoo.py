@@ -60,6 +60,7 @@ def injected_sweep(request, tmp_path_factory, bot):
     return request.param, out / "run", proc
 
 
+@pytest.mark.slow
 def test_injected_relu_bug_fails_exactly_the_relu_models(injected_sweep, relu_models):
     bug, run_dir, proc = injected_sweep
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -123,6 +124,7 @@ def test_harness_csv_reads_back_identically(injected_sweep):
     assert read_csv(str(again)) == records
 
 
+@pytest.mark.slow
 def test_training_mode_compares_gradients(tmp_path, bot):
     # relu bug in training: forward and backward graphs both compiled; the judged result includes grads
     proc = bot("check", "--out", tmp_path, "--models", "mlp_relu,mlp_gelu", "--mode", "training",

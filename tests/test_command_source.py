@@ -258,6 +258,7 @@ def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(
     assert read_state(str(tmp_path / "missing.jsonl"))["graphs"] is None
 
 
+@pytest.mark.slow
 def test_the_hook_replaces_the_backend_of_every_compile_call(tmp_path):
     """What localize relies on: the program's own torch.compile(backend=...) is overridden."""
     import os

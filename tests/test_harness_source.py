@@ -55,6 +55,7 @@ def test_harness_failure_ends_with_a_verified_repro_of_the_culprit_op(tmp_path, 
     assert [d["key"] for d in f["config"]["minimal"]] == ["inductor.cpp.inject_relu_bug_TESTING_ONLY"]
 
 
+@pytest.mark.slow
 def test_a_harness_that_cannot_set_up_is_a_setup_failure(tmp_path, bot):
     pytorch = tmp_path / "pytorch"
     shutil.copytree(FAKE, pytorch)

@@ -94,6 +94,7 @@ def test_reactions_are_idempotent_and_never_raise(env):
     assert "could not add the rocket reaction" in pr.react(comment, pr.REACTION_SUCCESS)
 
 
+@pytest.mark.slow
 def test_sticky_comment_is_edited_in_place_never_duplicated(env):
     stub, gh, repo, number = env
     issue = repo.get_issue(number)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).parent / "data"
 
 INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
@@ -16,6 +18,7 @@ def _issues(d):
     return [r for r in recs if "minify-bot-dashboard" not in r["labels"]]
 
 
+@pytest.mark.slow
 def test_run_without_token_files_locally_and_follows_the_bug_lifecycle(tmp_path, bot):
     (tmp_path / "user_models.py").write_text((DATA / "user_models.py").read_text())
     (tmp_path / "models.yaml").write_text("models:\n  relunet: user_models:relu_under_buggy_compiler\n"
@@ -50,6 +53,7 @@ def test_run_without_token_files_locally_and_follows_the_bug_lifecycle(tmp_path,
     assert json.loads((out / "report.json").read_text())["counts"]["reopened"] == 1
 
 
+@pytest.mark.slow
 def test_selftest_passes(bot, tmp_path):
     proc = bot("selftest", "--keep", tmp_path)
     assert proc.returncode == 0, proc.stderr[-5000:]

@@ -102,6 +102,7 @@ def test_a_failure_record_with_a_verified_signature_validates(tmp_path):
         rundir.validate(rec, "failure", "failure.json")
 
 
+@pytest.mark.slow
 def test_csv_import_with_every_status_word_goes_through_merge_and_report(tmp_path, bot):
     lines = ["dev,name,batch_size,accuracy,calls_captured,unique_graphs,graph_breaks,unique_graph_breaks,"
              "autograd_captures,autograd_compiles,cudagraph_skips,compilation_latency"]
