@@ -138,12 +138,9 @@ def _write_finish(ctx: Context | None, env: dict, code: int, started: float) -> 
             report = load(ctx.out / "report.json")
             result_outputs(ctx, results, report)
             summary_results(ctx, results, report, "minify-bot results (incomplete run)")
-    summary = "\n".join(ctx.summary).rstrip() + "\n"
-    if ctx.notes:
-        summary += "\n<details><summary>Notes</summary>\n\n" + "\n".join(
-            f"- {gha.md_escape(n, 500)}" for n in dict.fromkeys(ctx.notes)) + "\n\n</details>\n"
-    summary += f"\n<sub>minify-bot {ctx.inputs.stage} stage, {ctx.event.name} event, {time.monotonic() - started:.0f} s</sub>\n"
-    summary = gha.redact(summary, ctx.secrets)
+    summary = gha.redact(render("action_summary.md.j2", body="\n".join(ctx.summary).rstrip(),
+                                notes=list(dict.fromkeys(ctx.notes)), stage=ctx.inputs.stage,
+                                event=ctx.event.name, seconds=f"{time.monotonic() - started:.0f}"), ctx.secrets)
     try:
         ctx.out.mkdir(parents=True, exist_ok=True)
         path = ctx.out / "action-summary.md"
