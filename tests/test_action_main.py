@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_authorize_on_a_sweep_event_is_a_usage_error(tmp_path):
 
 def _step(tmp_path, monkeypatch, event: str, payload, **inputs):
     """Run the Action's entry point in this process, as action.yml does (environment in, files out)."""
-    for key in [k for k in __import__("os").environ if k.startswith(("INPUT_", "GITHUB_"))]:
+    for key in [k for k in os.environ if k.startswith(("INPUT_", "GITHUB_"))]:
         monkeypatch.delenv(key)
     (tmp_path / "event.json").write_text(payload if isinstance(payload, str) else json.dumps(payload))
     files = {"GITHUB_OUTPUT": tmp_path / "output", "GITHUB_STEP_SUMMARY": tmp_path / "summary"}

@@ -7,7 +7,13 @@ import dataclasses
 import pytest
 
 from bot.cli import build_parser
-from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, STAGE_OPTIONS, to_argv
+from bot.options import (
+    STAGE_OPTIONS,
+    CheckOptions,
+    MinifyOptions,
+    ReportStageOptions,
+    to_argv,
+)
 
 
 def _parse(stage: str, argv: list[str]):
