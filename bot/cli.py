@@ -79,13 +79,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    return guarded(args._command_name, args._run, args)
+
+
+def guarded(name: str, fn, *args) -> int:
+    """Call a command's function: its exit code; a BotError becomes one `error:` line and its exit code."""
     try:
-        return int(args._run(args))
+        return int(fn(*args))
     except BotError as exc:
-        print(f"minify-bot {args._command_name}: error: {exc}", file=sys.stderr)
+        print(f"minify-bot {name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"minify-bot {args._command_name}: interrupted", file=sys.stderr)
+        print(f"minify-bot {name}: interrupted", file=sys.stderr)
         return EXIT_INTERNAL
 
 

@@ -17,8 +17,12 @@ import argparse
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from bot import safejson
+
+if TYPE_CHECKING:
+    from bot.options import CheckOptions
 
 PREFIX = "/minify"
 REQUEST_SCHEMA = "minify-action/request/v1"
@@ -123,17 +127,24 @@ class SlashCommand:
 
     usage = USAGE
 
+    def check_options(self, base: "CheckOptions | None" = None) -> "CheckOptions":
+        """The check options this command asks for, over the workflow's ``base``: its models,
+        backend, mode and dtype replace the workflow's; its config overrides come after them."""
+        import dataclasses
+
+        from bot.options import CheckOptions
+
+        base = base or CheckOptions()
+        return dataclasses.replace(
+            base, models=list(self.models) or list(base.models), backend=self.backend or base.backend,
+            mode=self.mode or base.mode, dtype=self.dtype or base.dtype,
+            config=[*base.config, *(f"{k}={v}" for k, v in self.config.items())])
+
     def check_args(self) -> list[str]:
         """The `minify-bot check` flags this command asks for (an argv list, never shell text)."""
-        argv: list[str] = []
-        if self.models:
-            argv += ["--models", ",".join(self.models)]
-        for flag, value in (("--backend", self.backend), ("--mode", self.mode), ("--dtype", self.dtype)):
-            if value:
-                argv += [flag, value]
-        for key, val in self.config.items():
-            argv += ["--config", f"{key}={val}"]
-        return argv
+        from bot.options import to_argv
+
+        return to_argv(self.check_options())
 
     def describe(self) -> str:
         parts = []

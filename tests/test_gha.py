@@ -182,13 +182,13 @@ def _action():
 def test_every_input_reaches_python_through_env_and_is_documented():
     import inspect
 
-    from bot.commands import action as action_cmd
+    from bot.action import inputs as action_inputs
 
     root, action = _action()
     steps = {s.get("id"): s for s in action["runs"]["steps"]}
     run_env = steps["run"]["env"]
     install_env = steps["install"]["env"]
-    source = inspect.getsource(action_cmd.Inputs.read)
+    source = inspect.getsource(action_inputs.Inputs.read)
     docs = (root / "docs" / "action.md").read_text()
     for name in action["inputs"]:
         assert f"| `{name}` |" in docs, f"input {name} is not in docs/action.md"

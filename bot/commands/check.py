@@ -39,8 +39,10 @@ PATTERN_SOURCES = ("command", "harness")
 
 def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by `check` and `run`."""
+    from bot.options import CheckOptions
     from bot.suites import SOURCES
 
+    d = CheckOptions.default_of
     g = p.add_argument_group("models")
     g.add_argument("--suite", default=None, choices=list(SOURCES),
                    help="where the models come from (default: the source whose flag is given, else zoo)")
@@ -59,27 +61,27 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--error-pattern", action="append", default=[], metavar="REGEX",
                    help="output that means a runtime/compile error (--suite command/harness; repeatable)")
     s = p.add_argument_group("settings")
-    s.add_argument("--backend", default="inductor",
+    s.add_argument("--backend", default=d("backend"),
                    help="inductor, aot_eager, eager, aot_eager_decomp_partition, or module:function (default: inductor)")
-    s.add_argument("--mode", default="inference", help="inference or training (default: inference)")
-    s.add_argument("--dtype", default="float32", help="float32, float16, bfloat16 or amp (default: float32)")
-    s.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    s.add_argument("--mode", default=d("mode"), help="inference or training (default: inference)")
+    s.add_argument("--dtype", default=d("dtype"), help="float32, float16, bfloat16 or amp (default: float32)")
+    s.add_argument("--device", default=d("device"), help="cpu or cuda (default: cpu)")
     s.add_argument("--dynamic", action="store_true", help="compile with dynamic shapes")
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="compiler config override, e.g. inductor.max_autotune=true (repeatable)")
     s.add_argument("--matrix", action="append", default=[], metavar="SETTING=V1,V2",
                    help="check every model under each value: backend, mode, dtype or dynamic (true/false); "
                         "repeat for a product, e.g. --matrix backend=inductor,aot_eager --matrix dynamic=false,true")
-    s.add_argument("--timeout", type=float, default=600.0, help="seconds per check (default: 600)")
+    s.add_argument("--timeout", type=float, default=d("timeout"), help="seconds per check (default: 600)")
     s.add_argument("--memory-limit-mb", type=int, default=None, help="address-space limit per check (MiB)")
     r = p.add_argument_group("run")
-    r.add_argument("--out", default="minify-out", help="run directory (default: ./minify-out)")
+    r.add_argument("--out", default=d("out"), help="run directory (default: ./minify-out)")
     r.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (deterministic split)")
     r.add_argument("--baseline", default=None,
                    help="earlier results.json or a harness expected-accuracy CSV: marks failures new or known")
-    r.add_argument("--fail-on", default="any", choices=["any", "new", "never"],
+    r.add_argument("--fail-on", default=d("fail_on"), choices=["any", "new", "never"],
                    help="exit 1 when any check fails (default), only on new failures, or never")
-    r.add_argument("--reruns", type=int, default=1, metavar="N",
+    r.add_argument("--reruns", type=int, default=d("reruns"), metavar="N",
                    help="rerun a failing check up to N times; one that then passes is flaky, not failing (default: 1)")
     r.add_argument("--retry", action="append", default=[], metavar="CHECK_ID",
                    help="rerun this check more (3 times) before judging it flaky; what a ticked retry box "
@@ -136,7 +138,7 @@ def select_models(args):
 
     i, n = parse_shard(args.shard)
     models = source_models(args)
-    names = [x.strip() for x in args.models.split(",") if x.strip()] if args.models else None
+    names = list(args.models) or None
     models = select(models, names)
     return shard(models, i, n) if n > 1 else models, (i, n)
 
@@ -224,6 +226,13 @@ def exit_code(rows, fail_on: str) -> int:
 
 
 def run(args) -> int:
+    from bot.options import CheckOptions
+
+    return execute(CheckOptions.from_args(args))
+
+
+def execute(args) -> int:
+    """The check stage on typed options (bot.options.CheckOptions, every option resolved)."""
     if args.list:
         models = source_models(args)
         for m in models:

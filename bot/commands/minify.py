@@ -23,7 +23,10 @@ With --launcher/--repro FILE, minify one torch minifier_launcher.py / repro.py i
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", metavar="RUN_DIR", default="minify-out",
+    from bot.options import MinifyOptions
+
+    d = MinifyOptions.default_of
+    p.add_argument("--out", metavar="RUN_DIR", default=d("out"),
                    help="run directory (reads results.json, writes failures/) [minify-out]")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--launcher", metavar="FILE", help="minify this minifier_launcher.py instead of a run")
@@ -37,12 +40,12 @@ def add_arguments(p) -> None:
                    help="keep the minifier's intermediate values on disk instead of in memory")
     p.add_argument("--isolate", action="store_true",
                    help="one fresh process per minifier query (slow; for failures that crash the process)")
-    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+    p.add_argument("--budget", type=float, default=d("budget"), metavar="SECONDS",
                    help="time budget per failure for reduction [600]")
-    p.add_argument("--verify-runs", type=int, default=3, metavar="N", help="fresh verification runs [3]")
+    p.add_argument("--verify-runs", type=int, default=d("verify_runs"), metavar="N", help="fresh verification runs [3]")
     p.add_argument("--no-localize", action="store_true", help="skip the eager/aot_eager/... ablation")
     p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
-    p.add_argument("--check-timeout", type=float, default=900.0, metavar="SECONDS",
+    p.add_argument("--check-timeout", type=float, default=d("check_timeout"), metavar="SECONDS",
                    help="time limit for each rerun of a check (localize, capture) [900]")
 
 
@@ -65,6 +68,13 @@ def preflight() -> dict:
 
 
 def run(args) -> int:
+    from bot.options import MinifyOptions
+
+    return execute(MinifyOptions.from_args(args))
+
+
+def execute(args) -> int:
+    """The minify stage on typed options (bot.options.MinifyOptions, every option resolved)."""
     from bot.minify.pipeline import Options, process
 
     if args.budget <= 0:

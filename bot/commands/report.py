@@ -18,8 +18,11 @@ See docs/reporting.md."""
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--out", default="minify-out", metavar="RUN_DIR", help="run directory (default: %(default)s)")
-    p.add_argument("--tracker", choices=("local", "github"), default="local", help="where issues live (default: local)")
+    from bot.options import ReportStageOptions
+
+    d = ReportStageOptions.default_of
+    p.add_argument("--out", default=d("out"), metavar="RUN_DIR", help="run directory (default: %(default)s)")
+    p.add_argument("--tracker", choices=("local", "github"), default=d("tracker"), help="where issues live (default: local)")
     p.add_argument("--issues-dir", metavar="DIR", help="local tracker directory (default: RUN_DIR/issues)")
     p.add_argument("--repo", metavar="OWNER/NAME", default=os.environ.get("GITHUB_REPOSITORY"),
                    help="GitHub repository (default: $GITHUB_REPOSITORY)")
@@ -28,9 +31,9 @@ def add_arguments(p) -> None:
                    help="GitHub API URL, e.g. https://ghe.example.com/api/v3 (default: $GITHUB_API_URL or api.github.com)")
     p.add_argument("--bot-login", help="login the bot's issues are authored by, when the token cannot read /user "
                                        "(default: the token's user, else github-actions[bot])")
-    p.add_argument("--label", default="minify-bot", help="the bot's label (default: %(default)s)")
-    p.add_argument("--max-new", type=int, default=10, help="new issues per run; the rest are listed (default: 10)")
-    p.add_argument("--close-after", type=int, default=2,
+    p.add_argument("--label", default=d("label"), help="the bot's label (default: %(default)s)")
+    p.add_argument("--max-new", type=int, default=d("max_new"), help="new issues per run; the rest are listed (default: 10)")
+    p.add_argument("--close-after", type=int, default=d("close_after"),
                    help="close after this many consecutive passing runs (default: 2)")
     p.add_argument("--assignees", nargs="*", default=[], metavar="LOGIN", help="assign new issues to these users")
     p.add_argument("--templates", metavar="DIR", help="directory of templates overriding templates/*.j2")
@@ -78,6 +81,13 @@ def make_tracker(args):
 
 
 def run(args) -> int:
+    from bot.options import ReportStageOptions
+
+    return execute(ReportStageOptions.from_args(args))
+
+
+def execute(args) -> int:
+    """The report stage on typed options (bot.options.ReportStageOptions, every option resolved)."""
     from bot.report import ReportOptions, report_run
 
     if not (Path(args.out) / "results.json").exists():

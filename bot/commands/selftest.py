@@ -57,7 +57,7 @@ def _expect(cond, stage, what):
 
 
 def run(args) -> int:
-    from bot.cli import main
+    from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
 
     key = injection_key(args.device)
     inject = injection(args.device)
@@ -68,8 +68,8 @@ def run(args) -> int:
     say = lambda m: print(f"selftest: {m}", file=sys.stderr, flush=True)  # noqa: E731
     try:
         say(f"injecting {inject} (device {args.device}); working in {base}")
-        rc = main(["check", "--out", out, "--models", "mlp_relu,mlp_gelu", "--device", args.device,
-                   "--config", inject, "--timeout", "300"])
+        rc = call_stage(CheckOptions(out=out, models=["mlp_relu", "mlp_gelu"], device=args.device,
+                                     config=[inject], timeout=300.0))
         _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
         rows = {r["model"]: r for r in rundir.read_results(out)["checks"]}
         _expect(rows["mlp_relu"]["status"] == "fail_accuracy", "check",
@@ -78,7 +78,7 @@ def run(args) -> int:
                 f"mlp_gelu has no relu and should pass, got {rows['mlp_gelu']['status']}")
         say(f"check ok ({time.perf_counter() - t0:.0f}s)")
 
-        rc = main(["minify", "--out", out, "--no-bisect", "--budget", "120"])
+        rc = call_stage(MinifyOptions(out=out, no_bisect=True, budget=120.0))
         fid = rows["mlp_relu"]["id"]
         rec = rundir.read_failure(out, fid)
         _expect(rec is not None, "minify", f"no failure record for {fid} (exit {rc})")
@@ -96,12 +96,12 @@ def run(args) -> int:
         say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
             f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
 
-        report = ["report", "--out", out, "--tracker", "local", "--issues-dir", issues, "--no-dashboard"]
-        rc = main(report)
+        report = ReportStageOptions(out=out, tracker="local", issues_dir=issues, dashboard=False)
+        rc = call_stage(report)
         _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
         counts = rundir.read_report(out).get("counts", {})
         _expect(counts.get("created") == 1, "report", f"expected 1 issue filed, got {counts}")
-        rc = main(report)
+        rc = call_stage(report)
         counts = rundir.read_report(out).get("counts", {})
         _expect(counts.get("created", 0) == 0 and counts.get("commented", 0) == 0, "report",
                 f"reporting the same run twice must file and comment nothing, got {counts}")

@@ -1,0 +1,270 @@
+"""The Action's entry point: read inputs and event, dispatch ``(event, stage)`` to one handler,
+and always end with outputs, a summary and an exit code (see bot/action/__init__.py).
+
+    ROUTES[(event_kind(ctx), stage)] -> handler(ctx, run) -> exit code
+
+Event kinds: "comment" (issue_comment: /minify), "sweep" (schedule, push, pull_request, ...) and
+"other" (nothing to do). Each handler composes the concern modules: stages (check / minify /
+report in their own processes), authorize (the /minify flow), sticky (the results comment),
+summary (outputs and the job summary).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from bot import gha, slash
+from bot.action import authorize, sticky, summary
+from bot.action.context import Context, default_out
+from bot.action.inputs import STAGES, Inputs
+from bot.action.pullrequest import PRContext, pr_context, react, reply
+from bot.action.results import load
+from bot.action.stages import Runner, guard_model_code, merge_shards, stage_check, stage_report, verify_checkout
+from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, BotError, InfraError, UsageError
+
+SWEEP_EVENTS = ("schedule", "workflow_dispatch", "push", "pull_request", "pull_request_target", "repository_dispatch")
+PR_EVENTS = ("pull_request", "pull_request_target")
+
+
+def event_kind(ctx: Context) -> str:
+    name = ctx.event.name
+    return "comment" if name == "issue_comment" else "sweep" if name in SWEEP_EVENTS else "other"
+
+
+# ---------------------------------------------------------------- /minify comments (issue_comment)
+
+
+def comment_authorize(ctx: Context, run) -> int:
+    """Stage authorize: parse, check permission, pin the head SHA, acknowledge; outputs the request."""
+    _authorize(ctx)
+    return EXIT_OK
+
+
+def _authorize(ctx: Context) -> tuple[dict, PRContext] | None:
+    _cmd, request, prc = authorize.handle_comment(ctx)
+    ctx.summary += ["## minify-bot: /minify", ""]
+    if request is None:
+        ctx.summary += [f"- {gha.md_escape(n, 300)}" for n in ctx.notes] or ["_Nothing to do._"]
+        ctx.output("authorized", ctx.outputs.get("authorized", "false"))
+        return None
+    ctx.summary.append(f"- {sticky.requested_line(request)} at `{request['sha'][:12]}`")
+    return request, prc
+
+
+def comment_all(ctx: Context, run) -> int:
+    """Stage all on a /minify comment: authorize, then check (+minify) and report in this job."""
+    authorized = _authorize(ctx)
+    if authorized is None:
+        return EXIT_OK
+    request, prc = authorized
+    try:
+        guard_model_code(ctx)
+    except UsageError as exc:
+        from bot import pr
+
+        ctx.output("authorized", "false")
+        react(ctx, prc, pr.REACTION_REJECTED)
+        reply(ctx, prc, f"@{ctx.requester} I did not run `/minify`: this workflow would run the pull "
+                        "request's code in the job that holds the token (stage `all`). It needs the "
+                        "split authorize / check / report jobs (see docs/action.md).")
+        raise exc
+    from bot import pr
+
+    try:
+        stage_check(ctx, run, slash.command_from_request(request))
+    except BotError as exc:
+        react(ctx, prc, pr.REACTION_REJECTED)
+        sticky.post(ctx, prc, request, None, None, problem=f"the checks could not run: {exc}")
+        raise
+    return _comment_report(ctx, run, request, prc)
+
+
+def comment_check(ctx: Context, run) -> int:
+    """Stage check on a /minify comment: the GPU job, no token; checks the pinned head commit."""
+    i = ctx.inputs
+    guard_model_code(ctx)
+    request = authorize.request_input(ctx)
+    if i.expected_sha or request:
+        verify_checkout(ctx, i.expected_sha or request["sha"])
+    with ctx.cmds.group("settings"):
+        print(f"/minify request: {slash.command_from_request(request).describe()}" if request else "no request")
+    rc = stage_check(ctx, run, slash.command_from_request(request) if request else None)
+    results = load(ctx.out / "results.json")
+    summary.result_outputs(ctx, results, None)
+    summary.summary_results(ctx, results, None, "minify-bot: checks of the pull request")
+    return summary.exit_for(ctx, results) if rc in (EXIT_OK, EXIT_FAILURES) else rc
+
+
+def comment_report(ctx: Context, run) -> int:
+    """Stage report on a /minify comment: answer with the check job's results."""
+    request = authorize.request_input(ctx)
+    if request is None:
+        raise UsageError("stage `report` on a /minify comment needs the `request` input from the authorize step")
+    prc = pr_context(ctx, request["pr"], request.get("comment_id"))
+    ctx.prc, ctx.requester = prc, request["requested_by"]
+    return _comment_report(ctx, run, request, prc)
+
+
+def _comment_report(ctx: Context, run, request: dict, prc: PRContext) -> int:
+    from bot import pr
+
+    if ctx.inputs.stage == "report":
+        if ctx.inputs.check_result and ctx.inputs.check_result != "success" and not ctx.inputs.shards:
+            react(ctx, prc, pr.REACTION_REJECTED)
+            sticky.post(ctx, prc, request, None, None, problem=f"the check job ended with `{ctx.inputs.check_result}`; no results")
+            raise InfraError(f"the check job ended with {ctx.inputs.check_result}")
+        try:
+            results = merge_shards(ctx)
+        except UsageError as exc:
+            react(ctx, prc, pr.REACTION_REJECTED)
+            sticky.post(ctx, prc, request, None, None, problem=f"the results artifact was rejected: {exc}")
+            raise
+        if results is None:
+            react(ctx, prc, pr.REACTION_REJECTED)
+            sticky.post(ctx, prc, request, None, None, problem="the check job produced no results")
+            raise InfraError("no results to report")
+    report = stage_report(ctx, run, file_issues=ctx.inputs.pr_issues, pr_run=True)
+    results = load(ctx.out / "results.json")
+    sticky.post(ctx, prc, request, results, report)
+    react(ctx, prc, pr.REACTION_SUCCESS)
+    summary.result_outputs(ctx, results, report)
+    summary.summary_results(ctx, results, report, "minify-bot: /minify results")
+    return summary.exit_for(ctx, results)
+
+
+# ---------------------------------------------------------------- sweeps (schedule, push, pull_request, ...)
+
+
+def sweep_all(ctx: Context, run) -> int:
+    """check -> minify -> report in this job."""
+    _sweep_check(ctx, run)
+    return _sweep_report(ctx, run)
+
+
+def sweep_check(ctx: Context, run) -> int:
+    """check -> minify only (a GPU job with a read-only token); the run directory is the artifact."""
+    _sweep_check(ctx, run)
+    return _sweep_end(ctx, load(ctx.out / "results.json"), None)
+
+
+def sweep_report(ctx: Context, run) -> int:
+    """(merge shard run directories, then) report: a job with issues: write and no GPU."""
+    merge_shards(ctx)
+    return _sweep_report(ctx, run)
+
+
+def sweep_authorize(ctx: Context, run) -> int:
+    raise UsageError("stage `authorize` is for issue_comment events")
+
+
+def _sweep_check(ctx: Context, run) -> None:
+    try:
+        guard_model_code(ctx)
+    except UsageError as exc:
+        if ctx.event.name in PR_EVENTS and ctx.inputs.stage == "all":
+            sticky.problem_for_event(ctx, str(exc))
+        raise
+    if ctx.inputs.expected_sha:
+        verify_checkout(ctx, ctx.inputs.expected_sha)
+    stage_check(ctx, run)
+
+
+def _sweep_report(ctx: Context, run) -> int:
+    is_pr = ctx.event.name in PR_EVENTS
+    report = stage_report(ctx, run, file_issues=not is_pr, pr_run=is_pr)
+    results = load(ctx.out / "results.json")
+    if is_pr:
+        sticky.post_for_event(ctx, results, report)
+    return _sweep_end(ctx, results, report)
+
+
+def _sweep_end(ctx: Context, results: dict | None, report: dict | None) -> int:
+    summary.result_outputs(ctx, results, report)
+    summary.summary_results(ctx, results, report,
+                            "minify-bot results" + (f" (shard {ctx.inputs.shard})" if ctx.inputs.shard else ""))
+    return summary.exit_for(ctx, results)
+
+
+# ---------------------------------------------------------------- anything else
+
+
+def unhandled(ctx: Context, run) -> int:
+    ev = ctx.event
+    ctx.notes.append(f"event {ev.name!r} is not handled; nothing to do")
+    ctx.summary += ["## minify-bot", "", f"_Nothing to do for a {gha.md_escape(ev.name, 50)} event._", ""]
+    return EXIT_OK
+
+
+ROUTES = {
+    ("comment", "all"): comment_all,
+    ("comment", "authorize"): comment_authorize,
+    ("comment", "check"): comment_check,
+    ("comment", "report"): comment_report,
+    ("sweep", "all"): sweep_all,
+    ("sweep", "check"): sweep_check,
+    ("sweep", "report"): sweep_report,
+    ("sweep", "authorize"): sweep_authorize,
+    **{("other", stage): unhandled for stage in STAGES},
+}
+
+
+def execute(ctx: Context) -> int:
+    return ROUTES[(event_kind(ctx), ctx.inputs.stage)](ctx, Runner(ctx))
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def run(args) -> int:
+    env = dict(os.environ)
+    cmds = gha.Commands()
+    started = time.monotonic()
+    ctx: Context | None = None
+    code = EXIT_INTERNAL
+    try:
+        inputs = Inputs.read(env)
+        if args.stage:
+            inputs.stage = args.stage
+        if args.dry_run:
+            inputs.dry_run = True
+        # short values are not secrets worth masking: masking `1` would turn outputs into `***`
+        secrets = [s for s in dict.fromkeys([inputs.token, *gha.secret_like_env(env).values()]) if gha.is_maskable(s)]
+        for s in secrets:
+            cmds.add_mask(s)
+        event = gha.read_event(env)
+        workdir = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+        if inputs.working_directory:
+            workdir = workdir / inputs.working_directory
+            if not workdir.is_dir():
+                raise UsageError(f"input 'working-directory': {inputs.working_directory} is not a directory")
+        out = Path(inputs.out) if inputs.out else default_out(env)
+        if not out.is_absolute():
+            out = workdir / out
+        ctx = Context(env=env, inputs=inputs, event=event, cmds=cmds, workdir=workdir, out=out, secrets=secrets)
+        ctx.output("run-dir", str(out))
+        code = execute(ctx)
+    except BotError as exc:
+        usage = isinstance(exc, UsageError)
+        reason = gha.redact(str(exc), ctx.secrets if ctx else [])
+        cmds.error(reason, title="minify-bot: bad input" if usage else "minify-bot: error")
+        code = exc.exit_code
+        label = "Bad input" if usage else "Error"
+        summary.summarize_failure(ctx, env, f"❌ **{label}:** {gha.md_escape(reason, 1000)}")
+        authorize.answer_failure(ctx, reason)
+        summary.finish(ctx, env, code, started)
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never a traceback
+        reason = gha.redact(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
+                            ctx.secrets if ctx else [])
+        cmds.error(reason, title="minify-bot: internal error")
+        code = EXIT_INTERNAL
+        summary.save_traceback(ctx)
+        summary.summarize_failure(ctx, env, f"❌ **Internal error:** {gha.md_escape(reason, 1000)} "
+                                            "(details in action-error.txt in the run directory)")
+        authorize.answer_failure(ctx, "an internal error stopped it")
+        summary.finish(ctx, env, code, started)
+        raise InfraError(reason) from None
+    summary.finish(ctx, env, code, started)
+    return code

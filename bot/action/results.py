@@ -1,0 +1,49 @@
+"""What the Action reads back from the run directory: results.json and report.json (as `check`
+and `report` write them, bot/schemas/), through bot.rundir's readers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def load(path: Path) -> dict | None:
+    from bot import rundir
+
+    return rundir.read_optional(path)
+
+
+def failing(results: dict | None) -> list[dict]:
+    if not results:
+        return []
+    return [r for r in results.get("checks") or [] if isinstance(r, dict) and r.get("failure_class")]
+
+
+def regressions(results: dict | None) -> list[dict]:
+    # without a baseline every failure is new; with one, only rows the baseline calls new
+    return [r for r in failing(results) if r.get("baseline") in (None, "new")]
+
+
+def report_entries(report: dict | None) -> list[dict]:
+    """The per-bug entries of report.json (its `actions` list)."""
+    value = (report or {}).get("actions")
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+def entry_url(e: dict) -> str | None:
+    url = e.get("url")
+    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+
+
+def issue_urls(report: dict | None) -> list[str]:
+    urls: list[str] = []
+    for e in report_entries(report):
+        url = entry_url(e)
+        if url and url not in urls:
+            urls.append(url)
+    return urls
+
+
+def report_error(report: dict | None) -> str | None:
+    """Why report stopped: report.json's `error` (e.g. "... HTTP 403: Resource not accessible")."""
+    err = (report or {}).get("error")
+    return str(err)[:500] if err else None

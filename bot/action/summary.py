@@ -1,0 +1,154 @@
+"""What the Action says: step outputs, the job summary, and the exit code it ends with.
+
+The markdown lives in templates/action_*.md.j2 (rendered with bot.render's environment plus the
+Action's escaping filters, bot.gha.md_escape / md_code); this module prepares their data from the
+run directory and writes GITHUB_OUTPUT and GITHUB_STEP_SUMMARY once, at the end of the step.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from bot import gha
+from bot.action import ownership
+from bot.action.context import Context
+from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error
+from bot.errors import EXIT_FAILURES, EXIT_OK
+
+SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
+
+_renderer = None
+
+
+def render(name: str, **data) -> str:
+    """Render one of the Action's templates."""
+    global _renderer
+    if _renderer is None:
+        from bot.render import Renderer
+
+        _renderer = Renderer()
+        _renderer.env.filters.update(md_escape=gha.md_escape, md_code=gha.md_code)
+    return _renderer.render(name, **data)
+
+
+# ---------------------------------------------------------------- template data
+
+
+def counts(results: dict | None) -> dict | None:
+    if results is None:
+        return None
+    return {"checks": len(results.get("checks") or []), "failing": len(failing(results)),
+            "new": len(regressions(results)), "incomplete": not results.get("complete", True)}
+
+
+def table_rows(results: dict | None, failures_dir: Path | None, report: dict | None) -> list[dict]:
+    """One row per check, failing first; with its failure record and the report entry naming it."""
+    rows = (results or {}).get("checks") or []
+    by_id: dict[str, dict] = {}
+    for e in report_entries(report):
+        for cid in e.get("checks") or []:
+            if isinstance(cid, str):
+                by_id.setdefault(cid, e)
+    out = []
+    for r in sorted(rows, key=lambda r: (not r.get("failure_class"), str(r.get("id")))):
+        looked = bool(r.get("failure_class")) and failures_dir is not None
+        entry = by_id.get(str(r.get("id")))
+        out.append({"check": r, "looked": looked, "entry": entry, "url": entry_url(entry) if entry else None,
+                    "failure": load(failures_dir / str(r.get("id")) / "failure.json") if looked else None})
+    return out
+
+
+def issues(report: dict | None) -> dict:
+    """What report did, one entry per action with the reason (also for what was NOT filed)."""
+    entries = [{"action": e.get("action") or "?", "url": entry_url(e),
+                "number": e.get("issue") if isinstance(e.get("issue"), int) else None,
+                "checks": [c for c in e.get("checks") or [] if isinstance(c, str)], "reason": e.get("reason")}
+               for e in report_entries(report)]
+    return {"missing": report is None, "error": report_error(report), "entries": entries,
+            "dry_run": bool((report or {}).get("dry_run"))}
+
+
+# ---------------------------------------------------------------- outputs, summary, exit code
+
+
+def exit_for(ctx: Context, results: dict | None) -> int:
+    if ctx.inputs.fail_on == "failure" and failing(results):
+        return EXIT_FAILURES
+    if ctx.inputs.fail_on == "regression" and regressions(results):
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+def result_outputs(ctx: Context, results: dict | None, report: dict | None) -> None:
+    ctx.output("failure-count", str(len(failing(results))))
+    ctx.output("regression-count", str(len(regressions(results))))
+    ctx.output("issue-urls", "\n".join(issue_urls(report)))
+    ctx.output("run-dir", str(ctx.out))
+    ctx.output("results-path", str(ctx.out / "results.json") if results is not None else "")
+
+
+def summary_results(ctx: Context, results: dict | None, report: dict | None, title: str) -> None:
+    s = (results or {}).get("settings") or {}
+    show_issues = report is not None or ctx.inputs.stage in ("all", "report")
+    ctx.summary.append(render(
+        "action_results.md.j2", title=title, counts=counts(results),
+        settings=[(k, str(s.get(k))) for k in SETTINGS_SHOWN if s.get(k)],
+        rows=table_rows(results, ctx.out / "failures", report), issues=issues(report) if show_issues else None))
+
+
+def summarize_failure(ctx: Context | None, env: dict, line: str) -> None:
+    if ctx is not None:
+        ctx.summary += ["", line, ""]
+    else:
+        gha.append_summary(f"## minify-bot\n\n{line}\n", env)
+
+
+def save_traceback(ctx: Context | None) -> None:
+    """The traceback of an unexpected error goes into the run directory, not the log."""
+    import traceback
+
+    if ctx is None:
+        return
+    try:
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        (ctx.out / "action-error.txt").write_text(gha.redact(traceback.format_exc(), ctx.secrets), encoding="utf-8")
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def finish(ctx: Context | None, env: dict, code: int, started: float) -> None:
+    try:
+        _write_finish(ctx, env, code, started)
+    except Exception as exc:  # noqa: BLE001 - the runner's files are gone or unwritable
+        print(f"minify-bot action: error: could not write the outputs or summary ({type(exc).__name__})",
+              file=sys.stderr)
+
+
+def _write_finish(ctx: Context | None, env: dict, code: int, started: float) -> None:
+    if ctx is None:
+        gha.set_output("exit-code", str(code), env)
+        return
+    ctx.output("exit-code", str(code))
+    if "failure-count" not in ctx.outputs and ctx.produced_results:
+        # an error after the checks ran: still say what was found
+        results = load(ctx.out / "results.json")
+        if results is not None:
+            report = load(ctx.out / "report.json")
+            result_outputs(ctx, results, report)
+            summary_results(ctx, results, report, "minify-bot results (incomplete run)")
+    summary = gha.redact(render("action_summary.md.j2", body="\n".join(ctx.summary).rstrip(),
+                                notes=list(dict.fromkeys(ctx.notes)), stage=ctx.inputs.stage,
+                                event=ctx.event.name, seconds=f"{time.monotonic() - started:.0f}"), ctx.secrets)
+    try:
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        path = ctx.out / "action-summary.md"
+        path.write_text(summary, encoding="utf-8")
+        ctx.output("summary-path", str(path))
+    except OSError:
+        ctx.output("summary-path", "")
+    gha.append_summary(summary, env)
+    for name, value in ctx.outputs.items():
+        gha.set_output(name, gha.redact(str(value), ctx.secrets), env)
+    ownership.fix(ctx)
