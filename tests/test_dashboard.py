@@ -280,7 +280,7 @@ def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):
 
 
 def test_two_configurations_sharded_over_two_jobs_report_per_configuration(ghstub, tmp_path):
-    from bot.commands.merge import expand, merge
+    from bot.merge import expand, merge
 
     for backend in ("inductor", "aot_eager"):
         sweep(tmp_path / "dl" / backend, "2026-11-20T03:00:00Z", backend=backend,

@@ -248,7 +248,7 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
 
 def merge_shards(ctx: Context) -> dict | None:
     """Stage report: merge (and validate) shard artifacts into the run directory, if given."""
-    from bot.commands.merge import expand, merge
+    from bot.merge import expand, merge
 
     if not ctx.inputs.shards:
         from bot import rundir
