@@ -26,6 +26,7 @@ import shlex
 from pathlib import Path
 
 from bot import fingerprint as fp
+from bot import known
 from bot import rundir
 from bot import signature as sg
 from bot.errors import BotError, UsageError
@@ -219,6 +220,11 @@ def merge_state(state: dict | None, group: list[Failure], run_id: str, when: str
     s["flaky"] = bool(s["flaky"]) and _is_flaky(group)
     s["regression"] = bool(s["regression"]) or _is_regression(group)
     s["passing_runs"] = []
+    for f in sorted(group, key=lambda f: _repro_rank(f.failure)):  # the best fresh verified repro is kept
+        block = known.block_of(f.failure, f.repro_text)
+        if block is not None:
+            s["known"] = known.merge_block(s.get("known"), block)
+            break
     return s, events
 
 
@@ -562,6 +568,11 @@ class _Reporter:
            it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
         ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
+        reused = {((f.failure or {}).get("repro") or {}).get("reused", {}).get("issue") for f in group
+                  if isinstance(((f.failure or {}).get("repro") or {}).get("reused"), dict)}
+        for issue, state in ranked:  # a known repro was reused: the issue it came from, if it is this bug's
+            if issue.number in reused and fpr.check_key in (state.get("checks") or []):
+                return issue, state
         for issue, state in ranked:
             if fpr.primary in (state.get("sigs") or []):
                 return issue, state
@@ -705,6 +716,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
 def write_summary(rep: _Reporter, failures) -> Path:
     not_filed = [a for a in rep.actions if a["action"] == "capped"]
     text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
+                               known_line=known.savings([f.failure for f in failures]).line(),
                                configs=rep.configs, dashboard=rep.dashboard,
                                not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
                                run_id=rep.run_id, run_url=rep.opts.run_url)

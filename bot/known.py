@@ -1,0 +1,278 @@
+"""Known bugs: a failure that matches an open bot issue's verified repro is not minified again.
+
+The issue's state (the hidden marker, bot/report/state.py) keeps a ``known`` block once a verified
+repro backed the issue: the repro's source (zlib + base64), the signature verification proved, the
+record fields the fingerprint is computed from, and how long the original minify took.
+
+Two sides, never one process:
+- the trusted side (``run`` before its minify stage, the action before it starts the minify stage)
+  holds the tracker and its token: ``prepare`` reads the open bot issues and writes ``known.json``
+  into the run directory (none for ``--reminify``; issues whose re-minify box is ticked left out);
+- the minify process (no token, runs model code) reads ``known.json`` with the bounded reader
+  (``bot.rundir.read_known``) and, for a failing check that matches an entry, runs the known repro
+  once in a fresh process (``reuse``): when it still fails the same way, the entry's record stands
+  in for localize / capture / reduce / verify, and failure.json says so in ``repro.reused``.
+
+The repro comes from an issue the bot wrote; it runs only in the tokenless minify process, like the
+model code the check ran. Rules: docs/reporting.md ("Known bugs are not minified again").
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import os
+import sys
+import time
+import zlib
+
+from bot import fingerprint as fp
+from bot import rundir
+from bot import signature as sg
+
+MAX_REPRO_CHARS = 200_000  # a repro larger than this is not kept in the issue state
+MAX_PACKED = 24_000  # characters of packed repro in the marker (the body budget is 65,536)
+REUSE_VERIFY_RUNS = 1
+REUSE_TIMEOUT = 600.0
+
+
+@dataclasses.dataclass
+class KnownRepro:
+    """One open issue's verified repro, as handed to minify (known.json "known" items)."""
+    issue: int
+    checks: list[str]  # check keys (bot.fingerprint.check_key) the issue was seen on
+    signature: dict  # the verified bot.signature.Signature
+    record: dict  # failure.json fields to restore: class, stage, culprit, bisect, config, repro numbers
+    repro: str  # repro.py source
+    minify_seconds: float | None  # the original minify's wall time
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "KnownRepro":
+        return cls(int(d["issue"]), [str(c) for c in d.get("checks") or []], dict(d["signature"]),
+                   dict(d.get("record") or {}), str(d["repro"]),
+                   float(d["minify_seconds"]) if d.get("minify_seconds") is not None else None)
+
+
+# ---------------------------------------------------------------------------- the issue-state block
+
+def pack(text: str) -> str:
+    return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+
+
+def unpack(packed: str) -> str | None:
+    try:
+        data = zlib.decompressobj().decompress(base64.b64decode(packed, validate=True), MAX_REPRO_CHARS * 4)
+        return data.decode("utf-8")
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        return None
+
+
+def block_of(failure: dict | None, repro_text: str | None) -> dict | None:
+    """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
+    reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), or
+    it is too large for the marker."""
+    failure = failure or {}
+    repro = failure.get("repro") or {}
+    ver = repro.get("verification") or {}
+    sig = sg.Signature.from_json(failure.get("signature"))
+    if (repro.get("reused") or not sg.repro_verified(failure) or sig is None or not sig.verified
+            or not ver.get("random_inputs_reproduce") or not repro_text or len(repro_text) > MAX_REPRO_CHARS):
+        return None
+    packed = pack(repro_text)
+    if len(packed) > MAX_PACKED:
+        return None
+    seconds = (repro.get("timings") or {}).get("total")
+    return {
+        "z": packed, "sha": hashlib.sha256(repro_text.encode()).hexdigest()[:16],
+        "signature": sig.to_json(),
+        "record": {"class": failure.get("class"), "stage": failure.get("stage"),
+                   "culprit": failure.get("culprit"), "config": failure.get("config"),
+                   "status": repro.get("status"), "nodes_before": repro.get("nodes_before"),
+                   "nodes_after": repro.get("nodes_after"), "capture": repro.get("capture")},
+        "minify_seconds": round(float(seconds), 2) if isinstance(seconds, (int, float)) else None,
+    }
+
+
+def merge_block(old: dict | None, new: dict | None) -> dict | None:
+    """A fresh verified repro replaces the stored one; the first minify time is kept when the new
+    record has none."""
+    if new is None:
+        return old
+    if old and new.get("minify_seconds") is None:
+        new = {**new, "minify_seconds": old.get("minify_seconds")}
+    return new
+
+
+def from_state(number: int, state: dict) -> KnownRepro | None:
+    block = state.get("known")
+    if not isinstance(block, dict) or not isinstance(block.get("z"), str):
+        return None
+    text = unpack(block["z"])
+    if text is None or hashlib.sha256(text.encode()).hexdigest()[:16] != block.get("sha"):
+        return None
+    if sg.Signature.from_json(block.get("signature")) is None:
+        return None
+    return KnownRepro(number, [str(c) for c in state.get("checks") or []], block["signature"],
+                      block.get("record") or {}, text, block.get("minify_seconds"))
+
+
+# ---------------------------------------------------------------------------- the trusted side
+
+def collect(tracker, label: str, skip: set[int] = frozenset()) -> list[KnownRepro]:
+    """The open bot issues with a reusable repro, less those in ``skip`` (re-minify requested)."""
+    me = tracker.bot_login()
+    out = []
+    for issue in tracker.list_issues(label):
+        if issue.state != "open" or issue.author != me or issue.number in skip:
+            continue
+        state = fp.parse_marker(issue.body)
+        entry = from_state(issue.number, state) if state else None
+        if entry is not None:
+            out.append(entry)
+    return sorted(out, key=lambda k: k.issue)
+
+
+def write(run_dir, entries: list[KnownRepro], reminify: list[int] | None = None) -> None:
+    rundir.write_known(run_dir, {"known": [e.to_json() for e in entries], "reminify": sorted(reminify or [])})
+
+
+def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = False,
+            say=lambda m: print(m, file=sys.stderr)) -> int:
+    """The trusted side's one call before minify: write known.json (an empty list for --reminify;
+    without the issues whose dashboard re-minify box is ticked). Returns how many repros it holds.
+    Any tracker failure leaves an empty known.json: the run minifies everything."""
+    from bot import dashboard
+    from bot.errors import BotError
+
+    entries: list[KnownRepro] = []
+    boxes: set[int] = set()
+    if not reminify:
+        try:
+            boxes = dashboard.requests_from(tracker).reminify
+            entries = collect(tracker, label, boxes)
+        except BotError as exc:
+            say(f"known bugs not read (every failure is minified): {exc}")
+    write(run_dir, entries, sorted(boxes))
+    if entries or boxes:
+        say(f"known bugs: {len(entries)} open issue(s) with a verified repro"
+            + (f"; re-minify asked for #{', #'.join(map(str, sorted(boxes)))}" if boxes else ""))
+    return len(entries)
+
+
+# ---------------------------------------------------------------------------- the minify side
+
+def load(run_dir) -> list[KnownRepro]:
+    """known.json of a run directory (bounded, validated); [] when there is none or it is bad."""
+    doc = rundir.read_known(run_dir)
+    return [KnownRepro.from_json(d) for d in (doc or {}).get("known") or []]
+
+
+def match(entries: list[KnownRepro], row: dict) -> KnownRepro | None:
+    """The known repro for a failing check: the issue was seen on this check, and the check fails
+    the way the repro does (bot.signature.consistent)."""
+    key = fp.check_key(row)
+    cls = row.get("failure_class")
+    for e in entries:
+        if key not in e.checks:
+            continue
+        stored = sg.Signature.from_json(e.signature)
+        if stored is None or stored.failure_class != cls and not (
+                cls in sg.ERROR_CLASSES and stored.failure_class in sg.ERROR_CLASSES):
+            continue
+        if sg.consistent(sg.of_record(row), stored):
+            return e
+    return None
+
+
+def reuse(rec: dict, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
+    """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
+    entry and return True. Otherwise the repro is removed and minify goes on as usual."""
+    from bot.minify import verify as ver
+
+    sig = sg.Signature.from_json(entry.signature)
+    path = os.path.join(fdir, "repro.py")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(entry.repro)
+    t = time.time()
+    same = 0
+    with open(log_path, "a") as log:
+        log.write(f"known bug: issue #{entry.issue} has a verified repro; running it "
+                  f"{REUSE_VERIFY_RUNS} time(s) in a fresh process instead of minifying\n")
+        for i in range(REUSE_VERIFY_RUNS):
+            rc, out = ver.run_repro(path, random_inputs=True, timeout=REUSE_TIMEOUT)
+            ok = ver.fails_same_way(sig, rc, out)
+            same += ok
+            log.write(f"known repro run {i + 1}/{REUSE_VERIFY_RUNS}: exit {rc}, "
+                      f"{'fails the same way' if ok else 'does NOT fail the same way'}\n")
+            if not ok:
+                log.write(out[-3000:] + "\n")
+    seconds = round(time.time() - t, 2)
+    if same == 0:
+        os.remove(path)
+        say(f"known repro of #{entry.issue} no longer fails the same way ({seconds:.1f} s): minifying again")
+        rec["repro"]["timings"]["known_verify"] = seconds
+        return False
+    r = entry.record
+    rec["class"] = r.get("class") or rec["class"]
+    rec["stage"] = r.get("stage")
+    rec["culprit"] = r.get("culprit")
+    rec["config"] = r.get("config") or {"diff": [], "minimal": None}
+    sig.verified = True
+    rec["signature"] = sig.to_json()
+    saved = round(entry.minify_seconds - seconds, 2) if entry.minify_seconds is not None else None
+    rec["repro"].update(
+        status=r.get("status") if r.get("status") in sg.VERIFIED_STATUSES else "minimized",
+        reason=None, path="repro.py", nodes_before=r.get("nodes_before"), nodes_after=r.get("nodes_after"),
+        queries=0, seconds=0.0, capture=r.get("capture"),
+        verification={"runs": REUSE_VERIFY_RUNS, "failed_same_way": same, "random_inputs_reproduce": True},
+        reused={"issue": entry.issue, "verify_seconds": seconds, "saved_seconds": saved})
+    rec["repro"]["timings"]["known_verify"] = seconds
+    say(f"known bug #{entry.issue}: its repro still fails the same way ({same}/{REUSE_VERIFY_RUNS} fresh run, "
+        f"{seconds:.1f} s); not minified again"
+        + (f" (saved about {saved:.0f} s)" if saved is not None else ""))
+    return True
+
+
+# ---------------------------------------------------------------------------- the summary
+
+@dataclasses.dataclass
+class Savings:
+    reused: int = 0
+    verify_seconds: float = 0.0
+    saved_seconds: float = 0.0
+
+    def line(self) -> str | None:
+        if not self.reused:
+            return None
+        return (f"Known bugs reused: {self.reused} (their repros verified in {self.verify_seconds:.0f} s "
+                f"instead of minified again; about {self.saved_seconds:.0f} s of minify saved).")
+
+
+def savings(failures: list[dict | None]) -> Savings:
+    """How many failure records reused a known repro, and the time that saved."""
+    s = Savings()
+    for f in failures:
+        reused = ((f or {}).get("repro") or {}).get("reused")
+        if isinstance(reused, dict):
+            s.reused += 1
+            s.verify_seconds += float(reused.get("verify_seconds") or 0)
+            s.saved_seconds += max(0.0, float(reused.get("saved_seconds") or 0))
+    s.verify_seconds = round(s.verify_seconds, 2)
+    s.saved_seconds = round(s.saved_seconds, 2)
+    return s
+
+
+def savings_of_run(run_dir) -> Savings:
+    """Savings of a run directory's failure records (for `run`'s output and the action's summary)."""
+    from bot.errors import UsageError
+
+    try:
+        results = rundir.read_results(run_dir)
+        return savings([rundir.read_failure(run_dir, r["id"]) for r in results["checks"]
+                        if r.get("failure_class")])
+    except UsageError:
+        return Savings()
