@@ -163,6 +163,35 @@ def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = Fal
     return len(entries)
 
 
+def for_action(run_dir, inputs, env) -> int:
+    """The action's one call before it starts the (tokenless) minify stage: with a GitHub tracker and
+    the token in this process (stage ``all``), write known.json; otherwise write an empty one (a
+    split check job has no token: every failure is minified there). ``inputs``: the action's inputs
+    (stage, tracker, dry_run, token, labels, bot_login; ``reminify`` when the input exists)."""
+    from bot import gha
+    from bot.errors import BotError
+
+    if (getattr(inputs, "stage", "all") != "all" or getattr(inputs, "tracker", "github") != "github"
+            or getattr(inputs, "dry_run", False) or not getattr(inputs, "token", "")
+            or getattr(inputs, "reminify", False)):
+        write(run_dir, [])
+        return 0
+    labels = list(getattr(inputs, "labels", None) or []) or ["minify-bot"]
+    try:
+        from bot.tracker.github import GitHubTracker
+
+        tracker = GitHubTracker(gha.repository(env), inputs.token, env.get("GITHUB_API_URL"),
+                                login=getattr(inputs, "bot_login", None) or None)
+    except (BotError, ValueError) as exc:
+        print(f"known bugs not read (every failure is minified): {exc}", file=sys.stderr)
+        write(run_dir, [])
+        return 0
+    try:
+        return prepare(run_dir, tracker, labels[0])
+    finally:
+        tracker.close()
+
+
 # ---------------------------------------------------------------------------- the minify side
 
 def load(run_dir) -> list[KnownRepro]:
@@ -254,13 +283,16 @@ class Savings:
 
 def savings(failures: list[dict | None]) -> Savings:
     """How many failure records reused a known repro, and the time that saved."""
+    def num(v) -> float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9 else 0.0
+
     s = Savings()
     for f in failures:
-        reused = ((f or {}).get("repro") or {}).get("reused")
+        reused = ((f or {}).get("repro") or {}).get("reused") if isinstance(f, dict) else None
         if isinstance(reused, dict):
             s.reused += 1
-            s.verify_seconds += float(reused.get("verify_seconds") or 0)
-            s.saved_seconds += max(0.0, float(reused.get("saved_seconds") or 0))
+            s.verify_seconds += num(reused.get("verify_seconds"))
+            s.saved_seconds += num(reused.get("saved_seconds"))
     s.verify_seconds = round(s.verify_seconds, 2)
     s.saved_seconds = round(s.saved_seconds, 2)
     return s
@@ -276,3 +308,9 @@ def savings_of_run(run_dir) -> Savings:
                         if r.get("failure_class")])
     except UsageError:
         return Savings()
+
+
+def summary_lines(run_dir) -> list[str]:
+    """The job summary's line on reused known bugs (none when nothing was reused)."""
+    line = savings_of_run(run_dir).line()
+    return [line, ""] if line else []
