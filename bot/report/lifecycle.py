@@ -15,7 +15,7 @@ from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
-from bot.report.state import IssueState, is_flaky, labels_for, merge_state, parse, with_passing_run
+from bot.report.state import IssueState, is_flaky, is_reuse, labels_for, merge_state, parse, with_passing_run
 from bot.tracker.base import Issue, Tracker
 
 REPORT_SCHEMA = rundir.REPORT_SCHEMA
@@ -196,8 +196,7 @@ class Lifecycle:
            it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
         ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
-        reused = {((f.failure or {}).get("repro") or {}).get("reused", {}).get("issue") for f in group
-                  if isinstance(((f.failure or {}).get("repro") or {}).get("reused"), dict)}
+        reused = {f.failure["repro"]["reused"].get("issue") for f in group if is_reuse(f)}
         for issue, state in ranked:  # a known repro was reused: the issue it came from, if it is this bug's
             if issue.number in reused and fpr.check_key in state.checks:
                 return issue, state

@@ -96,6 +96,11 @@ def _affected_row(check: dict, when: str) -> dict:
             "check_id": str(check.get("id"))[:200], "first_seen": when, "last_seen": when, "occurrences": 0}
 
 
+def is_reuse(f: Failure) -> bool:
+    """The failure's repro is a known issue's repro, verified again instead of minified (bot/known.py)."""
+    return isinstance(((f.failure or {}).get("repro") or {}).get("reused"), dict)
+
+
 def is_flaky(group: list[Failure]) -> bool:
     return all(bool((f.failure or {}).get("flaky")) for f in group)
 
@@ -137,6 +142,8 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
             if not new:
                 events.append(f"new torch version: {torch_v}")
         rank = list(repro_rank(f.failure))
+        if is_reuse(f) and s.best_repro is not None:
+            continue  # the issue's own repro, rerun: never news (its one verify run is not "more verified")
         if s.best_repro is None or rank < s.best_repro:
             if s.best_repro is not None and rank[0] <= 1:
                 nodes = rank[2] if rank[2] < 10 ** 9 else "?"
