@@ -53,7 +53,8 @@ class Lifecycle:
     the tracker calls. ``bot.dashboard.after_report`` uses ``record``, ``write_report``, ``renderer``,
     ``tracker``, ``opts``, ``run_id``, ``actions`` and sets ``dashboard``."""
 
-    def __init__(self, run_dir: Path, tracker: Tracker, opts: ReportOptions, run_id: str):
+    def __init__(self, run_dir: Path, tracker: Tracker, opts: ReportOptions, run_id: str,
+                 configs: list[dict] | None = None):
         self.run_dir = run_dir
         self.run_id = run_id
         self.tracker = tracker
@@ -62,7 +63,7 @@ class Lifecycle:
         self.actions: list[dict] = []
         self.commented: set[int] = set()
         self.report_path = run_dir / rundir.REPORT
-        self.configs: list[dict] = []  # pass counts per configuration (bot.dashboard.configuration_counts)
+        self.configs = configs or []  # pass counts per configuration (bot.dashboard.configuration_counts)
         self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.dashboard.after_report)
 
     # -- bookkeeping
@@ -306,10 +307,10 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
         raise UsageError("--max-new must be >= 0 and --close-after >= 1")
     run = Path(run_dir)
     results, failures, passing = load_run(run)  # all validation happens before any write
-    rep = Lifecycle(run, tracker, opts, opts.run_id or default_run_id(results))
     from bot.dashboard import configuration_counts
 
-    rep.configs = configuration_counts(results["checks"])  # pass counts per configuration, for the summary
+    rep = Lifecycle(run, tracker, opts, opts.run_id or default_run_id(results),
+                    configuration_counts(results["checks"]))  # pass counts per configuration, for the summary
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
     board = None
     try:
