@@ -200,3 +200,29 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
     assert rec4["repro"]["reused"] is None and rec4["repro"]["queries"] > 0
     board, _ = dashboard.find(tracker)
     assert box in board.body  # unticked again
+
+
+def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_path):
+    """Against the GitHub stand-in: stage all with the token writes the open issue's repro; a split
+    check job (no token) and --reminify-like input write none."""
+    from types import SimpleNamespace
+
+    from bot.tracker.github import GitHubTracker
+    from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
+
+    stub = seeded_stub()
+    try:
+        gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
+        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(ROW)],
+                           known=known.block_of(_failure(), REPRO))
+        number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+        env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}
+        inputs = SimpleNamespace(stage="all", tracker="github", dry_run=False, token=BOT_TOKEN,
+                                 labels=["minify-bot"], bot_login=None)
+        assert known.for_action(tmp_path, inputs, env) == 1
+        assert [(k.issue, k.repro) for k in known.load(tmp_path)] == [(number, REPRO)]
+        for change in ({"stage": "check", "token": ""}, {"reminify": True}):
+            assert known.for_action(tmp_path, SimpleNamespace(**{**vars(inputs), **change}), env) == 0
+            assert known.load(tmp_path) == []
+    finally:
+        stub.stop()
