@@ -160,6 +160,7 @@ class MinifyOptions(_Options):
     budget: float | None = opt(600.0)
     no_localize: bool | None = opt(False)
     no_bisect: bool | None = opt(False)
+    reminify: bool | None = opt(False)
     check_timeout: float | None = opt(900.0)
 
 

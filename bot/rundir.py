@@ -8,6 +8,7 @@ Layout (docs/run-directory.md)::
     failures/<id>/failure.json   one failure record per failing check (bot/schemas/failure.schema.json)
     failures/<id>/repro.py ...   the repro, its inputs, the minifier log
     report.json                  what `report` did               (bot/schemas/report.schema.json)
+    known.json                   known bugs' repros handed to minify (bot/schemas/known.schema.json)
     merge.json                   what `merge` combined (merged run directories only)
     summary.md, issues/          the job summary; the local tracker's issues
 
@@ -49,6 +50,7 @@ RESULTS_CSV = "results.csv"
 FAILURE = "failure.json"
 REPORT = "report.json"
 MERGE = "merge.json"
+KNOWN = "known.json"
 CHECKS_DIR = "checks"
 FAILURES_DIR = "failures"
 
@@ -56,7 +58,10 @@ RESULTS_SCHEMA = "minify-action/results/v1"
 FAILURE_SCHEMA = "minify-action/failure/v1"
 REPORT_SCHEMA = "minify-action/report/v1"
 MERGE_SCHEMA = "minify-action/merge/v1"
-SCHEMA_FILES = {"results": "results.schema.json", "failure": "failure.schema.json", "report": "report.schema.json"}
+KNOWN_SCHEMA = "minify-action/known/v1"
+SCHEMA_FILES = {"results": "results.schema.json", "failure": "failure.schema.json", "report": "report.schema.json",
+                "known": "known.schema.json"}
+MAX_KNOWN_BYTES = 8 * 1024 * 1024
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 
 # --------------------------------------------------------------------------- status words
@@ -140,6 +145,14 @@ def write_report(run_dir: str | os.PathLike, doc: dict) -> Path:
 def write_merge(run_dir: str | os.PathLike, doc: dict) -> Path:
     path = Path(run_dir) / MERGE
     _atomic_write(path, _dump({"schema": MERGE_SCHEMA, **doc}, indent=2))
+    return path
+
+
+def write_known(run_dir: str | os.PathLike, doc: dict) -> Path:
+    """known.json: written by the side that holds the tracker, before minify (bot/known.py)."""
+    path = Path(run_dir) / KNOWN
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, _dump({"schema": KNOWN_SCHEMA, **doc}))
     return path
 
 
@@ -285,6 +298,25 @@ def read_optional(path: str | os.PathLike) -> dict | None:
         return reader() if path.exists() else None
     except UsageError:
         return None
+
+
+def read_known(run_dir: str | os.PathLike) -> dict | None:
+    """known.json, read the untrusted way (the minify process runs model code and reads it from a
+    directory that process can write): a regular file under a size cap, bounded JSON, validated
+    against known.schema.json. None when it is missing or not valid (minify then reuses nothing)."""
+    path = Path(run_dir) / KNOWN
+    if not path.exists():
+        return None
+    try:
+        if path.lstat().st_size > MAX_KNOWN_BYTES:
+            raise UsageError(f"{path}: over the {MAX_KNOWN_BYTES}-byte cap")
+        doc = read_capped(path, str(path))
+        check_schema_id(doc, KNOWN_SCHEMA, str(path))
+        validate(doc, "known", str(path))
+    except (UsageError, OSError) as exc:
+        print(f"warning: {KNOWN} ignored (every failure is minified): {exc}", flush=True)
+        return None
+    return doc
 
 
 def has_failures(run_dir: str | os.PathLike) -> bool:

@@ -337,3 +337,13 @@ def verified_signature(pinned: Signature, failure: dict) -> Signature:
     ops, answer, method = culprit_of_record(failure)
     return Signature(pinned.failure_class, pinned.exc_type, list(pinned.messages), failure.get("stage"),
                      device_type(check.get("device")), check.get("dtype"), ops, answer, method, True)
+
+
+def bisect_words(bisect: dict | None) -> str | None:
+    """One line for the bisector's answer: ``lowerings: relu``."""
+    if not bisect or bisect.get("incomplete") or not bisect.get("subsystem"):
+        return None
+    detail = str(bisect.get("detail") or "").strip().splitlines()
+    last = detail[-1] if detail else ""
+    # torch's debug_info for lowerings reads "relu" or "lowering relu"; keep it short
+    return f"{bisect['subsystem']}: {last[:80]}" if last else str(bisect["subsystem"])

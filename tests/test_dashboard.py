@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import re
 
-from bot import dashboard, fingerprint as fp
+from bot import fingerprint as fp
+from bot.report import dashboard
 from bot.check.sweep import run_with_reruns
 from bot.render import BODY_LIMIT
 from bot.report import ReportOptions, report_run

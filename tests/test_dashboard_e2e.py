@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import dashboard
+from bot.report import dashboard
 from bot.report import report_run
 from bot.tracker.local import LocalTracker
 from tests.ghstub.fixtures import ghstub  # noqa: F401

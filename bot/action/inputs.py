@@ -31,6 +31,7 @@ class Inputs:
     config: list[str] = field(default_factory=list)
     timeout: str = ""
     minify: bool = True
+    reminify: bool = False
     verification_runs: int | None = None
     minify_budget: str = ""
     baseline: str = ""
@@ -72,6 +73,7 @@ class Inputs:
             config=gha.get_lines_input("config", env),
             timeout=g("timeout"),
             minify=gha.get_bool_input("minify", True, env),
+            reminify=gha.get_bool_input("reminify", False, env),
             verification_runs=gha.get_int_input("verification-runs", None, env, minimum=0),
             minify_budget=g("minify-budget"),
             baseline=g("baseline"),

@@ -27,6 +27,7 @@ from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, to_argv
+from bot.report import known as known_bugs
 
 STAGE_TIMEOUT = 6 * 3600.0
 # `python -c` without the working directory on sys.path: the workspace (maybe a pull request's
@@ -166,7 +167,8 @@ def minify_options(ctx: Context) -> MinifyOptions:
     i = ctx.inputs
     return MinifyOptions(out=str(ctx.out), repro_after=i.repro_after or None,
                          repro_level=number_input("repro-level", i.repro_level, int),
-                         verify_runs=i.verification_runs, budget=number_input("minify-budget", i.minify_budget))
+                         verify_runs=i.verification_runs, budget=number_input("minify-budget", i.minify_budget),
+                         reminify=i.reminify or None)
 
 
 def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOptions:
@@ -203,6 +205,7 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
         error(ctx, f"{row.get('id')}: {row.get('status')} ({row.get('failure_class')})", title="minify-bot: check failed")
 
     if failing(results) and ctx.inputs.minify:
+        known_bugs.for_action(ctx.out, ctx.inputs, ctx.env)  # known.json: open issues' verified repros (token stays here)
         mopts = minify_options(ctx)
         try:
             with ctx.cmds.group(f"minify-bot minify ({len(failing(results))} failing)"):

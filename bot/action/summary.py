@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from bot import gha
+from bot import gha, known
 from bot.action import ownership
 from bot.action.context import Context
 from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error
@@ -95,7 +95,8 @@ def summary_results(ctx: Context, results: dict | None, report: dict | None, tit
     ctx.summary.append(render(
         "action_results.md.j2", title=title, counts=counts(results),
         settings=[(k, str(s.get(k))) for k in SETTINGS_SHOWN if s.get(k)],
-        rows=table_rows(results, ctx.out / "failures", report), issues=issues(report) if show_issues else None))
+        rows=table_rows(results, ctx.out / "failures", report), issues=issues(report) if show_issues else None,
+        known=known.summary_lines(ctx.out)))  # known bugs reused instead of minified, time saved
 
 
 def summarize_failure(ctx: Context | None, env: dict, line: str) -> None:

@@ -44,6 +44,8 @@ def add_arguments(p) -> None:
                    help="time budget per failure for reduction [600]")
     p.add_argument("--verify-runs", type=int, default=d("verify_runs"), metavar="N", help="fresh verification runs [3]")
     p.add_argument("--no-localize", action="store_true", help="skip the eager/aot_eager/... ablation")
+    p.add_argument("--reminify", action="store_true",
+                   help="minify every failure, even one whose open issue has a verified repro (known.json)")
     p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
     p.add_argument("--check-timeout", type=float, default=d("check_timeout"), metavar="SECONDS",
                    help="time limit for each rerun of a check (localize, capture) [900]")
@@ -122,12 +124,18 @@ def execute(args) -> int:
             _say(f"no failing checks{' among ' + ','.join(sorted(only)) if only else ''} in "
                  f"{os.path.join(args.out, 'results.json')}: nothing to minify")
             return EXIT_OK
+    if not given and not args.reminify:
+        from bot import known
+
+        opts.known = known.load(run_dir)
     versions = preflight()
     t0 = time.time()
     found = 0
+    records = []
     for i, (row, s, launcher) in enumerate(todo, 1):
         _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
         rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher)
+        records.append(rec)
         st = rec["repro"]["status"]
         ver = rec["repro"].get("verification") or {}
         extra = f", verified {ver.get('failed_same_way')}/{ver.get('runs')}" if ver else ""
@@ -137,4 +145,8 @@ def execute(args) -> int:
         if st in ("minimized", "partial"):
             found += 1
     _say(f"done: {found}/{len(todo)} failures minimized and verified in {time.time() - t0:.0f} s")
+    if opts.known:
+        from bot import known
+
+        _say(known.savings(records).line() or "known bugs: none of the failures matched a known repro")
     return EXIT_FAILURES if found else EXIT_OK

@@ -33,6 +33,8 @@ def add_arguments(p) -> None:
     m.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
     m.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
     m.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector")
+    m.add_argument("--reminify", action="store_true",
+                   help="minify every failure again, even those whose open issue has a verified repro")
     r = p.add_argument_group("report")
     r.add_argument("--tracker", choices=["local", "github"], default=None,
                    help="local (default without a token) or github (default with GITHUB_TOKEN and --repo)")
@@ -55,7 +57,8 @@ def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, Repo
     """The options of the three stages, from `run`'s own command line."""
     check = CheckOptions.from_args(args)
     minify = MinifyOptions(out=args.out, budget=args.budget, verify_runs=args.verify_runs,
-                           repro_after=args.repro_after, repro_level=args.repro_level, no_bisect=args.no_bisect)
+                           repro_after=args.repro_after, repro_level=args.repro_level, no_bisect=args.no_bisect,
+                           reminify=args.reminify)
     report = ReportStageOptions(out=args.out, tracker=tracker, issues_dir=args.issues_dir, repo=args.repo,
                                 api_url=args.api_url, label=args.label, max_new=args.max_new,
                                 close_after=args.close_after, templates=args.templates, dry_run=args.dry_run,
@@ -82,8 +85,14 @@ def run(args) -> int:
 
     rc_minify = EXIT_OK
     if not args.no_minify and _has_failures(out):
+        _prepare_known(args, tracker)  # known.json: open issues' verified repros, read with the token here
         _stage("minify")
         rc_minify = call_stage(minify)
+        from bot import known
+
+        line = known.savings_of_run(out).line()
+        if line:
+            print(line, file=sys.stderr)
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
 
@@ -102,11 +111,10 @@ def run(args) -> int:
     return rc_check
 
 
-def _dashboard_retry(args, tracker_kind: str) -> list[str]:
-    """The checks whose retry box is ticked on the dashboard (read with the report's tracker)."""
+def _with_tracker(args, tracker_kind: str, use, what: str):
+    """``use(tracker)`` with the report's tracker; None (and a note) when it cannot be read."""
     import argparse
 
-    from bot import dashboard
     from bot.commands.report import make_tracker
     from bot.errors import BotError
 
@@ -115,12 +123,33 @@ def _dashboard_retry(args, tracker_kind: str) -> list[str]:
     try:
         t = make_tracker(ns)
         try:
-            return sorted(dashboard.requests_from(t).retry)
+            return use(t)
         finally:
             t.close()
     except BotError as exc:
-        print(f"dashboard not read (retry boxes ignored this run): {exc}", file=sys.stderr)
-        return []
+        print(f"{what}: {exc}", file=sys.stderr)
+        return None
+
+
+def _dashboard_retry(args, tracker_kind: str) -> list[str]:
+    """The checks whose retry box is ticked on the dashboard (read with the report's tracker)."""
+    from bot.report import dashboard
+
+    return _with_tracker(args, tracker_kind, lambda t: sorted(dashboard.requests_from(t).retry),
+                         "dashboard not read (retry boxes ignored this run)") or []
+
+
+def _prepare_known(args, tracker_kind: str) -> None:
+    """known.json for minify (bot/known.py): this process holds the tracker, minify never does."""
+    from bot import known
+    from bot.report.known import prepare
+
+    if args.reminify or args.no_report:
+        known.write(args.out, [])
+        return
+    if _with_tracker(args, tracker_kind, lambda t: prepare(args.out, t, args.label),
+                     "known bugs not read (every failure is minified)") is None:
+        known.write(args.out, [])
 
 
 def _has_failures(out: str) -> bool:

@@ -460,13 +460,3 @@ def agrees_with_bisect(ops: list[str], bisect: dict | None) -> bool | None:
     detail = str(bisect.get("detail")).lower()
     names = {o.split(".")[1] if o.startswith("aten.") and o.count(".") >= 2 else o for o in ops}
     return any(n.lower() in detail for n in names)
-
-
-def bisect_words(bisect: dict | None) -> str | None:
-    """One line for the bisector's answer: ``lowerings: relu``."""
-    if not bisect or bisect.get("incomplete") or not bisect.get("subsystem"):
-        return None
-    detail = str(bisect.get("detail") or "").strip().splitlines()
-    last = detail[-1] if detail else ""
-    # torch's debug_info for lowerings reads "relu" or "lowering relu"; keep it short
-    return f"{bisect['subsystem']}: {last[:80]}" if last else str(bisect["subsystem"])

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
+from bot import known as kn
 from bot import rundir
 from bot.minify import capture as cap
 from bot.minify import localize as loc
 from bot.minify import package as pkg
 from bot.minify import reduce as red
+from bot.minify import reuse
 from bot.minify import verify as ver
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
 
@@ -44,12 +46,13 @@ class Options:
     bisect: bool = True
     check_timeout: float = 900.0
     keep_work: bool = False
+    known: list = field(default_factory=list)  # bot.known.KnownRepro: open issues' verified repros
 
 
 def empty_repro(status: str, reason: str | None) -> dict:
     return {"status": status, "reason": reason, "path": None, "standalone_path": None, "inputs_dir": None,
             "log": None, "nodes_before": None, "nodes_after": None, "queries": 0, "seconds": 0.0, "graph": None,
-            "verification": None, "capture": None, "timings": {}}
+            "verification": None, "capture": None, "timings": {}, "reused": None}
 
 
 def base_record(row: dict) -> dict:
@@ -125,6 +128,10 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         if program and (row.get("compile_frames") if "compile_frames" in row else row.get("compiled_graphs")) == 0:
             rec["repro"]["reason"] = COMPILED_NOTHING
             say(f"{fid}: skipped: {COMPILED_NOTHING}")
+            return
+        # 0. a known bug: a short verify of the open issue's repro instead of minifying again
+        entry = kn.match(opts.known, row)
+        if entry is not None and reuse.reuse(rec, entry, fdir, log_path, lambda m: say(f"{fid}: {m}")):
             return
         # 1. localize
         stage_backend = row.get("backend") or settings.get("backend")

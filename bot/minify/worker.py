@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from bot.signature import Signature, consistent, signature_of_error_record, \
+from bot.signature import Signature, bisect_words, consistent, signature_of_error_record, \
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -464,8 +464,8 @@ def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None
     ops, method = sorted(culprit.ops), culprit.method
     agree = P.agrees_with_bisect(ops, bisect)
     if agree is False:
-        log(f"culprit {', '.join(ops)} does not match the bisector's answer {P.bisect_words(bisect)!r}")
-    return {"ops": ops, "bisect": P.bisect_words(bisect), "method": method}
+        log(f"culprit {', '.join(ops)} does not match the bisector's answer {bisect_words(bisect)!r}")
+    return {"ops": ops, "bisect": bisect_words(bisect), "method": method}
 
 
 def graph_role(source: str) -> str:

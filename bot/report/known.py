@@ -1,0 +1,75 @@
+"""Known bugs, the trusted side: the process that holds the tracker (and its token) reads the open
+bot issues' verified repros and writes known.json for the tokenless minify stage (bot/known.py has the
+record and the rules)."""
+
+from __future__ import annotations
+
+import sys
+
+from bot import fingerprint as fp
+from bot.known import KnownRepro, from_state, write
+
+def collect(tracker, label: str, skip: set[int] = frozenset()) -> list[KnownRepro]:
+    """The open bot issues with a reusable repro, less those in ``skip`` (re-minify requested)."""
+    me = tracker.bot_login()
+    out = []
+    for issue in tracker.list_issues(label):
+        if issue.state != "open" or issue.author != me or issue.number in skip:
+            continue
+        state = fp.parse_marker(issue.body)
+        entry = from_state(issue.number, state) if state else None
+        if entry is not None:
+            out.append(entry)
+    return sorted(out, key=lambda k: k.issue)
+
+
+def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = False,
+            say=lambda m: print(m, file=sys.stderr)) -> int:
+    """The trusted side's one call before minify: write known.json (an empty list for --reminify;
+    without the issues whose dashboard re-minify box is ticked). Returns how many repros it holds.
+    Any tracker failure leaves an empty known.json: the run minifies everything."""
+    from bot.report import dashboard
+    from bot.errors import BotError
+
+    entries: list[KnownRepro] = []
+    boxes: set[int] = set()
+    if not reminify:
+        try:
+            boxes = dashboard.requests_from(tracker).reminify
+            entries = collect(tracker, label, boxes)
+        except BotError as exc:
+            say(f"known bugs not read (every failure is minified): {exc}")
+    write(run_dir, entries, sorted(boxes))
+    if entries or boxes:
+        say(f"known bugs: {len(entries)} open issue(s) with a verified repro"
+            + (f"; re-minify asked for #{', #'.join(map(str, sorted(boxes)))}" if boxes else ""))
+    return len(entries)
+
+
+def for_action(run_dir, inputs, env) -> int:
+    """The action's one call before it starts the (tokenless) minify stage: with a GitHub tracker and
+    the token in this process (stage ``all``), write known.json; otherwise write an empty one (a
+    split check job has no token: every failure is minified there). ``inputs``: the action's inputs
+    (stage, tracker, dry_run, token, labels, bot_login; ``reminify`` when the input exists)."""
+    from bot import gha
+    from bot.errors import BotError
+
+    if (getattr(inputs, "stage", "all") != "all" or getattr(inputs, "tracker", "github") != "github"
+            or getattr(inputs, "dry_run", False) or not getattr(inputs, "token", "")
+            or getattr(inputs, "reminify", False)):
+        write(run_dir, [])
+        return 0
+    labels = list(getattr(inputs, "labels", None) or []) or ["minify-bot"]
+    try:
+        from bot.tracker.github import GitHubTracker
+
+        tracker = GitHubTracker(gha.repository(env), inputs.token, env.get("GITHUB_API_URL"),
+                                login=getattr(inputs, "bot_login", None) or None)
+    except (BotError, ValueError) as exc:
+        print(f"known bugs not read (every failure is minified): {exc}", file=sys.stderr)
+        write(run_dir, [])
+        return 0
+    try:
+        return prepare(run_dir, tracker, labels[0])
+    finally:
+        tracker.close()

@@ -1,0 +1,344 @@
+"""The issue lifecycle against the Tracker interface: one issue per bug, filed, updated or reopened
+(one code path), closed after passing runs, duplicates closed. ``report_run`` is the entry point."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+from pathlib import Path
+
+from bot import fingerprint as fp
+from bot import known
+from bot import rundir
+from bot.errors import BotError, UsageError
+from bot.render import Renderer
+from bot.report.context import issue_context
+from bot.report.load import Failure, ReportOptions, default_run_id, load_run
+from bot.report.state import IssueState, is_flaky, is_reuse, labels_for, merge_state, parse, with_passing_run
+from bot.tracker.base import Issue, Tracker
+
+REPORT_SCHEMA = rundir.REPORT_SCHEMA
+
+
+@dataclasses.dataclass
+class ReportResult:
+    run_id: str
+    actions: list[dict]
+    report_path: Path
+    summary_path: Path | None = None
+    error: str | None = None
+
+    @property
+    def counts(self) -> dict:
+        return count_actions(self.actions)
+
+
+def count_actions(actions: list[dict]) -> dict:
+    c = {k: 0 for k in ("created", "updated", "reopened", "closed", "commented", "skipped", "unchanged",
+                        "duplicate_closed", "capped")}
+    for a in actions:
+        c[a["action"]] = c.get(a["action"], 0) + 1
+        if a.get("commented"):
+            c["commented"] += 1
+    c["skipped"] += c["capped"]
+    return c
+
+
+
+# ---------------------------------------------------------------------------- the lifecycle
+
+class Lifecycle:
+    """One report of one run: what it did (``actions``, written to report.json after each one) and
+    the tracker calls. ``bot.report.dashboard.after_report`` uses ``record``, ``write_report``, ``renderer``,
+    ``tracker``, ``opts``, ``run_id``, ``actions`` and sets ``dashboard``."""
+
+    def __init__(self, run_dir: Path, tracker: Tracker, opts: ReportOptions, run_id: str,
+                 configs: list[dict] | None = None):
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.tracker = tracker
+        self.opts = opts
+        self.renderer = Renderer(opts.templates_dir)
+        self.actions: list[dict] = []
+        self.commented: set[int] = set()
+        self.report_path = run_dir / rundir.REPORT
+        self.configs = configs or []  # pass counts per configuration (bot.report.dashboard.configuration_counts)
+        self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.report.dashboard.after_report)
+
+    # -- bookkeeping
+    def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
+        a = {"action": action, "issue": issue.number if issue else None, "url": issue.url if issue else None,
+             "fingerprint": group[0].fingerprint.primary if group else None,
+             "checks": [f.check["id"] for f in group] if group else extra.pop("checks", []),
+             "reason": reason, **extra}
+        self.actions.append(a)
+        self.write_report()
+        return a
+
+    def write_report(self, error: str | None = None) -> None:
+        data = {"run_id": self.run_id, "tracker": self.tracker.name,
+                "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
+                "counts": count_actions(self.actions), "actions": self.actions, "error": error}
+        if self.dashboard:
+            data["dashboard"] = self.dashboard
+        rundir.write_report(self.run_dir, data)
+
+    def run_link(self) -> str:
+        return f"[{self.run_id}]({self.opts.run_url})" if self.opts.run_url else f"run `{self.run_id}`"
+
+    def comment(self, issue: Issue, kind: str, template: str, ctx: dict) -> bool:
+        """At most one comment per issue per run."""
+        if issue.number in self.commented:
+            return False
+        tag = fp.comment_tag(kind, self.run_id, ctx.get("sig", ""))
+        body = self.renderer.comment(template, ctx).rstrip("\n") + "\n\n" + tag + "\n"
+        self.tracker.comment(issue.number, body, tag)
+        self.commented.add(issue.number)
+        return True
+
+    def body(self, group, state: IssueState) -> tuple[str, list[str]]:
+        return self.renderer.body(issue_context(group, state, self.opts, self.run_dir), state.to_json())
+
+    # -- steps
+    def run(self, results: dict, failures: list[Failure], passing: list[dict]) -> None:
+        when = str(results.get("finished") or results.get("started") or _dt.datetime.now(_dt.timezone.utc).isoformat())
+        self.tracker.ensure_label(self.opts.label, "5319e7", "Filed and maintained by minify-bot")
+        me = self.tracker.bot_login()
+        issues = self._bot_issues(me)
+        if not self.opts.pr_run:
+            issues = self._close_duplicates(issues)
+        groups: dict[str, list[Failure]] = {}
+        for f in sorted(failures, key=lambda f: f.check["id"]):
+            groups.setdefault(f.fingerprint.primary, []).append(f)
+        touched: set[int] = set()
+        created = 0
+        # every group of this run that belongs to one issue goes into ONE update of that issue
+        buckets: dict[int, tuple[Issue, IssueState, list[Failure]]] = {}
+        unmatched: list[list[Failure]] = []
+        migrated: set[int] = set()
+        for sig in sorted(groups, key=lambda s: groups[s][0].check["id"]):
+            group = groups[sig]
+            match = self._match(issues, group, migrated)
+            if match is None:
+                unmatched.append(group)
+            else:
+                issue, state = match
+                buckets.setdefault(issue.number, (issue, state, []))[2].extend(group)
+        for group in unmatched:
+            if is_flaky(group) and not self.opts.file_flaky:
+                self.record("skipped", group, None, "flaky: passed on rerun; not filed")
+                continue
+            if created >= self.opts.max_new:
+                self.record("capped", group, None, f"over the cap of {self.opts.max_new} new issues per run")
+                continue
+            issue = self._create(group, when, me)
+            created += 1
+            issues = self._bot_issues(me)
+            touched.add(issue.number)
+        for number in sorted(buckets):
+            issue, state, group = buckets[number]
+            touched.add(issue.number)
+            if self.opts.pr_run:
+                self._pr_comment(issue, state, group)
+            else:
+                self._refresh(issue, state, group, when)
+        if not self.opts.pr_run:
+            self._close_passing(issues, touched, failures, passing)
+
+    def _pr_comment(self, issue: Issue, state: IssueState, group) -> None:
+        """A pull-request run that fails like a filed bug: a comment on the open issue, nothing else."""
+        if issue.state != "open":
+            self.record("skipped", group, issue, "closed; a pull-request run does not reopen issues")
+            return
+        if self.run_id in state.runs:
+            self.record("unchanged", group, issue, "this run was already reported")
+            return
+        commented = self.comment(issue, "pr", "update_comment.md.j2", {
+            "events": ["seen in a run on an unmerged pull request (not counted as a main-branch run)"],
+            "run_link": self.run_link(), "sig": state.sig})
+        self.record("unchanged", group, issue, "seen in a pull-request run" + (", commented" if commented else ""),
+                    commented=commented)
+
+    def _bot_issues(self, me: str) -> list[tuple[Issue, IssueState]]:
+        out = []
+        for issue in self.tracker.list_issues(self.opts.label):
+            state = parse(issue.body)
+            if state is not None and issue.author == me:
+                out.append((issue, state))
+        return out
+
+    def _close_duplicates(self, issues):
+        """Open bot issues sharing a primary signature (a race slipped through): keep the oldest."""
+        by_sig: dict[str, list] = {}
+        for issue, state in issues:
+            if issue.state == "open":
+                by_sig.setdefault(state.sig, []).append((issue, state))
+        closed = set()
+        for sig, items in by_sig.items():
+            items.sort(key=lambda t: t[0].number)
+            for issue, state in items[1:]:
+                self._close_as_duplicate(issue, items[0][0].number, sig)
+                closed.add(issue.number)
+        return [(i, s) for i, s in issues if i.number not in closed]
+
+    def _close_as_duplicate(self, issue: Issue, survivor: int, sig: str) -> None:
+        self.comment(issue, "duplicate", "duplicate_comment.md.j2", {"survivor": survivor, "sig": sig})
+        self.tracker.edit_issue(issue.number, state="closed", state_reason="not_planned")
+        self.record("duplicate_closed", None, issue, f"duplicate of #{survivor}", survivor=survivor,
+                    commented=True, fingerprint=sig)
+
+    def _match(self, issues, group: list[Failure], migrated: set[int]):
+        """The issue for this bug; open before closed:
+        1. the primary signature;
+        2. the model/configuration alternative, only when neither side has a verified repro (the
+           failure has the alternative only when it is identified by its model);
+        3. an issue filed under v1 whose primary is this failure's v1 primary, not yet migrated:
+           it migrates to this group's signature, and no second group of the run may take it."""
+        fpr = group[0].fingerprint
+        ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
+        reused = {f.failure["repro"]["reused"].get("issue") for f in group if is_reuse(f)}
+        for issue, state in ranked:  # a known repro was reused: the issue it came from, if it is this bug's
+            if issue.number in reused and fpr.check_key in state.checks:
+                return issue, state
+        for issue, state in ranked:
+            if fpr.primary in state.sigs:
+                return issue, state
+        if not any(f.fingerprint.has_repro for f in group):
+            for issue, state in ranked:
+                if not state.has_repro and any(k in state.alt for k in fpr.alternatives):
+                    return issue, state
+        legacy = {f.fingerprint.legacy for f in group if f.fingerprint.legacy}
+        for issue, state in ranked:
+            if issue.number in migrated or str(state.sig).startswith(f"{fp.VERSION}:"):
+                continue
+            if legacy & set(state.sigs):
+                migrated.add(issue.number)
+                return issue, state
+        return None
+
+    def _create(self, group, when, me) -> Issue:
+        state, _ = merge_state(None, group, self.run_id, when)
+        body, overflow = self.body(group, state)
+        ctx = issue_context(group, state, self.opts, self.run_dir)
+        title = self.renderer.title(ctx)
+        labels = labels_for(state, group, [], self.opts.label)
+        issue = self.tracker.create_issue(title, body, labels, list(self.opts.assignees), state.sig)
+        # Re-check: a concurrent reporter may have filed the same bug. The oldest open issue survives.
+        rivals = sorted(i.number for i, s in self._bot_issues(me)
+                        if i.state == "open" and s.sig == state.sig)
+        if rivals and rivals[0] != issue.number and issue.number in rivals:
+            self.record("created", group, issue, "new fingerprint", labels=labels, overflow=overflow)
+            self._close_as_duplicate(issue, rivals[0], state.sig)
+            survivor, sstate = next((i, s) for i, s in self._bot_issues(me) if i.number == rivals[0])
+            self._refresh(survivor, sstate, group, when)
+            return survivor
+        self.record("created", group, issue, "new fingerprint" + (" (flaky)" if state.flaky else ""),
+                    labels=labels, overflow=overflow)
+        return issue
+
+    def _refresh(self, issue: Issue, state: IssueState, group, when) -> None:
+        """The bug failed again: update its open issue, or reopen a closed one (never one closed as
+        not planned). One edit (body, labels, state) and at most one comment."""
+        reopen = issue.state != "open"
+        if reopen and issue.state_reason == "not_planned":
+            self.record("skipped", group, issue, "closed as not planned; not reopened")
+            return
+        if self.run_id in state.runs:
+            self.record("unchanged", group, issue, "this run was already reported")
+            return
+        new_state, events = merge_state(state, group, self.run_id, when)
+        body, overflow = self.body(group, new_state)
+        labels = labels_for(new_state, group, issue.labels, self.opts.label)
+        self.tracker.edit_issue(issue.number, body=body, state="open" if reopen else None,
+                                labels=labels if reopen or set(labels) != set(issue.labels) else None)
+        commented = False
+        if reopen or events:
+            kind = "reopen" if reopen else "update"
+            commented = self.comment(issue, kind, f"{kind}_comment.md.j2",
+                                     {"events": events, "run_link": self.run_link(), "sig": new_state.sig})
+        if reopen:
+            self.record("reopened", group, issue, "failing again", commented=commented, overflow=overflow)
+        else:
+            self.record("updated", group, issue, "; ".join(events) or "seen again", commented=commented,
+                        overflow=overflow)
+
+    def _close_passing(self, issues, touched, failures, passing) -> None:
+        failing_keys = {f.fingerprint.check_key for f in failures}
+        passing_by_key: dict[str, list[str]] = {}
+        for c in passing:
+            passing_by_key.setdefault(fp.check_key(c), []).append(c["id"])
+        for issue, state in issues:
+            if issue.state != "open" or issue.number in touched or state.flaky:
+                continue
+            if any(k in failing_keys for k in state.checks):
+                continue
+            ids = [i for k in state.checks for i in passing_by_key.get(k, [])]
+            if not ids:
+                continue  # not checked in this run
+            if any(r.get("run") == self.run_id for r in state.passing_runs):
+                self.record("unchanged", None, issue, "passing run already counted", checks=ids,
+                            fingerprint=state.sig)
+                continue
+            new = with_passing_run(state, {"run": self.run_id, "link": self.run_link(), "checks": ids[:20]})
+            body = _replace_marker(issue.body, new)
+            if len(new.passing_runs) >= self.opts.close_after:
+                self.comment(issue, "close", "close_comment.md.j2",
+                             {"passing_runs": new.passing_runs, "sig": state.sig})
+                self.tracker.edit_issue(issue.number, body=body, state="closed", state_reason="completed")
+                self.record("closed", None, issue, f"passed in {len(new.passing_runs)} consecutive runs",
+                            checks=ids, commented=True, fingerprint=state.sig)
+            else:
+                self.tracker.edit_issue(issue.number, body=body)
+                self.record("updated", None, issue,
+                            f"passing ({len(new.passing_runs)}/{self.opts.close_after} runs to close)",
+                            checks=ids, fingerprint=state.sig)
+
+
+def _replace_marker(body: str, state: IssueState) -> str:
+    head = body.rstrip().rsplit("\n", 1)[0] if "\n" in body.rstrip() else ""
+    return head.rstrip("\n") + "\n\n" + state.marker() + "\n"
+
+
+def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOptions | None = None) -> ReportResult:
+    """Report one run directory through ``tracker``. Writes report.json and summary.md into it."""
+    opts = options or ReportOptions()
+    if opts.max_new < 0 or opts.close_after < 1:
+        raise UsageError("--max-new must be >= 0 and --close-after >= 1")
+    run = Path(run_dir)
+    results, failures, passing = load_run(run)  # all validation happens before any write
+    from bot.report.dashboard import configuration_counts
+
+    rep = Lifecycle(run, tracker, opts, opts.run_id or default_run_id(results),
+                    configuration_counts(results["checks"]))  # pass counts per configuration, for the summary
+    result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
+    board = None
+    try:
+        if opts.dashboard:  # history, automatic baseline, mutes and flakes: bot/report/dashboard.py
+            from bot.report import dashboard
+
+            board = dashboard.before_report(tracker, results, failures, passing, rep.run_id)
+            failures, passing = board.failures, board.passing
+        rep.run(results, failures, passing)
+        if board is not None:
+            dashboard.after_report(board, rep, results)
+    except BotError as exc:
+        rep.write_report(error=str(exc))
+        result.error = str(exc)
+        result.summary_path = write_summary(rep, failures)
+        raise
+    rep.write_report()
+    result.summary_path = write_summary(rep, failures)
+    return result
+
+
+def write_summary(rep: Lifecycle, failures) -> Path:
+    not_filed = [a for a in rep.actions if a["action"] == "capped"]
+    text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
+                               known_line=known.savings([f.failure for f in failures]).line(),
+                               configs=rep.configs, dashboard=rep.dashboard,
+                               not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
+                               run_id=rep.run_id, run_url=rep.opts.run_url)
+    path = rep.run_dir / "summary.md"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,89 @@
+"""What a report reads: its options and the run directory (results.json, failure.json, repro.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from bot import fingerprint as fp
+from bot import rundir
+
+
+@dataclasses.dataclass
+class ReportOptions:
+    label: str = "minify-bot"
+    max_new: int = 10  # new issues per run; the rest are listed in the summary
+    close_after: int = 2  # consecutive passing runs before an issue is closed
+    assignees: list[str] = dataclasses.field(default_factory=list)
+    templates_dir: str | None = None
+    dry_run: bool = False  # only recorded in report.json / the summary; pick a LocalTracker for it
+    run_url: str | None = None
+    artifact_url: str | None = None
+    run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
+    file_flaky: bool = True  # file failures that passed on rerun (labelled flaky), or only list them
+    # The results come from an unmerged pull request: only create issues or comment on open ones.
+    # Such a run is not the main branch: it never counts as a passing run, closes, reopens, or
+    # rewrites an issue's body.
+    pr_run: bool = False
+    # Commands this report's own configuration names (`run --command`, `report --command`, the
+    # action's `command` input). A command check whose command is one of these is shown verbatim in
+    # "Reproduce locally"; any other command string is an artifact's and is never shown as one.
+    trusted_commands: tuple[str, ...] = ()
+    # keep the dashboard issue and its history (bot/report/dashboard.py); `minify-bot report` turns it on unless
+    # --no-dashboard, library callers opt in
+    dashboard: bool = False
+
+
+
+@dataclasses.dataclass
+class Failure:
+    check: dict
+    failure: dict | None
+    dir: Path | None
+    repro_text: str | None
+    fingerprint: fp.Fingerprint
+
+
+def _inside(base: Path, rel) -> Path | None:
+    if not isinstance(rel, str) or not rel:
+        return None
+    p = (base / rel).resolve()
+    try:
+        p.relative_to(base.resolve())
+    except ValueError:
+        return None
+    return p if p.is_file() else None
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict]]:
+    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input."""
+    run = Path(run_dir)
+    results = rundir.read_results(run)
+    failures, passing = [], []
+    for check in results["checks"]:
+        if not check.get("failure_class"):
+            if check["status"] == "pass":
+                passing.append(check)
+            continue
+        fdir = rundir.failure_dir(run, check["id"])
+        failure = rundir.read_failure(run, check["id"])
+        repro_text = None
+        rp = _inside(fdir, ((failure or {}).get("repro") or {}).get("path")) if failure else None
+        if rp:
+            try:
+                repro_text = rp.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                repro_text = None
+        failures.append(Failure(check, failure, fdir if failure else None, repro_text,
+                                fp.compute(check, failure)))
+    return results, failures, passing
+
+
+def default_run_id(results: dict) -> str:
+    basis = {k: results.get(k) for k in ("started", "settings", "versions")}
+    basis["checks"] = sorted(c.get("id", "") for c in results.get("checks", []) if isinstance(c, dict))
+    return "run-" + hashlib.sha1(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:12]
+

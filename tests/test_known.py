@@ -1,0 +1,228 @@
+"""Known bugs are not minified again (bot/known.py): the trusted side hands open issues' verified
+repros to minify in known.json; minify runs a known repro once in a fresh process instead of
+localize / capture / reduce; --reminify and the dashboard's re-minify box turn that off."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from bot import fingerprint as fp
+from bot import known, rundir
+from bot.render import Renderer
+from bot.report import dashboard
+from bot.report import known as trusted
+from bot.report.state import IssueState
+from bot.tracker.local import LocalTracker
+
+DATA = Path(__file__).parent / "data"
+INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
+
+ROW = {"id": "mlp_relu-inductor-inference-float32-cpu", "model": "mlp_relu", "backend": "inductor",
+       "mode": "inference", "dtype": "float32", "device": "cpu", "config": {}, "status": "fail_accuracy",
+       "failure_class": "accuracy", "spec": {"source": "zoo"}}
+REPRO = "import torch\n# a repro\nprint('hello')\n" * 20
+
+
+def _failure(**repro_over) -> dict:
+    repro = {"status": "minimized", "nodes_before": 9, "nodes_after": 2, "queries": 30, "path": "repro.py",
+             "verification": {"runs": 3, "failed_same_way": 3, "random_inputs_reproduce": True},
+             "timings": {"total": 41.5}, "capture": {"method": "aot"}, "reused": None}
+    repro.update(repro_over)
+    return {"class": "accuracy", "stage": "inductor", "culprit": {"ops": ["aten.relu"], "bisect": None,
+                                                                   "method": "culprit"},
+            "config": {"diff": [], "minimal": None}, "repro": repro,
+            "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}}
+
+
+def _issue_body(state: IssueState) -> str:
+    return "A bug.\n\n" + state.marker() + "\n"
+
+
+def test_the_issue_state_keeps_a_reusable_repro_and_gives_it_back():
+    block = known.block_of(_failure(), REPRO)
+    assert block["minify_seconds"] == 41.5 and len(block["z"]) < len(REPRO)  # compressed
+    state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(ROW)], known=block)
+    parsed = fp.parse_marker(_issue_body(state))  # through the marker's JSON, as an issue body holds it
+    entry = known.from_state(7, parsed)
+    assert entry.repro == REPRO and entry.issue == 7 and entry.minify_seconds == 41.5
+    assert known.match([entry], ROW) is entry
+    other_model = dict(ROW, model="conv_bn", id="conv_bn-inductor")
+    assert known.match([entry], other_model) is None  # the issue was never seen on that check
+    crashes = dict(ROW, failure_class="crash", status="crash")
+    assert known.match([entry], crashes) is None  # not the same failure
+
+
+@pytest.mark.parametrize("why,failure,text", [
+    ("not verified", _failure(verification={"runs": 3, "failed_same_way": 0, "random_inputs_reproduce": True}),
+     REPRO),
+    ("needs its saved inputs", _failure(verification={"runs": 3, "failed_same_way": 3,
+                                                      "random_inputs_reproduce": False}), REPRO),
+    ("itself a reuse", _failure(reused={"issue": 3, "verify_seconds": 1.0, "saved_seconds": 2.0}), REPRO),
+    ("no repro text", _failure(), None),
+])
+def test_only_a_fresh_verified_self_contained_repro_is_kept(why, failure, text):
+    assert known.block_of(failure, text) is None, why
+
+
+def test_a_tampered_block_is_not_reused():
+    block = known.block_of(_failure(), REPRO)
+    block["z"] = known.pack(REPRO + "import os; os.system('x')\n")  # the text no longer has its hash
+    assert known.from_state(1, {"sigs": [], "checks": [], "known": block}) is None
+
+
+def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
+    tracker = LocalTracker(tmp_path / "issues")
+    numbers = []
+    for model in ("a", "b"):
+        row = dict(ROW, model=model)
+        state = IssueState(sig=f"v2:{model}", sigs=[f"v2:{model}"], checks=[fp.check_key(row)],
+                           known=known.block_of(_failure(), REPRO))
+        numbers.append(tracker.create_issue(f"bug {model}", _issue_body(state), ["minify-bot"], [], state.sig).number)
+    closed = IssueState(sig="v2:c", sigs=["v2:c"], checks=[], known=known.block_of(_failure(), REPRO))
+    c = tracker.create_issue("bug c", _issue_body(closed), ["minify-bot"], [], "v2:c")
+    tracker.edit_issue(c.number, state="closed", state_reason="completed")
+    board = (f"- [x] <!-- minify-box:reminify:{numbers[1]} --> re-minify\n\n"
+             + fp.make_marker(dashboard.empty_state()) + "\n")
+    tracker.create_issue(dashboard.TITLE, board, [dashboard.LABEL], [], dashboard.SIG)
+    run = tmp_path / "run"
+
+    assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None) == 1
+    doc = json.loads((run / rundir.KNOWN).read_text())
+    assert [k["issue"] for k in doc["known"]] == [numbers[0]] and doc["reminify"] == [numbers[1]]
+    assert [k.issue for k in known.load(run)] == [numbers[0]]  # read back the bounded, validated way
+
+    trusted.prepare(run, tracker, "minify-bot", reminify=True, say=lambda m: None)
+    assert known.load(run) == []
+
+
+def test_a_bad_known_file_is_ignored_not_trusted(tmp_path, capsys):
+    (tmp_path / rundir.KNOWN).write_text(json.dumps({"schema": rundir.KNOWN_SCHEMA,
+                                                     "known": [{"issue": "1; rm -rf /"}]}))
+    assert known.load(tmp_path) == []
+    assert "known.json ignored" in capsys.readouterr().out
+    (tmp_path / rundir.KNOWN).write_text("[" * 100000)
+    assert known.load(tmp_path) == []
+
+
+def test_the_report_summary_says_what_reuse_saved():
+    s = known.savings([_failure(reused={"issue": 3, "verify_seconds": 4.0, "saved_seconds": 37.2}),
+                       _failure(), None, {"repro": {"reused": {"issue": 4, "verify_seconds": "x",
+                                                               "saved_seconds": None}}}])
+    assert (s.reused, s.verify_seconds, s.saved_seconds) == (2, 4.0, 37.2)
+    assert "Known bugs reused: 2" in s.line() and "37 s" in s.line()
+    text = Renderer(None).render("summary.md.j2", counts={k: 0 for k in ("created", "updated", "reopened",
+                                 "closed", "commented", "skipped")}, actions=[], configs=[], dashboard=None,
+                                 not_filed=[], max_new=10, dry_run=False, run_id="r", run_url=None,
+                                 known_line=s.line())
+    assert "Known bugs reused: 2" in text
+
+
+# ---------------------------------------------------------------------------- end to end
+
+def _bug_issues(d: Path) -> list[dict]:
+    recs = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))]
+    return [r for r in recs if "minify-bot-dashboard" not in r["labels"]]
+
+
+def _failure_of(out: Path) -> tuple[dict, str]:
+    (fdir,) = [p for p in (out / "failures").iterdir() if p.is_dir()]
+    return json.loads((fdir / "failure.json").read_text()), (fdir / "minifier.log").read_text()
+
+
+@pytest.fixture
+def workdir():
+    d = Path(tempfile.mkdtemp(prefix="minify-test-known-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir, bot):
+    issues = workdir / "issues"
+    env = {"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""}
+
+    def run(name, *extra):
+        out = workdir / name
+        t = time.time()
+        p = bot("run", "--out", out, "--issues-dir", issues, "--models", "mlp_relu", "--config", INJECT,
+                "--verify-runs", "1", "--no-bisect", "--budget", "120", *extra, env=env)
+        assert p.returncode == 1, p.stderr[-4000:]
+        rec, log = _failure_of(out)
+        print(f"{name}: run {time.time() - t:.1f} s, minify {rec['repro']['timings']['total']:.1f} s, "
+              f"reused {rec['repro']['reused']}")
+        return out, p, rec, log
+
+    # 1. first seen: minified, verified, filed with its repro in the issue state
+    out1, _, rec1, _ = run("r1")
+    assert rec1["repro"]["status"] == "minimized" and rec1["repro"]["queries"] > 0
+    (issue,) = _bug_issues(issues)
+    state = fp.parse_marker(issue["body"])
+    assert state["known"]["minify_seconds"] == rec1["repro"]["timings"]["total"]
+
+    # 2. the same failure again: the known repro is verified once, no reduction runs, nothing new filed
+    out2, p2, rec2, log2 = run("r2")
+    reused = rec2["repro"]["reused"]
+    assert reused["issue"] == issue["number"] and reused["verify_seconds"] > 0
+    assert reused["saved_seconds"] == pytest.approx(state["known"]["minify_seconds"] - reused["verify_seconds"],
+                                                    abs=0.02)
+    assert rec2["repro"]["queries"] == 0 and rec2["repro"]["verification"]["failed_same_way"] == 1
+    assert "localize" not in rec2["repro"]["timings"] and "reduce_total" not in rec2["repro"]["timings"]
+    assert "known bug: issue #" in log2 and not re.search(r"culprit search|reduc", log2, re.I)
+    assert (out2 / "failures" / rec2["id"] / "repro.py").is_file()
+    report = json.loads((out2 / "report.json").read_text())
+    assert report["counts"]["created"] == 0 and report["counts"]["commented"] == 0
+    assert [a["issue"] for a in report["actions"] if a["action"] == "updated"] == [issue["number"]]
+    (again,) = _bug_issues(issues)
+    assert again["comments"] == [] and "Known bugs reused: 1" in (out2 / "summary.md").read_text()
+    assert "Known bugs reused: 1" in p2.stderr
+
+    # 3. --reminify: reduced again, still the same issue
+    _, _, rec3, _ = run("r3", "--reminify")
+    assert rec3["repro"]["reused"] is None and rec3["repro"]["queries"] > 0
+    assert len(_bug_issues(issues)) == 1
+    print(f"minify of the known failure: {rec2['repro']['timings']['total']:.1f} s with reuse, "
+          f"{rec3['repro']['timings']['total']:.1f} s without")
+
+    # 4. the dashboard's re-minify box for the issue: reduced again too, and the box is cleared
+    tracker = LocalTracker(issues)
+    board, _ = dashboard.find(tracker)
+    box = f"- [ ] <!-- minify-box:reminify:{issue['number']} -->"
+    assert box in board.body
+    tracker.edit_issue(board.number, body=board.body.replace(box, box.replace("[ ]", "[x]")))
+    _, _, rec4, _ = run("r4")
+    assert rec4["repro"]["reused"] is None and rec4["repro"]["queries"] > 0
+    board, _ = dashboard.find(tracker)
+    assert box in board.body  # unticked again
+
+
+def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_path):
+    """Against the GitHub stand-in: stage all with the token writes the open issue's repro; a split
+    check job (no token) and --reminify-like input write none."""
+    from types import SimpleNamespace
+
+    from bot.tracker.github import GitHubTracker
+    from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
+
+    stub = seeded_stub()
+    try:
+        gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
+        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(ROW)],
+                           known=known.block_of(_failure(), REPRO))
+        number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+        env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}
+        inputs = SimpleNamespace(stage="all", tracker="github", dry_run=False, token=BOT_TOKEN,
+                                 labels=["minify-bot"], bot_login=None)
+        assert trusted.for_action(tmp_path, inputs, env) == 1
+        assert [(k.issue, k.repro) for k in known.load(tmp_path)] == [(number, REPRO)]
+        for change in ({"stage": "check", "token": ""}, {"reminify": True}):
+            assert trusted.for_action(tmp_path, SimpleNamespace(**{**vars(inputs), **change}), env) == 0
+            assert known.load(tmp_path) == []
+    finally:
+        stub.stop()
