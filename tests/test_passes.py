@@ -121,3 +121,80 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
     if res is not None and not res.get("incomplete"):
         assert P.agrees_with_bisect(culprit.ops, res) is not False, res
         assert "relu" in (P.bisect_words(res) or "")
+
+
+# ------------------------------------------------------------------------------------------
+# dynamic shapes: a symbolically traced graph stays symbolic through every pass
+# ------------------------------------------------------------------------------------------
+
+
+class _DynMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 8)
+
+    def forward(self, n, x):
+        h = torch.relu(self.a(x).tanh().view(n, -1)).view(x.shape[0], x.shape[1], -1)
+        return self.b(h).sum(1)
+
+
+def _symbolic_state():
+    """The graph AOTAutograd hands inductor for a dynamic=True compile, the way a launcher captured
+    with dynamic shapes is traced (make_fx, tracing_mode='symbolic'): a SymInt input, weights as
+    inputs, every size symbolic."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    torch.manual_seed(0)
+    m = _DynMLP().eval()
+    names, weights = zip(*[(k, v.detach()) for k, v in m.named_parameters()])
+
+    def f(n, x, *w):
+        return (torch.func.functional_call(m, dict(zip(names, w)), (n, x)),)
+
+    x = torch.randn(4, 5, 8)
+    with torch.no_grad():
+        gm = make_fx(f, decomposition_table=select_decomp_table(), tracing_mode="symbolic")(4, x, *weights)
+    return P.State(gm, [4, x, *weights])
+
+
+def _relu_with_symbolic_sizes(gm, args) -> bool:
+    from bot.torch_adapter.repro import symbolic_placeholders
+
+    return symbolic_placeholders(gm) and _computes_relu(gm, args)
+
+
+def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp_path):
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    assert R.symint_placeholders(st.gm) and R.symbolic_placeholders(st.gm)
+    oracle = P.Oracle(_relu_with_symbolic_sizes)
+    alone, culprit = P.find_culprit(st, oracle)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    final = P.cleanup(alone, oracle)
+    assert P.culprit_ops(final) == ["aten.relu.default"]
+    # the batch size is still an input (a SymInt the relu's input size is made of), not a constant
+    phs = [n for n in final.gm.graph.nodes if n.op == "placeholder"]
+    assert len(phs) == 2 and isinstance(phs[0].meta["val"], torch.SymInt) and final.args[0] == 4
+    assert R.free_symbols_of(phs[1].meta["val"]) >= R.free_symbols_of(phs[0].meta["val"])
+    assert torch.equal(final.gm(*final.args)[0], torch.relu(final.args[1]))
+    # written for torch's run_repro: traced symbolically, the size read as a SymInt input
+    src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert "tracing_mode='symbolic'" in src and "reader.symint(4)" in src
+    path = tmp_path / "repro.py"
+    path.write_text(src)
+    rf = R.parse_repro_file(str(path))
+    assert rf.tracing_mode == "symbolic"
+    loaded = R.load_repro_file(rf)
+    gm2 = R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))
+    assert R.symint_placeholders(gm2) and _computes_relu(gm2, None)
+
+
+def test_a_static_graph_is_written_for_real_tracing(tmp_path):
+    from bot.torch_adapter import repro as R
+
+    st = _deep(2, 1)
+    assert not R.symbolic_placeholders(st.gm)
+    src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert "tracing_mode='real'" in src

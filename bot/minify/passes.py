@@ -22,6 +22,12 @@ The order, and why:
    (no single node can be removed and still fail).
 5. :func:`drop_unused_inputs` - placeholders nobody reads; no query needed.
 
+Dynamic shapes: a graph traced symbolically (a launcher captured with dynamic shapes) stays
+symbolic through every pass: cut-out graphs keep the SymInt inputs whose symbols their tensors'
+sizes use, a size read inside the graph is fed from the matching SymInt input rather than frozen
+into a constant, and the predicate only counts a candidate that still compiles with symbolic sizes
+(see ``Evaluator``), so a bug that only shows with dynamic shapes is never specialized away.
+
 Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
 take a different kernel path and fail differently).
 """
@@ -171,6 +177,8 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
     for n in nodes_in_order:
         needed.update(n.all_input_nodes)
     needed.update(o for o in outputs)
+    needed.update(_symint_placeholders_for(
+        gm, [n.meta.get("val") for n in needed if n.op == "placeholder" or n in new_inputs]))
     ph_index = 0
     for n in gm.graph.nodes:
         if n.op == "placeholder":
@@ -195,6 +203,28 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
     new = fx.GraphModule(gm, g)
     new.graph.lint()
     return new, sources
+
+
+def _symint_placeholders_for(gm, vals) -> list:
+    """The SymInt inputs of ``gm`` whose symbol is a free size symbol of one of ``vals``: a graph
+    cut out of a dynamic-shapes graph keeps them, so that torch's ``run_repro`` (which compiles a
+    symbolic repro with dynamic shapes only when a SymInt input is left) compiles it dynamically,
+    as the launcher it came from."""
+    from bot.torch_adapter.repro import free_symbols_of
+
+    syms = set()
+    for v in vals:
+        syms |= free_symbols_of(v)
+    if not syms:
+        return []
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if type(v).__name__ == "SymInt" and getattr(getattr(v, "node", None), "expr", None) in syms:
+            out.append(n)
+    return out
 
 
 def _args_for(sources, args, values) -> list:
@@ -287,9 +317,19 @@ def alone_state(st: State, node) -> State | None:
     g = fx.Graph()
     env: dict = {}
     args = []
+    phs = [n for n in st.gm.graph.nodes if n.op == "placeholder"]
+    for p in _symint_placeholders_for(st.gm, [a.meta.get("val") for a in ins] + [node.meta.get("val")]):
+        env[p] = g.node_copy(p)  # dynamic shapes: the size inputs stay inputs
+        args.append(st.args[phs.index(p)])
+    by_expr = {getattr(p.meta["val"].node, "expr", None): p for p in env}
     for i, a in enumerate(ins):
         v = values.get(a.name)
-        if a.op == "get_attr":
+        expr = getattr(getattr(a.meta.get("val"), "node", None), "expr", None)
+        if a in env:
+            continue
+        if expr is not None and expr in by_expr:
+            env[a] = env[by_expr[expr]]  # a size read from a tensor: the matching size input
+        elif a.op == "get_attr":
             env[a] = g.node_copy(a)
         elif _is_tensor(v):
             p = g.placeholder(a.name if a.op == "placeholder" else f"arg{i}_{a.name}")
@@ -424,7 +464,8 @@ def drop_unused_inputs(st: State) -> State:
     """Placeholders nobody reads (no query: an unread input cannot change what is computed)."""
     g = st.gm.graph
     phs = [n for n in g.nodes if n.op == "placeholder"]
-    unused = [i for i, n in enumerate(phs) if not n.users]
+    sizes = set(_symint_placeholders_for(st.gm, [n.meta.get("val") for n in phs if n.users]))
+    unused = [i for i, n in enumerate(phs) if not n.users and n not in sizes]
     if not unused:
         return st
     for i in unused:

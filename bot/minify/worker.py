@@ -79,16 +79,20 @@ class Evaluator:
         from bot.torch_adapter import minifier as M
 
         if self.kind == "dynamo":
-            return M.compile_dynamo(gm, self.backend)
+            return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
         return M.compile_aot(gm, args)
 
     def observe(self, gm, args) -> Signature | None:
         """Run the candidate; the signature of how it fails, or None when it does not fail."""
         import torch
         from bot.torch_adapter import minifier as M
+        from bot.torch_adapter import repro as R
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
+        if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
+            return None  # captured with dynamic shapes: a candidate whose sizes became constants
+            #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         try:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
@@ -297,7 +301,9 @@ def cmd_minify(job_path: str) -> int:
     job.setdefault("backend", rf.backend or "inductor")
     nodes_start = len(gm.graph.nodes)
     nodes_before = int(job.get("nodes_before") or nodes_start)
-    emit(event="loaded", nodes=nodes_start, kind=kind)
+    # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
+    job["dynamic"] = bool(kind == "aot" and R.symbolic_placeholders(gm))
+    emit(event="loaded", nodes=nodes_start, kind=kind, dynamic=job["dynamic"])
     original = signature_of_error_record(job["class"], job.get("original_error"))
 
     pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
@@ -414,6 +420,7 @@ def cmd_minify(job_path: str) -> int:
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
         backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,
+        dynamic=bool(job.get("dynamic")),
     )
     return _finish(job, result, status, result.get("reason"), t0, nodes_before)
 

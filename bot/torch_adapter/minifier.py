@@ -38,24 +38,41 @@ def compile_aot(gm, args) -> Callable[[list], Any]:
     """Compile an aten-level graph with inductor the way after_aot repros do; returns f(list)."""
     from torch._inductor.compile_fx import compile_fx_inner
 
-    try:
-        from torch._dynamo.repro.after_aot import _get_compile_args
+    from bot.torch_adapter.repro import symbolic_placeholders
 
-        compile_args = _get_compile_args(gm, args)
-    except ImportError:  # older torch: real tracing only
-        compile_args = args
-    compiled = compile_fx_inner(copy.deepcopy(gm), compile_args)
+    if symbolic_placeholders(gm):
+        # traced with dynamic shapes: compile from the placeholders' symbolic example values so
+        # inductor generates kernels over symbolic sizes (torch's after_aot._get_compile_args does
+        # this only when a SymInt input is left; a reduced graph may keep only tensor inputs)
+        compile_args = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+        compiled = compile_fx_inner(_shallow_copy(gm), compile_args)
+    else:
+        compiled = compile_fx_inner(copy.deepcopy(gm), args)
     if getattr(compiled, "_boxed_call", False) or not callable(compiled):
         return lambda inputs: compiled(list(inputs))
     return lambda inputs: compiled(list(inputs))
 
 
-def compile_dynamo(gm, backend: str) -> Callable[[list], Any]:
-    """Compile a torch-level graph through dynamo with ``backend``; returns f(list)."""
+def _shallow_copy(gm):
+    """A new GraphModule over a copy of ``gm``'s graph whose nodes share ``gm``'s example values
+    (inductor rewrites the graph it compiles; a deepcopy would copy symbolic values out of their
+    shape environment)."""
+    import torch.fx as fx
+
+    g = fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return fx.GraphModule(gm, g)
+
+
+def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], Any]:
+    """Compile a torch-level graph through dynamo with ``backend`` (``dynamic``: with dynamic
+    shapes, as the failure was captured); returns f(list)."""
     import torch
 
     torch._dynamo.reset()
-    opt = torch.compile(copy.deepcopy(gm), backend=backend, fullgraph=True)
+    src = _shallow_copy(gm) if dynamic else copy.deepcopy(gm)
+    opt = torch.compile(src, backend=backend, fullgraph=True, dynamic=True if dynamic else None)
     return lambda inputs: opt(*inputs)
 
 
