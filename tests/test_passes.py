@@ -198,3 +198,43 @@ def test_a_static_graph_is_written_for_real_tracing(tmp_path):
     assert not R.symbolic_placeholders(st.gm)
     src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
     assert "tracing_mode='real'" in src
+
+
+@pytest.mark.slow
+def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
+    """torch 2.13's C++ backend has no injectable bug that only dynamic kernels get: the relu and
+    log1p injections are emitted into static and symbolic kernels alike, and no test-only switch
+    touches only symbolic code. So the dynamic-only bug is stood in for by the predicate: the
+    injected relu bug counts only while the candidate still compiles with symbolic sizes (what a
+    bug in inductor's handling of symbolic sizes looks like to the reducer). A reducer that
+    re-traced with real shapes, froze a size into a constant or dropped the size input would lose
+    the failure. The repro it writes must make torch's own launcher compile dynamically and fail."""
+    import os
+    import subprocess
+    import sys
+
+    from bot.minify.worker import Evaluator
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    relu_bug = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    with torch._inductor.config.patch(relu_bug):
+        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": str(tmp_path), "dynamic": True},
+                       "aot", None)
+        ev.pinned = ev.observe(st.gm, st.args)
+        assert ev.pinned is not None  # the symbolic graph compiles with dynamic shapes and fails
+        oracle = P.Oracle(lambda g, a: R.symbolic_placeholders(g) and ev(g, a))
+        alone, culprit = P.find_culprit(st, oracle)
+        final = P.cleanup(alone, oracle)
+        src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert P.culprit_ops(final) == ["aten.relu.default"] and R.symint_placeholders(final.gm)
+    path = tmp_path / "repro.py"
+    path.write_text(src)
+    # torch's launcher: minifier-query exits 1 when the graph fails; the kernel it compiled takes
+    # the size as an argument (a symbolic-size kernel), not a constant
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, str(path), "minifier-query"], cwd=tmp_path, env=dict(env, TORCH_LOGS="output_code"),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "ks0" in p.stderr or "s0" in p.stderr.split("cpp_fused")[-1], p.stderr[-3000:]

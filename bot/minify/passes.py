@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -56,6 +57,19 @@ class Culprit:
     method: str                # "compiled-alone" | "graph"
     node: str | None = None    # the culprit node's name in the captured graph
     prefix_queries: int = 0
+
+
+@dataclass
+class Hint:
+    """What is known before searching (see :func:`find_culprit`): a node to try compiled alone
+    first (the node a compile error names), and/or the range of call nodes the culprit lies in
+    (the first compiled intermediate that diverges from the fp64 run, and the last one before it
+    that agrees). Unverified: a wrong hint costs one query, then the plain search runs."""
+
+    source: str                # "error" | "divergence"
+    node: str | None = None    # a call node's name
+    lo: int = 0                # prefix ``lo`` (call nodes) computes correctly
+    hi: int | None = None      # prefix ``hi`` holds the first diverging value
 
 
 @dataclass
@@ -265,18 +279,42 @@ def prefix_state(st: State, k: int, kinds: dict):
     return State(gm, _args_for(sources, st.args, []))
 
 
-def find_culprit(st: State, oracle: Oracle, log=lambda m: None) -> tuple[State, Culprit] | None:
+def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | None = None
+                 ) -> tuple[State, Culprit] | None:
     """Binary search for the first call node whose compiled prefix fails, then that node alone.
 
     Prefix ``k`` fails iff it contains the culprit (one bug, the failure shows at the frontier),
     so with ``lo`` (empty, passes) and ``hi`` (the whole graph, fails) the search halves the range
     each query. Returns (the culprit-alone state, Culprit) when the node fails compiled alone, or
     (the smallest failing prefix, Culprit(method="graph")) when it does not; None when no prefix
-    short of the whole graph could be cut."""
-    _, kinds = eager_values(st.gm, st.args, lambda n: False)
+    short of the whole graph could be cut.
+
+    ``hint`` (what is known before searching) goes first: its node is tried compiled alone (one
+    query), and its range [lo, hi) replaces the whole graph as the search range. When the search
+    inside the hinted range does not end on a node that fails alone, the plain search runs (the
+    oracle's cache answers what was already asked)."""
     calls = call_nodes(st.gm)
-    lo, hi = 0, len(calls)
     asked0 = oracle.asked
+    if hint is not None and hint.node is not None:
+        node = next((n for n in calls if n.name == hint.node), None)
+        alone = alone_state(st, node) if node is not None else None
+        if alone is not None and oracle(alone):
+            log(f"culprit search: {hint.source} named {node.name} = {op_name(node)}; it fails compiled alone "
+                f"({oracle.asked - asked0} queries)")
+            return alone, Culprit([op_name(node)], "compiled-alone", node.name, oracle.asked - asked0)
+        log(f"culprit search: {hint.source} named {hint.node}, which does not fail compiled alone")
+    if hint is not None and hint.hi is not None and 0 <= hint.lo < hint.hi <= len(calls) \
+            and (hint.lo, hint.hi) != (0, len(calls)):
+        log(f"culprit search: {hint.source} puts the culprit in call nodes {hint.lo + 1}..{hint.hi} of {len(calls)}")
+        found = _search(st, oracle, log, calls, hint.lo, hint.hi, asked0)
+        if found is not None and found[1].method == "compiled-alone":
+            return found
+        log("culprit search: not in the hinted range; searching the whole graph")
+    return _search(st, oracle, log, calls, 0, len(calls), asked0)
+
+
+def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int):
+    _, kinds = eager_values(st.gm, st.args, lambda n: False)
     best_prefix = None
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -348,6 +386,54 @@ def alone_state(st: State, node) -> State | None:
     gm = fx.GraphModule(st.gm, g)
     gm.graph.lint()
     return State(gm, args)
+
+
+# ------------------------------------------------------------------------------------------
+# what is known before searching
+# ------------------------------------------------------------------------------------------
+
+_TARGET = re.compile(r"\btarget: ((?:aten|prims|torch\.ops\.aten)\.[\w.]+)")
+
+
+def error_hint(gm, text: str | None) -> Hint | None:
+    """The node a compile error names: inductor's ``LoweringException`` reads ``target: aten.x.y``
+    (the op it failed to lower); the first call node of that op is the candidate."""
+    if not text:
+        return None
+    for m in _TARGET.finditer(text):
+        target = m.group(1).replace("torch.ops.", "")
+        for n in call_nodes(gm):
+            if op_name(n) == target or str(n.target) == target:
+                return Hint("error", node=n.name)
+    return None
+
+
+def divergence_hint(gm, args, compiled: dict, *, tol: float) -> Hint | None:
+    """The ``analyze`` idea of torch's post-AOT accuracy minifier: ``compiled`` maps node names to
+    the values the compiled graph produced for them (inductor's intermediate hooks, for the
+    buffers it materialized); the first of them that fails the check's fp64 criterion against
+    the eager run bounds the culprit from above, the last one before it that passes from below."""
+    import torch
+
+    from bot.torch_adapter.minifier import accuracy_fails, fp64_values
+
+    names = {k for k, v in compiled.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    if not names:
+        return None
+    eager, _ = eager_values(gm, args, lambda n: n.name in names)
+    fp64 = fp64_values(gm, args, names)
+    calls = call_nodes(gm)
+    lo = 0
+    for i, n in enumerate(calls):
+        if n.name not in names or n.name not in eager or not isinstance(eager[n.name], torch.Tensor):
+            continue
+        ref, res = eager[n.name], compiled[n.name]
+        if ref.shape != res.shape:
+            continue
+        if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
+            return Hint("divergence", lo=lo, hi=i + 1)
+        lo = i + 1
+    return None
 
 
 # ------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from bot.signature import Signature, consistent, signature_of_error_record, \
+from bot.signature import Signature, consistent, exception_chain, signature_of_error_record, \
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -71,6 +71,7 @@ class Evaluator:
         self.tol = float(job.get("tolerance") or 1e-4)
         self.strict = bool(job.get("strict_accuracy"))
         self.queries = 0
+        self.last_error = ""
         self.deadline = job.get("deadline")
         hook = os.environ.get(CRASH_HOOK_ENV, "")
         self.crash_after = int(hook) if hook.strip().isdigit() else None
@@ -107,6 +108,7 @@ class Evaluator:
         except Exception as exc:  # noqa: BLE001 - any failure is data here
             if self.cls == "accuracy":
                 return None  # never drift from a wrong result to an error
+            self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
             return signature_of_exception(phase, exc)
         if self.cls != "accuracy":
             return None
@@ -438,7 +440,8 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
     if job.get("culprit_search", True):
         t = time.time()
         try:
-            found = P.find_culprit(st, oracle, log=log)
+            hint = known_hint(job, evaluator, st) if job.get("use_hints", True) else None
+            found = P.find_culprit(st, oracle, log=log, hint=hint)
         except BudgetExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
@@ -459,6 +462,38 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
         dump_state(final.gm, final.args)
     culprit = P.Culprit(P.culprit_ops(final), "graph", found[1].node if found else None)
     return final.gm, final.args, culprit
+
+
+def known_hint(job: dict, evaluator, st):
+    """What is known before the culprit search: for errors, the node the error message names
+    (the check's error and the sanity run's); for accuracy failures (in-process only), the first
+    intermediate of the compiled graph that diverges from the fp64 run. The analysis compile is
+    one query's worth of work and is counted as one."""
+    from bot.minify import passes as P
+    from bot.torch_adapter import minifier as M
+
+    if job["class"] != "accuracy":
+        texts = [str((job.get("original_error") or {}).get("message") or ""), getattr(evaluator, "last_error", "")]
+        hint = P.error_hint(st.gm, "\n".join(t for t in texts if t))
+        if hint is not None:
+            log(f"hint: the error names {hint.node}")
+        return hint
+    if isinstance(evaluator, IsolatedEvaluator) or evaluator.kind != "aot":
+        return None
+    if evaluator.deadline and time.time() > evaluator.deadline:
+        raise BudgetExceeded()
+    t = time.time()
+    evaluator.queries += 1
+    try:
+        compiled = M.compiled_intermediates(st.gm, st.args)
+        hint = P.divergence_hint(st.gm, st.args, compiled, tol=evaluator.tol)
+    except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
+        log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
+        return None
+    emit(event="query", n=evaluator.queries, nodes=len(st.gm.graph.nodes), fails=hint is not None, analysis=True)
+    log(f"hint: fp64 divergence analysis in {time.time() - t:.1f} s: "
+        + (f"first divergence within call nodes {hint.lo + 1}..{hint.hi}" if hint else "no intermediate diverges"))
+    return hint
 
 
 def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None:

@@ -106,6 +106,50 @@ def fp64_reference(gm, args):
         return None
 
 
+def fp64_values(gm, args, names: set) -> dict:
+    """The values the nodes ``names`` take when ``gm`` runs in float64 (as :func:`fp64_reference`);
+    {} when the graph cannot run in float64."""
+    import torch
+    import torch.fx as fx
+    from torch._dynamo.debug_utils import cast_to_fp64
+
+    kept: dict = {}
+
+    class _Rec(fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if n.name in names:
+                kept[n.name] = v
+            return v
+
+    try:
+        g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
+        with torch.no_grad():
+            _Rec(g64, garbage_collect_values=True).run(*a64)
+    except Exception:  # noqa: BLE001 - no fp64 reference: the analysis gives no hint
+        return {}
+    return kept
+
+
+def compiled_intermediates(gm, args) -> dict:
+    """Compile ``gm`` with inductor's intermediate hooks and run it once: {node name: value} for
+    every buffer the compiled code materialized (the post-AOT accuracy minifier's ``analyze``)."""
+    import torch
+    from torch._inductor import config as iconfig
+    from torch._inductor.hooks import intermediate_hook
+
+    seen: dict = {}
+
+    def hook(name, val):
+        seen[name] = val.detach().clone() if isinstance(val, torch.Tensor) else val
+
+    with iconfig.patch(generate_intermediate_hooks=True), torch.no_grad():
+        fn = compile_aot(gm, args)
+        with intermediate_hook(hook):
+            fn(clone_inputs(args))
+    return seen
+
+
 def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:
     """The check's criterion: ``same(ref, res, fp64_ref, tol)`` (fp64 RMSE), inverted."""
     from torch._dynamo.utils import same
