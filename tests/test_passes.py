@@ -235,6 +235,98 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
     # the size as an argument (a symbolic-size kernel), not a constant
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     p = subprocess.run([sys.executable, str(path), "minifier-query"], cwd=tmp_path, env=dict(env, TORCH_LOGS="output_code"),
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 1, p.stderr[-3000:]
     assert "ks0" in p.stderr or "s0" in p.stderr.split("cpp_fused")[-1], p.stderr[-3000:]
+
+
+# ------------------------------------------------------------------------------------------
+# what is known before searching
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_op_a_lowering_error_names_is_verified_with_one_query():
+    st = _deep(100, 61)
+    text = ("torch._inductor.exc.InductorError: LoweringException: RuntimeError: boom\n"
+            "  target: aten.relu.default\n  args[0]: TensorBox(StorageBox(...))")
+    hint = P.error_hint(st.gm, text)
+    assert hint is not None and hint.source == "error"
+    oracle = P.Oracle(_computes_relu)
+    alone, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked == 1
+    assert P.error_hint(st.gm, "CppCompileError: C++ compile error\n error: 'compile' was not declared") is None
+
+
+def _perturbed_relu(st):
+    """What a compiled graph with a wrong relu kernel computes: every intermediate from the relu on
+    is off (the relu's output by +1, as the injected bug)."""
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: True)
+    wrong = {}
+    off = False
+    for n in P.call_nodes(st.gm):
+        v = vals.get(n.name)
+        off = off or _computes_relu_node(n)
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            wrong[n.name] = v + 1 if off else v
+    return wrong
+
+
+def _computes_relu_node(n) -> bool:
+    return n.op == "call_function" and n.target is torch.ops.aten.relu.default
+
+
+def test_the_first_diverging_intermediate_narrows_the_search_to_a_few_queries():
+    st = _deep(100, 61)
+    n = len(st.gm.graph.nodes)
+    hint = P.divergence_hint(st.gm, st.args, _perturbed_relu(st), tol=1e-4)
+    calls = P.call_nodes(st.gm)
+    relu_at = next(i for i, c in enumerate(calls) if _computes_relu_node(c))
+    assert hint is not None and hint.lo <= relu_at < hint.hi
+    oracle = P.Oracle(_computes_relu)
+    _, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked <= 2
+    plain = P.Oracle(_computes_relu)
+    P.find_culprit(st, plain)
+    assert plain.asked >= math.ceil(math.log2(n)) - 2 > oracle.asked
+
+
+def test_a_wrong_hint_costs_its_queries_and_the_whole_search_still_finds_the_culprit():
+    st = _deep(30, 20)
+    calls = P.call_nodes(st.gm)
+    wrong = P.Hint("divergence", node=calls[3].name, lo=0, hi=10)
+    oracle = P.Oracle(_computes_relu)
+    _, culprit = P.find_culprit(st, oracle, hint=wrong)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked <= 1 + math.ceil(math.log2(10)) + 1 + math.ceil(math.log2(len(calls))) + 1
+
+
+def test_the_analysis_graph_outputs_every_floating_point_intermediate():
+    st = _deep(3, 1)
+    probe, names = P.all_outputs_state(st)
+    outs = probe.gm(*probe.args)
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
+    assert len(outs) == len(names) >= 3 * 3
+    assert all(torch.allclose(o, vals[nm]) for o, nm in zip(outs, names))
+
+
+@pytest.mark.slow
+def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsys):
+    from bot.minify.worker import Evaluator, known_hint
+
+    st = _deep(12, 9)
+    with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, "aot", None)
+        ev.pinned = ev.observe(st.gm, st.args)
+        hint = known_hint({"class": "accuracy"}, ev, st)
+        calls = P.call_nodes(st.gm)
+        assert hint is not None and any(_computes_relu_node(c) for c in calls[hint.lo:hint.hi]), hint
+        oracle = P.Oracle(ev)
+        _, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    # the analysis compile plus the search in the hinted range, against ~log2(N) without it
+    with capsys.disabled():
+        print(f"\nfp64 divergence: {len(st.gm.graph.nodes)} nodes, range {hint.hi - hint.lo} call nodes, "
+              f"{1 + oracle.asked} queries")
+    assert 1 + oracle.asked <= 1 + math.ceil(math.log2(max(2, hint.hi - hint.lo))) + 1

@@ -175,7 +175,7 @@ def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
     return kept, kinds
 
 
-def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
+def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None, values=None) -> Any:
     """A new GraphModule from ``gm`` with the given call nodes (in order), the given outputs, the
     original placeholders/get_attrs they need, and ``new_inputs`` (node -> placeholder name) that
     replace nodes by inputs. Returns (graph module, [placeholder source]) where each source is
@@ -204,7 +204,7 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
         if n in needed:
             p = g.placeholder(name)
             if "val" in n.meta:
-                p.meta["val"] = n.meta["val"]
+                p.meta["val"] = _input_val(n, (values or {}).get(n.name), name)
             env[n] = p
             sources.append(("value", n.name))
     for n in gm.graph.nodes:
@@ -239,6 +239,13 @@ def _symint_placeholders_for(gm, vals) -> list:
         if type(v).__name__ == "SymInt" and getattr(getattr(v, "node", None), "expr", None) in syms:
             out.append(n)
     return out
+
+
+def _input_val(node, value, name: str):
+    """The example value of a placeholder that stands for ``node`` (fed ``value``)."""
+    from bot.torch_adapter.repro import input_val
+
+    return input_val(node.meta.get("val"), value, name)
 
 
 def _args_for(sources, args, values) -> list:
@@ -372,7 +379,7 @@ def alone_state(st: State, node) -> State | None:
         elif _is_tensor(v):
             p = g.placeholder(a.name if a.op == "placeholder" else f"arg{i}_{a.name}")
             if "val" in a.meta:
-                p.meta["val"] = a.meta["val"]
+                p.meta["val"] = a.meta["val"] if a.op == "placeholder" else _input_val(a, v, p.name)
             env[a] = p
             args.append(v)
         else:
@@ -408,11 +415,23 @@ def error_hint(gm, text: str | None) -> Hint | None:
     return None
 
 
+def all_outputs_state(st: State) -> tuple[State, list[str]]:
+    """The graph with every floating-point tensor intermediate as an output (and the names, in
+    output order): compiled once, it shows each node's compiled value. (torch's post-AOT
+    ``analyze`` reads them through inductor's intermediate hooks, which on the C++ backend only
+    see extern kernels' buffers; outputs are materialized by every backend.)"""
+    vals, kinds = eager_values(st.gm, st.args, lambda n: False)
+    outs = [n for n in call_nodes(st.gm) if kinds.get(n.name) == "tensor"
+            and getattr(n.meta.get("val"), "is_floating_point", lambda: True)()]
+    gm, sources = _rebuild(st.gm, call_nodes(st.gm), outs)
+    return State(gm, _args_for(sources, st.args, [])), [n.name for n in outs]
+
+
 def divergence_hint(gm, args, compiled: dict, *, tol: float) -> Hint | None:
     """The ``analyze`` idea of torch's post-AOT accuracy minifier: ``compiled`` maps node names to
-    the values the compiled graph produced for them (inductor's intermediate hooks, for the
-    buffers it materialized); the first of them that fails the check's fp64 criterion against
-    the eager run bounds the culprit from above, the last one before it that passes from below."""
+    the values the compiled graph produced for them (see :func:`all_outputs_state`); the first of
+    them that fails the check's fp64 criterion against the eager run bounds the culprit from
+    above, the last one before it that passes from below."""
     import torch
 
     from bot.torch_adapter.minifier import accuracy_fails, fp64_values
@@ -464,7 +483,7 @@ def _restrict(st: State, outputs, new_inputs=None, values=None) -> State:
     fed ``values[node.name]``."""
     outputs = [o for o in outputs if hasattr(o, "op")]
     cut = new_inputs or {}
-    gm, sources = _rebuild(st.gm, _live_cut(st.gm, outputs, cut), outputs, new_inputs=cut)
+    gm, sources = _rebuild(st.gm, _live_cut(st.gm, outputs, cut), outputs, new_inputs=cut, values=values)
     return State(gm, [st.args[i] if kind == "arg" else values[i] for kind, i in sources])
 
 

@@ -20,6 +20,7 @@ from bot.signature import Signature, consistent, exception_chain, signature_of_e
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
+NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
 class BudgetExceeded(Exception):
@@ -440,7 +441,7 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
     if job.get("culprit_search", True):
         t = time.time()
         try:
-            hint = known_hint(job, evaluator, st) if job.get("use_hints", True) else None
+            hint = known_hint(job, evaluator, st) if job.get("use_hints", os.environ.get(NO_HINTS_ENV) != "1") else None
             found = P.find_culprit(st, oracle, log=log, hint=hint)
         except BudgetExceeded:
             raise
@@ -467,8 +468,8 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
 def known_hint(job: dict, evaluator, st):
     """What is known before the culprit search: for errors, the node the error message names
     (the check's error and the sanity run's); for accuracy failures (in-process only), the first
-    intermediate of the compiled graph that diverges from the fp64 run. The analysis compile is
-    one query's worth of work and is counted as one."""
+    intermediate of the compiled graph that diverges from the fp64 run (one compile of the graph
+    with every intermediate as an output; counted as a query)."""
     from bot.minify import passes as P
     from bot.torch_adapter import minifier as M
 
@@ -485,8 +486,12 @@ def known_hint(job: dict, evaluator, st):
     t = time.time()
     evaluator.queries += 1
     try:
-        compiled = M.compiled_intermediates(st.gm, st.args)
-        hint = P.divergence_hint(st.gm, st.args, compiled, tol=evaluator.tol)
+        import torch
+
+        probe, names = P.all_outputs_state(st)
+        with torch.no_grad():
+            res = evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args))
+        hint = P.divergence_hint(st.gm, st.args, dict(zip(names, M.flat_outputs(res))), tol=evaluator.tol)
     except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
         log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
         return None

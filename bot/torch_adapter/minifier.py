@@ -45,7 +45,9 @@ def compile_aot(gm, args) -> Callable[[list], Any]:
         # inductor generates kernels over symbolic sizes (torch's after_aot._get_compile_args does
         # this only when a SymInt input is left; a reduced graph may keep only tensor inputs)
         compile_args = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
-        compiled = compile_fx_inner(_shallow_copy(gm), compile_args)
+        gm = _shallow_copy(gm)
+        _propagate_fake(gm, compile_args)
+        compiled = compile_fx_inner(gm, compile_args)
     else:
         compiled = compile_fx_inner(copy.deepcopy(gm), args)
     if getattr(compiled, "_boxed_call", False) or not callable(compiled):
@@ -63,6 +65,17 @@ def _shallow_copy(gm):
     out = g.graph_copy(gm.graph, {})
     g.output(out)
     return fx.GraphModule(gm, g)
+
+
+def _propagate_fake(gm, fake_args) -> None:
+    """Recompute every node's example value from the inputs' (a cut-out graph's new inputs have
+    fresh size symbols; the nodes after them still carry the values of the graph they came from)."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    mode = detect_fake_mode(fake_args)
+    if mode is not None:
+        FakeTensorProp(gm, mode=mode).propagate_dont_convert_inputs(*fake_args)
 
 
 def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], Any]:
@@ -129,25 +142,6 @@ def fp64_values(gm, args, names: set) -> dict:
     except Exception:  # noqa: BLE001 - no fp64 reference: the analysis gives no hint
         return {}
     return kept
-
-
-def compiled_intermediates(gm, args) -> dict:
-    """Compile ``gm`` with inductor's intermediate hooks and run it once: {node name: value} for
-    every buffer the compiled code materialized (the post-AOT accuracy minifier's ``analyze``)."""
-    import torch
-    from torch._inductor import config as iconfig
-    from torch._inductor.hooks import intermediate_hook
-
-    seen: dict = {}
-
-    def hook(name, val):
-        seen[name] = val.detach().clone() if isinstance(val, torch.Tensor) else val
-
-    with iconfig.patch(generate_intermediate_hooks=True), torch.no_grad():
-        fn = compile_aot(gm, args)
-        with intermediate_hook(hook):
-            fn(clone_inputs(args))
-    return seen
 
 
 def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:

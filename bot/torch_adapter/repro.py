@@ -241,6 +241,24 @@ def free_symbols_of(val) -> set:
     return set()
 
 
+def input_val(val, real, name: str):
+    """The example value for a new input cut out of a symbolic graph (an intermediate made an
+    input): a fake tensor of the same fake mode whose sizes are plain size symbols, duck-sized
+    against the graph's (a batch size stays the batch size's symbol), as dynamo gives its inputs.
+    The intermediate's own value can have sizes that are expressions (``s1*s2`` after a view),
+    which inductor cannot bind from an input. ``val`` itself for static values."""
+    torch = _torch()
+    if not isinstance(val, torch.Tensor) or not isinstance(real, torch.Tensor) or not free_symbols_of(val):
+        return val
+    fake_mode = getattr(val, "fake_mode", None)
+    if fake_mode is None or fake_mode.shape_env is None:
+        return val
+    from torch._dynamo.source import ConstantSource
+
+    # the value a query feeds is a clone of ``real``: describe that layout
+    return fake_mode.from_tensor(real.detach().clone(), static_shapes=False, source=ConstantSource(f"minify_{name}"))
+
+
 def symbolic_placeholders(gm) -> bool:
     """True when some input of ``gm`` has a symbolic size (a graph traced with dynamic shapes)."""
     return any(free_symbols_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
