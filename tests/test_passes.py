@@ -185,10 +185,17 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     path = tmp_path / "repro.py"
     path.write_text(src)
     rf = R.parse_repro_file(str(path))
-    assert rf.tracing_mode == "symbolic"
+    assert rf.tracing_mode == "symbolic" and rf.dynamic
     loaded = R.load_repro_file(rf)
     gm2 = R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))
     assert R.symint_placeholders(gm2) and _computes_relu(gm2, None)
+    # torch dumps accuracy and runtime failures (levels 3, 4) with real inputs and
+    # tracing_mode='real'; their SymInt inputs still say the graph was compiled dynamically
+    path.write_text(src.replace("tracing_mode='symbolic'", "tracing_mode='real'"))
+    rf = R.parse_repro_file(str(path))
+    assert rf.tracing_mode == "real" and rf.dynamic
+    loaded = R.load_repro_file(rf)
+    assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir)))
 
 
 def test_a_static_graph_is_written_for_real_tracing(tmp_path):

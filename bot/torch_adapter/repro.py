@@ -107,7 +107,15 @@ class ReproFile:
     config: dict[str, Any] = field(default_factory=dict)   # "inductor.x" -> value, as written
     backend: str | None = None     # after_dynamo files: the compiler name
     storages: list[str] = field(default_factory=list)
-    tracing_mode: str = "real"     # after_aot files: "symbolic" when captured with dynamic shapes
+    tracing_mode: str = "real"     # after_aot files: what run_repro is told ("symbolic": fake inputs)
+
+    @property
+    def dynamic(self) -> bool:
+        """Captured with dynamic shapes: torch writes ``tracing_mode='symbolic'`` only for graphs
+        dumped with fake inputs (compile errors, level 2); accuracy and runtime dumps (levels 3
+        and 4) get real inputs and ``'real'``, but their graph still reads SymInt inputs
+        (``reader.symint``) - the sizes the compiled graph took as symbols."""
+        return self.kind == "aot" and (self.tracing_mode == "symbolic" or "reader.symint(" in self.source)
 
 
 def parse_repro_file(path: str) -> ReproFile:
@@ -212,8 +220,8 @@ def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
 def trace_aot_graph(loaded: LoadedRepro, args: list):
     """The after_aot way: make_fx the Repro module under no_grad, with the file's tracing mode.
 
-    A launcher captured with dynamic shapes says ``tracing_mode='symbolic'`` (its inputs carry
-    symbolic sizes): it is traced symbolically, as torch's own ``run_repro`` does, so the graph's
+    A launcher captured with dynamic shapes (:attr:`ReproFile.dynamic`) is traced symbolically,
+    as torch's own ``run_repro`` does with ``tracing_mode='symbolic'``, so the graph's
     placeholders keep symbolic sizes (and its SymInt inputs stay inputs) and every candidate is
     compiled with dynamic shapes. Real tracing would turn the sizes into constants and specialize
     a dynamic-shapes-only bug away."""
@@ -222,7 +230,7 @@ def trace_aot_graph(loaded: LoadedRepro, args: list):
 
     if any(True for _ in loaded.mod.named_parameters()):
         raise UsageError(f"{loaded.file.path}: repro graph has parameters; not an after-aot repro")
-    mode = "symbolic" if loaded.file.tracing_mode == "symbolic" else "real"
+    mode = "symbolic" if loaded.file.dynamic else "real"
     with torch.no_grad():
         return make_fx(loaded.mod, tracing_mode=mode)(*args)
 
