@@ -47,21 +47,11 @@ def _define_missing_torchvision_ops() -> bool:
 
     defined = False
     for name, schema in _TORCHVISION_FAKE_OPS.items():
-        if hasattr(torch.ops, "torchvision") and _has_op(f"torchvision::{name}"):
+        if hasattr(torch.ops.torchvision, name):  # an op namespace raises AttributeError for unknown ops
             continue
         torch.library.define(f"torchvision::{name}", schema)
         defined = True
     return defined
-
-
-def _has_op(qualname: str) -> bool:
-    import torch
-
-    try:
-        return bool(torch._C._dispatch_has_kernel(qualname)) or \
-            torch._C._dispatch_find_schema_or_throw(qualname, "") is not None
-    except RuntimeError:
-        return False
 
 
 def require_timm():

@@ -261,7 +261,10 @@ def input_val(val, real, name: str):
     fake_mode = getattr(val, "fake_mode", None)
     if fake_mode is None or fake_mode.shape_env is None:
         return val
-    from torch._dynamo.source import ConstantSource
+    try:
+        from torch._dynamo.source import ConstantSource
+    except ImportError:  # a torch without it: keep the value (inductor may then refuse the input)
+        return val
 
     # the value a query feeds is a clone of ``real``: describe that layout
     return fake_mode.from_tensor(real.detach().clone(), static_shapes=False, source=ConstantSource(f"minify_{name}"))
