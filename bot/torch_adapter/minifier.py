@@ -2,7 +2,9 @@
 
 Private API used (feature-detected in :func:`bot.torch_adapter.repro.require_repro_api`):
 ``torch._functorch.fx_minifier.minifier``, ``torch._inductor.compile_fx.compile_fx_inner``,
-``torch._dynamo.utils.same``, ``torch._dynamo.debug_utils.cast_to_fp64``.
+``torch._dynamo.utils.same``, ``torch._dynamo.debug_utils.cast_to_fp64``; for graphs traced with
+dynamic shapes (skipped where missing) ``torch._guards.detect_fake_mode`` and
+``torch.fx.passes.fake_tensor_prop.FakeTensorProp``.
 """
 
 from __future__ import annotations
