@@ -8,6 +8,7 @@ launcher is then minified three ways, each in its own directory:
 
   ours        minify-bot minify --repro LAUNCHER: the whole command, counting its torch import and
               warm-up, culprit search, config reduction, bisector and 3 fresh verification runs
+  ours-nohints  the same without the search hints (error-named node, fp64 divergence analysis)
   isolated    python minifier_launcher.py minify               (torch default: a process per query)
   no-isolate  python minifier_launcher.py minify --no-isolate
 
@@ -143,21 +144,21 @@ print(json.dumps({"rc": rc, "wall": time.time() - t0, "out": out[-200000:],
 '''
 
 
-def measured(cmd: list[str], cwd: str, cap: float) -> dict:
+def measured(cmd: list[str], cwd: str, cap: float, extra_env: dict | None = None) -> dict:
     """Run ``cmd`` under a small wrapper process: wall time, exit code, output and the peak RSS of
     the largest process it started (a killed run keeps what it measured up to the cap)."""
     p = subprocess.run([sys.executable, "-c", PEAK, str(cap), *cmd], cwd=cwd, capture_output=True, text=True,
-                       env=env(), timeout=cap + 600)
+                       env=env(extra_env), timeout=cap + 600)
     try:
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         return {"rc": p.returncode, "wall": None, "out": p.stderr[-4000:], "peak_rss_mb": None}
 
 
-def run_ours(launcher: str, d: str, bug: str, cap: float) -> dict:
+def run_ours(launcher: str, d: str, bug: str, cap: float, hints: bool = True) -> dict:
     os.makedirs(d, exist_ok=True)
     m = measured([sys.executable, "-m", "bot", "minify", "--launcher", launcher, "--out", os.path.join(d, "out"),
-                  "--budget", str(int(cap))], d, cap)
+                  "--budget", str(int(cap))], d, cap, extra_env=None if hints else {"MINIFY_BOT_NO_SEARCH_HINTS": "1"})
     with open(os.path.join(d, "log.txt"), "w") as fh:
         fh.write(m["out"])
     rec = {}
@@ -197,7 +198,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=DEFAULT_CASES, help=f"comma-separated, of {', '.join([*CASES, *REAL])}")
     ap.add_argument("--skip-isolated", action="store_true", help="skip torch's default (slow) isolated mode")
-    ap.add_argument("--modes", default="ours,no-isolate,isolated", help="which of ours,no-isolate,isolated to run")
+    ap.add_argument("--modes", default="ours,no-isolate,isolated",
+                    help="which of ours,ours-nohints,no-isolate,isolated to run (ours-nohints: our culprit "
+                         "search without the error/fp64-divergence hints, to compare query counts)")
     ap.add_argument("--cap", type=float, default=900.0, help="seconds before a run is stopped (default: 900)")
     ap.add_argument("--out", help="keep the work here (default: a temp dir)")
     a = ap.parse_args()
@@ -213,6 +216,9 @@ def main() -> int:
         if "ours" in modes:
             r["ours"] = run_ours(launcher, os.path.join(work, case, "ours"), bug, a.cap)
             r["start"] = r["ours"].pop("start") or r["start"]
+        if "ours-nohints" in modes:
+            r["ours-nohints"] = run_ours(launcher, os.path.join(work, case, "ours-nohints"), bug, a.cap, hints=False)
+            r["ours-nohints"].pop("start")
         if "no-isolate" in modes:
             r["no-isolate"] = run_torch(launcher, os.path.join(work, case, "noiso"), ["--no-isolate"], a.cap)
         if "isolated" in modes:
@@ -231,7 +237,7 @@ def main() -> int:
             notes = [f"culprit {', '.join(o['culprit'] or ['-'])}", f"bisector {o['bisect'] or '-'}",
                      f"verified {o['verified'] or '-'}"]
             for m in modes:
-                if m == "ours" or not r[m].get("wall"):
+                if m.startswith("ours") or not r[m].get("wall"):
                     continue
                 x = r[m]
                 notes.append(f"{'>' if x.get('capped') else ''}{x['wall'] / o['wall']:.1f}x faster than {m}")

@@ -122,3 +122,221 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
     if res is not None and not res.get("incomplete"):
         assert P.agrees_with_bisect(culprit.ops, res) is not False, res
         assert "relu" in (bisect_words(res) or "")
+
+
+# ------------------------------------------------------------------------------------------
+# dynamic shapes: a symbolically traced graph stays symbolic through every pass
+# ------------------------------------------------------------------------------------------
+
+
+class _DynMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 8)
+
+    def forward(self, n, x):
+        h = torch.relu(self.a(x).tanh().view(n, -1)).view(x.shape[0], x.shape[1], -1)
+        return self.b(h).sum(1)
+
+
+def _symbolic_state():
+    """The graph AOTAutograd hands inductor for a dynamic=True compile, the way a launcher captured
+    with dynamic shapes is traced (make_fx, tracing_mode='symbolic'): a SymInt input, weights as
+    inputs, every size symbolic."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    torch.manual_seed(0)
+    m = _DynMLP().eval()
+    names, weights = zip(*[(k, v.detach()) for k, v in m.named_parameters()])
+
+    def f(n, x, *w):
+        return (torch.func.functional_call(m, dict(zip(names, w)), (n, x)),)
+
+    x = torch.randn(4, 5, 8)
+    with torch.no_grad():
+        gm = make_fx(f, decomposition_table=select_decomp_table(), tracing_mode="symbolic")(4, x, *weights)
+    return P.State(gm, [4, x, *weights])
+
+
+def _relu_with_symbolic_sizes(gm, args) -> bool:
+    from bot.torch_adapter.repro import symbolic_placeholders
+
+    return symbolic_placeholders(gm) and _computes_relu(gm, args)
+
+
+def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp_path):
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    assert R.symint_placeholders(st.gm) and R.symbolic_placeholders(st.gm)
+    oracle = P.Oracle(_relu_with_symbolic_sizes)
+    alone, culprit = P.find_culprit(st, oracle)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    final = P.cleanup(alone, oracle)
+    assert P.culprit_ops(final) == ["aten.relu.default"]
+    # the batch size is still an input (a SymInt the relu's input size is made of), not a constant
+    phs = [n for n in final.gm.graph.nodes if n.op == "placeholder"]
+    assert len(phs) == 2 and isinstance(phs[0].meta["val"], torch.SymInt) and final.args[0] == 4
+    assert R.free_symbols_of(phs[1].meta["val"]) >= R.free_symbols_of(phs[0].meta["val"])
+    assert torch.equal(final.gm(*final.args)[0], torch.relu(final.args[1]))
+    # written for torch's run_repro: traced symbolically, the size read as a SymInt input
+    src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert "tracing_mode='symbolic'" in src and "reader.symint(4)" in src
+    path = tmp_path / "repro.py"
+    path.write_text(src)
+    rf = R.parse_repro_file(str(path))
+    assert rf.tracing_mode == "symbolic" and rf.dynamic
+    loaded = R.load_repro_file(rf)
+    gm2 = R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))
+    assert R.symint_placeholders(gm2) and _computes_relu(gm2, None)
+    # torch dumps accuracy and runtime failures (levels 3, 4) with real inputs and
+    # tracing_mode='real'; their SymInt inputs still say the graph was compiled dynamically
+    path.write_text(src.replace("tracing_mode='symbolic'", "tracing_mode='real'"))
+    rf = R.parse_repro_file(str(path))
+    assert rf.tracing_mode == "real" and rf.dynamic
+    loaded = R.load_repro_file(rf)
+    assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir)))
+
+
+def test_a_static_graph_is_written_for_real_tracing(tmp_path):
+    from bot.torch_adapter import repro as R
+
+    st = _deep(2, 1)
+    assert not R.symbolic_placeholders(st.gm)
+    src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert "tracing_mode='real'" in src
+
+
+@pytest.mark.slow
+def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
+    """torch 2.13's C++ backend has no injectable bug that only dynamic kernels get: the relu and
+    log1p injections are emitted into static and symbolic kernels alike, and no test-only switch
+    touches only symbolic code. So the dynamic-only bug is stood in for by the predicate: the
+    injected relu bug counts only while the candidate still compiles with symbolic sizes (what a
+    bug in inductor's handling of symbolic sizes looks like to the reducer). A reducer that
+    re-traced with real shapes, froze a size into a constant or dropped the size input would lose
+    the failure. The repro it writes must make torch's own launcher compile dynamically and fail."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from bot.minify.worker import Evaluator
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    relu_bug = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    with torch._inductor.config.patch(relu_bug):
+        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": str(tmp_path), "dynamic": True},
+                       "aot", None)
+        ev.pinned = ev.observe(st.gm, st.args)
+        assert ev.pinned is not None  # the symbolic graph compiles with dynamic shapes and fails
+        oracle = P.Oracle(lambda g, a: R.symbolic_placeholders(g) and ev(g, a))
+        alone, culprit = P.find_culprit(st, oracle)
+        final = P.cleanup(alone, oracle)
+        src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert P.culprit_ops(final) == ["aten.relu.default"] and R.symint_placeholders(final.gm)
+    path = tmp_path / "repro.py"
+    path.write_text(src)
+    # torch's launcher: minifier-query exits 1 when the graph fails; the kernel it compiled takes
+    # the size as an argument (a symbolic-size kernel), not a constant
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, str(path), "minifier-query"], cwd=tmp_path, env=dict(env, TORCH_LOGS="output_code"),
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 1, p.stderr[-3000:]
+    # symbolic kernels and wrappers name sizes by their symbols (s12, ks0); static ones print numbers
+    assert re.search(r"\bk?s\d+\b", p.stderr), p.stderr[-3000:]
+
+
+# ------------------------------------------------------------------------------------------
+# what is known before searching
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_op_a_lowering_error_names_is_verified_with_one_query():
+    st = _deep(100, 61)
+    text = ("torch._inductor.exc.InductorError: LoweringException: RuntimeError: boom\n"
+            "  target: aten.relu.default\n  args[0]: TensorBox(StorageBox(...))")
+    hint = P.error_hint(st.gm, text)
+    assert hint is not None and hint.source == "error"
+    oracle = P.Oracle(_computes_relu)
+    alone, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked == 1
+    assert P.error_hint(st.gm, "CppCompileError: C++ compile error\n error: 'compile' was not declared") is None
+
+
+def _perturbed_relu(st):
+    """What a compiled graph with a wrong relu kernel computes: every intermediate from the relu on
+    is off (the relu's output by +1, as the injected bug)."""
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: True)
+    wrong = {}
+    off = False
+    for n in P.call_nodes(st.gm):
+        v = vals.get(n.name)
+        off = off or _computes_relu_node(n)
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            wrong[n.name] = v + 1 if off else v
+    return wrong
+
+
+def _computes_relu_node(n) -> bool:
+    return n.op == "call_function" and n.target is torch.ops.aten.relu.default
+
+
+def test_the_first_diverging_intermediate_narrows_the_search_to_a_few_queries():
+    st = _deep(100, 61)
+    n = len(st.gm.graph.nodes)
+    hint = P.divergence_hint(st.gm, st.args, _perturbed_relu(st), tol=1e-4)
+    calls = P.call_nodes(st.gm)
+    relu_at = next(i for i, c in enumerate(calls) if _computes_relu_node(c))
+    assert hint is not None and hint.lo <= relu_at < hint.hi
+    oracle = P.Oracle(_computes_relu)
+    _, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked <= 2
+    plain = P.Oracle(_computes_relu)
+    P.find_culprit(st, plain)
+    assert plain.asked >= math.ceil(math.log2(n)) - 2 > oracle.asked
+
+
+def test_a_wrong_hint_costs_its_queries_and_the_whole_search_still_finds_the_culprit():
+    st = _deep(30, 20)
+    calls = P.call_nodes(st.gm)
+    wrong = P.Hint("divergence", node=calls[3].name, lo=0, hi=10)
+    oracle = P.Oracle(_computes_relu)
+    _, culprit = P.find_culprit(st, oracle, hint=wrong)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    assert oracle.asked <= 1 + math.ceil(math.log2(10)) + 1 + math.ceil(math.log2(len(calls))) + 1
+
+
+def test_the_analysis_graph_outputs_every_floating_point_intermediate():
+    st = _deep(3, 1)
+    probe, names = P.all_outputs_state(st)
+    outs = probe.gm(*probe.args)
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
+    assert len(outs) == len(names) >= 3 * 3
+    assert all(torch.allclose(o, vals[nm]) for o, nm in zip(outs, names))
+
+
+@pytest.mark.slow
+def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsys):
+    from bot.minify.worker import Evaluator, known_hint
+
+    st = _deep(12, 9)
+    with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
+        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, "aot", None)
+        ev.pinned = ev.observe(st.gm, st.args)
+        hint = known_hint({"class": "accuracy"}, ev, st)
+        calls = P.call_nodes(st.gm)
+        assert hint is not None and any(_computes_relu_node(c) for c in calls[hint.lo:hint.hi]), hint
+        oracle = P.Oracle(ev)
+        _, culprit = P.find_culprit(st, oracle, hint=hint)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    # the analysis compile plus the search in the hinted range, against ~log2(N) without it
+    with capsys.disabled():
+        print(f"\nfp64 divergence: {len(st.gm.graph.nodes)} nodes, range {hint.hi - hint.lo} call nodes, "
+              f"{1 + oracle.asked} queries")
+    assert 1 + oracle.asked <= 1 + math.ceil(math.log2(max(2, hint.hi - hint.lo))) + 1

@@ -22,6 +22,12 @@ The order, and why:
    (no single node can be removed and still fail).
 5. :func:`drop_unused_inputs` - placeholders nobody reads; no query needed.
 
+Dynamic shapes: a graph traced symbolically (a launcher captured with dynamic shapes) stays
+symbolic through every pass: cut-out graphs keep the SymInt inputs whose symbols their tensors'
+sizes use, a size read inside the graph is fed from the matching SymInt input rather than frozen
+into a constant, and the predicate only counts a candidate that still compiles with symbolic sizes
+(see ``Evaluator``), so a bug that only shows with dynamic shapes is never specialized away.
+
 Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
 take a different kernel path and fail differently).
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -50,6 +57,19 @@ class Culprit:
     method: str                # "compiled-alone" | "graph"
     node: str | None = None    # the culprit node's name in the captured graph
     prefix_queries: int = 0
+
+
+@dataclass
+class Hint:
+    """What is known before searching (see :func:`find_culprit`): a node to try compiled alone
+    first (the node a compile error names), and/or the range of call nodes the culprit lies in
+    (the first compiled intermediate that diverges from the fp64 run, and the last one before it
+    that agrees). Unverified: a wrong hint costs one query, then the plain search runs."""
+
+    source: str                # "error" | "divergence"
+    node: str | None = None    # a call node's name
+    lo: int = 0                # prefix ``lo`` (call nodes) computes correctly
+    hi: int | None = None      # prefix ``hi`` holds the first diverging value
 
 
 @dataclass
@@ -155,7 +175,7 @@ def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
     return kept, kinds
 
 
-def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
+def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None, values=None) -> Any:
     """A new GraphModule from ``gm`` with the given call nodes (in order), the given outputs, the
     original placeholders/get_attrs they need, and ``new_inputs`` (node -> placeholder name) that
     replace nodes by inputs. Returns (graph module, [placeholder source]) where each source is
@@ -171,6 +191,8 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
     for n in nodes_in_order:
         needed.update(n.all_input_nodes)
     needed.update(o for o in outputs)
+    needed.update(_symint_placeholders_for(
+        gm, [n.meta.get("val") for n in needed if n.op == "placeholder" or n in new_inputs]))
     ph_index = 0
     for n in gm.graph.nodes:
         if n.op == "placeholder":
@@ -182,7 +204,7 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
         if n in needed:
             p = g.placeholder(name)
             if "val" in n.meta:
-                p.meta["val"] = n.meta["val"]
+                p.meta["val"] = _input_val(n, (values or {}).get(n.name), name)
             env[n] = p
             sources.append(("value", n.name))
     for n in gm.graph.nodes:
@@ -195,6 +217,35 @@ def _rebuild(gm, nodes_in_order, outputs, *, new_inputs=None) -> Any:
     new = fx.GraphModule(gm, g)
     new.graph.lint()
     return new, sources
+
+
+def _symint_placeholders_for(gm, vals) -> list:
+    """The SymInt inputs of ``gm`` whose symbol is a free size symbol of one of ``vals``: a graph
+    cut out of a dynamic-shapes graph keeps them, so that torch's ``run_repro`` (which compiles a
+    symbolic repro with dynamic shapes only when a SymInt input is left) compiles it dynamically,
+    as the launcher it came from."""
+    from bot.torch_adapter.repro import free_symbols_of
+
+    syms = set()
+    for v in vals:
+        syms |= free_symbols_of(v)
+    if not syms:
+        return []
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if type(v).__name__ == "SymInt" and getattr(getattr(v, "node", None), "expr", None) in syms:
+            out.append(n)
+    return out
+
+
+def _input_val(node, value, name: str):
+    """The example value of a placeholder that stands for ``node`` (fed ``value``)."""
+    from bot.torch_adapter.repro import input_val
+
+    return input_val(node.meta.get("val"), value, name)
 
 
 def _args_for(sources, args, values) -> list:
@@ -235,18 +286,42 @@ def prefix_state(st: State, k: int, kinds: dict):
     return State(gm, _args_for(sources, st.args, []))
 
 
-def find_culprit(st: State, oracle: Oracle, log=lambda m: None) -> tuple[State, Culprit] | None:
+def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | None = None
+                 ) -> tuple[State, Culprit] | None:
     """Binary search for the first call node whose compiled prefix fails, then that node alone.
 
     Prefix ``k`` fails iff it contains the culprit (one bug, the failure shows at the frontier),
     so with ``lo`` (empty, passes) and ``hi`` (the whole graph, fails) the search halves the range
     each query. Returns (the culprit-alone state, Culprit) when the node fails compiled alone, or
     (the smallest failing prefix, Culprit(method="graph")) when it does not; None when no prefix
-    short of the whole graph could be cut."""
-    _, kinds = eager_values(st.gm, st.args, lambda n: False)
+    short of the whole graph could be cut.
+
+    ``hint`` (what is known before searching) goes first: its node is tried compiled alone (one
+    query), and its range [lo, hi) replaces the whole graph as the search range. When the search
+    inside the hinted range does not end on a node that fails alone, the plain search runs (the
+    oracle's cache answers what was already asked)."""
     calls = call_nodes(st.gm)
-    lo, hi = 0, len(calls)
     asked0 = oracle.asked
+    if hint is not None and hint.node is not None:
+        node = next((n for n in calls if n.name == hint.node), None)
+        alone = alone_state(st, node) if node is not None else None
+        if alone is not None and oracle(alone):
+            log(f"culprit search: {hint.source} named {node.name} = {op_name(node)}; it fails compiled alone "
+                f"({oracle.asked - asked0} queries)")
+            return alone, Culprit([op_name(node)], "compiled-alone", node.name, oracle.asked - asked0)
+        log(f"culprit search: {hint.source} named {hint.node}, which does not fail compiled alone")
+    if hint is not None and hint.hi is not None and 0 <= hint.lo < hint.hi <= len(calls) \
+            and (hint.lo, hint.hi) != (0, len(calls)):
+        log(f"culprit search: {hint.source} puts the culprit in call nodes {hint.lo + 1}..{hint.hi} of {len(calls)}")
+        found = _search(st, oracle, log, calls, hint.lo, hint.hi, asked0)
+        if found is not None and found[1].method == "compiled-alone":
+            return found
+        log("culprit search: not in the hinted range; searching the whole graph")
+    return _search(st, oracle, log, calls, 0, len(calls), asked0)
+
+
+def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int):
+    _, kinds = eager_values(st.gm, st.args, lambda n: False)
     best_prefix = None
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -287,14 +362,24 @@ def alone_state(st: State, node) -> State | None:
     g = fx.Graph()
     env: dict = {}
     args = []
+    phs = [n for n in st.gm.graph.nodes if n.op == "placeholder"]
+    for p in _symint_placeholders_for(st.gm, [a.meta.get("val") for a in ins] + [node.meta.get("val")]):
+        env[p] = g.node_copy(p)  # dynamic shapes: the size inputs stay inputs
+        args.append(st.args[phs.index(p)])
+    by_expr = {getattr(p.meta["val"].node, "expr", None): p for p in env}
     for i, a in enumerate(ins):
         v = values.get(a.name)
-        if a.op == "get_attr":
+        expr = getattr(getattr(a.meta.get("val"), "node", None), "expr", None)
+        if a in env:
+            continue
+        if expr is not None and expr in by_expr:
+            env[a] = env[by_expr[expr]]  # a size read from a tensor: the matching size input
+        elif a.op == "get_attr":
             env[a] = g.node_copy(a)
         elif _is_tensor(v):
             p = g.placeholder(a.name if a.op == "placeholder" else f"arg{i}_{a.name}")
             if "val" in a.meta:
-                p.meta["val"] = a.meta["val"]
+                p.meta["val"] = a.meta["val"] if a.op == "placeholder" else _input_val(a, v, p.name)
             env[a] = p
             args.append(v)
         else:
@@ -308,6 +393,66 @@ def alone_state(st: State, node) -> State | None:
     gm = fx.GraphModule(st.gm, g)
     gm.graph.lint()
     return State(gm, args)
+
+
+# ------------------------------------------------------------------------------------------
+# what is known before searching
+# ------------------------------------------------------------------------------------------
+
+_TARGET = re.compile(r"\btarget: ((?:aten|prims|torch\.ops\.aten)\.[\w.]+)")
+
+
+def error_hint(gm, text: str | None) -> Hint | None:
+    """The node a compile error names: inductor's ``LoweringException`` reads ``target: aten.x.y``
+    (the op it failed to lower); the first call node of that op is the candidate."""
+    if not text:
+        return None
+    for m in _TARGET.finditer(text):
+        target = m.group(1).replace("torch.ops.", "")
+        for n in call_nodes(gm):
+            if op_name(n) == target or str(n.target) == target:
+                return Hint("error", node=n.name)
+    return None
+
+
+def all_outputs_state(st: State) -> tuple[State, list[str]]:
+    """The graph with every floating-point tensor intermediate as an output (and the names, in
+    output order): compiled once, it shows each node's compiled value. (torch's post-AOT
+    ``analyze`` reads them through inductor's intermediate hooks, which on the C++ backend only
+    see extern kernels' buffers; outputs are materialized by every backend.)"""
+    vals, kinds = eager_values(st.gm, st.args, lambda n: False)
+    outs = [n for n in call_nodes(st.gm) if kinds.get(n.name) == "tensor"
+            and getattr(n.meta.get("val"), "is_floating_point", lambda: True)()]
+    gm, sources = _rebuild(st.gm, call_nodes(st.gm), outs)
+    return State(gm, _args_for(sources, st.args, [])), [n.name for n in outs]
+
+
+def divergence_hint(gm, args, compiled: dict, *, tol: float) -> Hint | None:
+    """The ``analyze`` idea of torch's post-AOT accuracy minifier: ``compiled`` maps node names to
+    the values the compiled graph produced for them (see :func:`all_outputs_state`); the first of
+    them that fails the check's fp64 criterion against the eager run bounds the culprit from
+    above, the last one before it that passes from below."""
+    import torch
+
+    from bot.torch_adapter.minifier import accuracy_fails, fp64_values
+
+    names = {k for k, v in compiled.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    if not names:
+        return None
+    eager, _ = eager_values(gm, args, lambda n: n.name in names)
+    fp64 = fp64_values(gm, args, names)
+    calls = call_nodes(gm)
+    lo = 0
+    for i, n in enumerate(calls):
+        if n.name not in names or n.name not in eager or not isinstance(eager[n.name], torch.Tensor):
+            continue
+        ref, res = eager[n.name], compiled[n.name]
+        if ref.shape != res.shape:
+            continue
+        if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
+            return Hint("divergence", lo=lo, hi=i + 1)
+        lo = i + 1
+    return None
 
 
 # ------------------------------------------------------------------------------------------
@@ -338,7 +483,7 @@ def _restrict(st: State, outputs, new_inputs=None, values=None) -> State:
     fed ``values[node.name]``."""
     outputs = [o for o in outputs if hasattr(o, "op")]
     cut = new_inputs or {}
-    gm, sources = _rebuild(st.gm, _live_cut(st.gm, outputs, cut), outputs, new_inputs=cut)
+    gm, sources = _rebuild(st.gm, _live_cut(st.gm, outputs, cut), outputs, new_inputs=cut, values=values)
     return State(gm, [st.args[i] if kind == "arg" else values[i] for kind, i in sources])
 
 
@@ -424,7 +569,8 @@ def drop_unused_inputs(st: State) -> State:
     """Placeholders nobody reads (no query: an unread input cannot change what is computed)."""
     g = st.gm.graph
     phs = [n for n in g.nodes if n.op == "placeholder"]
-    unused = [i for i, n in enumerate(phs) if not n.users]
+    sizes = set(_symint_placeholders_for(st.gm, [n.meta.get("val") for n in phs if n.users]))
+    unused = [i for i, n in enumerate(phs) if not n.users and n not in sizes]
     if not unused:
         return st
     for i in unused:

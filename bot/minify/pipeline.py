@@ -299,6 +299,8 @@ def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, cand
     rec["culprit"] = result.get("culprit")
     if result.get("graph_role"):
         rec["repro"]["capture"]["role"] = result["graph_role"]
+    if result.get("dynamic"):
+        rec["repro"]["capture"]["dynamic"] = True
     rec["config"] = {"diff": result.get("config_diff") or [], "minimal": result.get("config_minimal")}
     r = rec["repro"]
     r.update(nodes_before=result.get("nodes_before"), nodes_after=result.get("nodes_after"),

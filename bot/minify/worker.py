@@ -16,10 +16,11 @@ import os
 import sys
 import time
 
-from bot.signature import Signature, bisect_words, consistent, signature_of_error_record, \
+from bot.signature import Signature, bisect_words, consistent, exception_chain, signature_of_error_record, \
     signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
+NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
 class BudgetExceeded(Exception):
@@ -71,6 +72,7 @@ class Evaluator:
         self.tol = float(job.get("tolerance") or 1e-4)
         self.strict = bool(job.get("strict_accuracy"))
         self.queries = 0
+        self.last_error = ""
         self.deadline = job.get("deadline")
         hook = os.environ.get(CRASH_HOOK_ENV, "")
         self.crash_after = int(hook) if hook.strip().isdigit() else None
@@ -79,16 +81,20 @@ class Evaluator:
         from bot.torch_adapter import minifier as M
 
         if self.kind == "dynamo":
-            return M.compile_dynamo(gm, self.backend)
+            return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
         return M.compile_aot(gm, args)
 
     def observe(self, gm, args) -> Signature | None:
         """Run the candidate; the signature of how it fails, or None when it does not fail."""
         import torch
         from bot.torch_adapter import minifier as M
+        from bot.torch_adapter import repro as R
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
+        if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
+            return None  # captured with dynamic shapes: a candidate whose sizes became constants
+            #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         try:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
@@ -103,6 +109,7 @@ class Evaluator:
         except Exception as exc:  # noqa: BLE001 - any failure is data here
             if self.cls == "accuracy":
                 return None  # never drift from a wrong result to an error
+            self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
             return signature_of_exception(phase, exc)
         if self.cls != "accuracy":
             return None
@@ -297,7 +304,9 @@ def cmd_minify(job_path: str) -> int:
     job.setdefault("backend", rf.backend or "inductor")
     nodes_start = len(gm.graph.nodes)
     nodes_before = int(job.get("nodes_before") or nodes_start)
-    emit(event="loaded", nodes=nodes_start, kind=kind)
+    # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
+    job["dynamic"] = bool(kind == "aot" and R.symbolic_placeholders(gm))
+    emit(event="loaded", nodes=nodes_start, kind=kind, dynamic=job["dynamic"])
     original = signature_of_error_record(job["class"], job.get("original_error"))
 
     pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
@@ -414,6 +423,7 @@ def cmd_minify(job_path: str) -> int:
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
         backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,
+        dynamic=bool(job.get("dynamic")),
     )
     return _finish(job, result, status, result.get("reason"), t0, nodes_before)
 
@@ -431,7 +441,8 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
     if job.get("culprit_search", True):
         t = time.time()
         try:
-            found = P.find_culprit(st, oracle, log=log)
+            hint = known_hint(job, evaluator, st) if job.get("use_hints", os.environ.get(NO_HINTS_ENV) != "1") else None
+            found = P.find_culprit(st, oracle, log=log, hint=hint)
         except BudgetExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
@@ -452,6 +463,42 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
         dump_state(final.gm, final.args)
     culprit = P.Culprit(P.culprit_ops(final), "graph", found[1].node if found else None)
     return final.gm, final.args, culprit
+
+
+def known_hint(job: dict, evaluator, st):
+    """What is known before the culprit search: for errors, the node the error message names
+    (the check's error and the sanity run's); for accuracy failures (in-process only), the first
+    intermediate of the compiled graph that diverges from the fp64 run (one compile of the graph
+    with every intermediate as an output; counted as a query)."""
+    from bot.minify import passes as P
+    from bot.torch_adapter import minifier as M
+
+    if job["class"] != "accuracy":
+        texts = [str((job.get("original_error") or {}).get("message") or ""), getattr(evaluator, "last_error", "")]
+        hint = P.error_hint(st.gm, "\n".join(t for t in texts if t))
+        if hint is not None:
+            log(f"hint: the error names {hint.node}")
+        return hint
+    if isinstance(evaluator, IsolatedEvaluator) or evaluator.kind != "aot":
+        return None
+    if evaluator.deadline and time.time() > evaluator.deadline:
+        raise BudgetExceeded()
+    t = time.time()
+    evaluator.queries += 1
+    try:
+        import torch
+
+        probe, names = P.all_outputs_state(st)
+        with torch.no_grad():
+            res = evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args))
+        hint = P.divergence_hint(st.gm, st.args, dict(zip(names, M.flat_outputs(res))), tol=evaluator.tol)
+    except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
+        log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
+        return None
+    emit(event="query", n=evaluator.queries, nodes=len(st.gm.graph.nodes), fails=hint is not None, analysis=True)
+    log(f"hint: fp64 divergence analysis in {time.time() - t:.1f} s: "
+        + (f"first divergence within call nodes {hint.lo + 1}..{hint.hi}" if hint else "no intermediate diverges"))
+    return hint
 
 
 def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None:

@@ -2,7 +2,9 @@
 
 Private API used (feature-detected in :func:`bot.torch_adapter.repro.require_repro_api`):
 ``torch._functorch.fx_minifier.minifier``, ``torch._inductor.compile_fx.compile_fx_inner``,
-``torch._dynamo.utils.same``, ``torch._dynamo.debug_utils.cast_to_fp64``.
+``torch._dynamo.utils.same``, ``torch._dynamo.debug_utils.cast_to_fp64``; for graphs traced with
+dynamic shapes (skipped where missing) ``torch._guards.detect_fake_mode`` and
+``torch.fx.passes.fake_tensor_prop.FakeTensorProp``.
 """
 
 from __future__ import annotations
@@ -38,24 +40,57 @@ def compile_aot(gm, args) -> Callable[[list], Any]:
     """Compile an aten-level graph with inductor the way after_aot repros do; returns f(list)."""
     from torch._inductor.compile_fx import compile_fx_inner
 
-    try:
-        from torch._dynamo.repro.after_aot import _get_compile_args
+    from bot.torch_adapter.repro import symbolic_placeholders
 
-        compile_args = _get_compile_args(gm, args)
-    except ImportError:  # older torch: real tracing only
-        compile_args = args
-    compiled = compile_fx_inner(copy.deepcopy(gm), compile_args)
+    if symbolic_placeholders(gm):
+        # traced with dynamic shapes: compile from the placeholders' symbolic example values so
+        # inductor generates kernels over symbolic sizes (torch's after_aot._get_compile_args does
+        # this only when a SymInt input is left; a reduced graph may keep only tensor inputs)
+        compile_args = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+        gm = _shallow_copy(gm)
+        _propagate_fake(gm, compile_args)
+        compiled = compile_fx_inner(gm, compile_args)
+    else:
+        compiled = compile_fx_inner(copy.deepcopy(gm), args)
     if getattr(compiled, "_boxed_call", False) or not callable(compiled):
         return lambda inputs: compiled(list(inputs))
     return lambda inputs: compiled(list(inputs))
 
 
-def compile_dynamo(gm, backend: str) -> Callable[[list], Any]:
-    """Compile a torch-level graph through dynamo with ``backend``; returns f(list)."""
+def _shallow_copy(gm):
+    """A new GraphModule over a copy of ``gm``'s graph whose nodes share ``gm``'s example values
+    (inductor rewrites the graph it compiles; a deepcopy would copy symbolic values out of their
+    shape environment)."""
+    import torch.fx as fx
+
+    g = fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return fx.GraphModule(gm, g)
+
+
+def _propagate_fake(gm, fake_args) -> None:
+    """Recompute every node's example value from the inputs' (a cut-out graph's new inputs have
+    fresh size symbols; the nodes after them still carry the values of the graph they came from)."""
+    try:
+        from torch._guards import detect_fake_mode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    except ImportError:  # a torch without them: compile with the values the nodes carry
+        return
+
+    mode = detect_fake_mode(fake_args)
+    if mode is not None:
+        FakeTensorProp(gm, mode=mode).propagate_dont_convert_inputs(*fake_args)
+
+
+def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], Any]:
+    """Compile a torch-level graph through dynamo with ``backend`` (``dynamic``: with dynamic
+    shapes, as the failure was captured); returns f(list)."""
     import torch
 
     torch._dynamo.reset()
-    opt = torch.compile(copy.deepcopy(gm), backend=backend, fullgraph=True)
+    src = _shallow_copy(gm) if dynamic else copy.deepcopy(gm)
+    opt = torch.compile(src, backend=backend, fullgraph=True, dynamic=True if dynamic else None)
     return lambda inputs: opt(*inputs)
 
 
@@ -87,6 +122,31 @@ def fp64_reference(gm, args):
             return g64(*a64)
     except Exception:
         return None
+
+
+def fp64_values(gm, args, names: set) -> dict:
+    """The values the nodes ``names`` take when ``gm`` runs in float64 (as :func:`fp64_reference`);
+    {} when the graph cannot run in float64."""
+    import torch
+    import torch.fx as fx
+    from torch._dynamo.debug_utils import cast_to_fp64
+
+    kept: dict = {}
+
+    class _Rec(fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if n.name in names:
+                kept[n.name] = v
+            return v
+
+    try:
+        g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
+        with torch.no_grad():
+            _Rec(g64, garbage_collect_values=True).run(*a64)
+    except Exception:  # noqa: BLE001 - no fp64 reference: the analysis gives no hint
+        return {}
+    return kept
 
 
 def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:

@@ -107,6 +107,15 @@ class ReproFile:
     config: dict[str, Any] = field(default_factory=dict)   # "inductor.x" -> value, as written
     backend: str | None = None     # after_dynamo files: the compiler name
     storages: list[str] = field(default_factory=list)
+    tracing_mode: str = "real"     # after_aot files: what run_repro is told ("symbolic": fake inputs)
+
+    @property
+    def dynamic(self) -> bool:
+        """Captured with dynamic shapes: torch writes ``tracing_mode='symbolic'`` only for graphs
+        dumped with fake inputs (compile errors, level 2); accuracy and runtime dumps (levels 3
+        and 4) get real inputs and ``'real'``, but their graph still reads SymInt inputs
+        (``reader.symint``) - the sizes the compiled graph took as symbols."""
+        return self.kind == "aot" and (self.tracing_mode == "symbolic" or "reader.symint(" in self.source)
 
 
 def parse_repro_file(path: str) -> ReproFile:
@@ -162,7 +171,12 @@ def parse_repro_file(path: str) -> ReproFile:
         except (ValueError, SyntaxError):
             config[key] = _Unparsed(cm.group(3))
     storages = [m.group(2) for m in STORAGE_LINE.finditer(source)]
-    return ReproFile(os.path.abspath(path), source, kind, accuracy, save_dir, config, backend, storages)
+    m = re.search(r"tracing_mode=('[a-z]*'|\"[a-z]*\")", kwargs_text)
+    tracing_mode = ast.literal_eval(m.group(1)) if m else "real"
+    if tracing_mode not in ("real", "fake", "symbolic"):
+        tracing_mode = "real"
+    return ReproFile(os.path.abspath(path), source, kind, accuracy, save_dir, config, backend, storages,
+                     tracing_mode)
 
 
 class _Unparsed(str):
@@ -204,14 +218,68 @@ def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
 
 
 def trace_aot_graph(loaded: LoadedRepro, args: list):
-    """The after_aot way: make_fx the Repro module (real tracing) under no_grad."""
+    """The after_aot way: make_fx the Repro module under no_grad, with the file's tracing mode.
+
+    A launcher captured with dynamic shapes (:attr:`ReproFile.dynamic`) is traced symbolically,
+    as torch's own ``run_repro`` does with ``tracing_mode='symbolic'``, so the graph's
+    placeholders keep symbolic sizes (and its SymInt inputs stay inputs) and every candidate is
+    compiled with dynamic shapes. Real tracing would turn the sizes into constants and specialize
+    a dynamic-shapes-only bug away."""
     torch = _torch()
     from torch.fx.experimental.proxy_tensor import make_fx
 
     if any(True for _ in loaded.mod.named_parameters()):
         raise UsageError(f"{loaded.file.path}: repro graph has parameters; not an after-aot repro")
+    mode = "symbolic" if loaded.file.dynamic else "real"
     with torch.no_grad():
-        return make_fx(loaded.mod, tracing_mode="real")(*args)
+        return make_fx(loaded.mod, tracing_mode=mode)(*args)
+
+
+def free_symbols_of(val) -> set:
+    """The free size symbols of a node's example value (a SymInt, a tensor's sizes/strides);
+    empty for static values."""
+    torch = _torch()
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)):
+        try:
+            return set(free_symbols(val))
+        except Exception:  # noqa: BLE001 - a value whose symbols cannot be read counts as static
+            return set()
+    return set()
+
+
+def input_val(val, real, name: str):
+    """The example value for a new input cut out of a symbolic graph (an intermediate made an
+    input): a fake tensor of the same fake mode whose sizes are plain size symbols, duck-sized
+    against the graph's (a batch size stays the batch size's symbol), as dynamo gives its inputs.
+    The intermediate's own value can have sizes that are expressions (``s1*s2`` after a view),
+    which inductor cannot bind from an input. ``val`` itself for static values."""
+    torch = _torch()
+    if not isinstance(val, torch.Tensor) or not isinstance(real, torch.Tensor) or not free_symbols_of(val):
+        return val
+    fake_mode = getattr(val, "fake_mode", None)
+    if fake_mode is None or fake_mode.shape_env is None:
+        return val
+    try:
+        from torch._dynamo.source import ConstantSource
+    except ImportError:  # a torch without it: keep the value (inductor may then refuse the input)
+        return val
+
+    # the value a query feeds is a clone of ``real``: describe that layout
+    return fake_mode.from_tensor(real.detach().clone(), static_shapes=False, source=ConstantSource(f"minify_{name}"))
+
+
+def symbolic_placeholders(gm) -> bool:
+    """True when some input of ``gm`` has a symbolic size (a graph traced with dynamic shapes)."""
+    return any(free_symbols_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
+
+
+def symint_placeholders(gm) -> bool:
+    """True when ``gm`` has a SymInt input: what torch's ``run_repro`` looks for to compile a
+    symbolically traced repro with dynamic shapes (``after_aot._get_compile_args``)."""
+    torch = _torch()
+    return any(isinstance(n.meta.get("val"), torch.SymInt) for n in gm.graph.nodes if n.op == "placeholder")
 
 
 def trace_dynamo_graph(loaded: LoadedRepro):
@@ -239,7 +307,10 @@ def _quiet_logs():
 
 def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, command: str = "run",
                  backend: str | None = None) -> str:
-    """A torch-format repro for ``gm``/``args``; tensors are written to ``save_dir/storages``."""
+    """A torch-format repro for ``gm``/``args``; tensors are written to ``save_dir/storages``.
+
+    A graph with symbolic inputs gets ``tracing_mode='symbolic'``: torch's ``run_repro`` then
+    traces it symbolically and compiles it with dynamic shapes, as the launcher it came from."""
     torch = _torch()
     buf = io.StringIO()
     with _quiet_logs(), torch._dynamo.config.patch(repro_after=None):
@@ -253,11 +324,15 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
         else:
             from torch._dynamo.repro.after_aot import save_graph_repro
 
-            kw = {"stable_hash": True}
             import inspect
 
-            if "stable_hash" not in inspect.signature(save_graph_repro).parameters:
-                kw = {}
+            params = inspect.signature(save_graph_repro).parameters
+            kw: dict[str, Any] = {"stable_hash": True} if "stable_hash" in params else {}
+            if symbolic_placeholders(gm):
+                if "tracing_mode" not in params:
+                    raise InfraError("this torch's save_graph_repro has no tracing_mode: cannot write a "
+                                     "dynamic-shapes repro")
+                kw["tracing_mode"] = "symbolic"
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
     return buf.getvalue()
