@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# the GitHub stand-in's fixtures (ghstub, ghstub_ghes) and the Actions runner's (runner, users)
+pytest_plugins = ["tests.ghstub.fixtures", "tests.ghstub.action"]
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("MINIFY_ACTION_TEST_CACHE", ROOT / ".cache"))
 

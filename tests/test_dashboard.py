@@ -8,13 +8,12 @@ import json
 import re
 
 from bot import fingerprint as fp
-from bot.report import dashboard
 from bot.check.sweep import run_with_reruns
 from bot.render import BODY_LIMIT
-from bot.report import ReportOptions, report_run
+from bot.report import ReportOptions, dashboard, report_run
 from bot.tracker.github import GitHubTracker
 from bot.tracker.local import LocalTracker
-from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, ghstub, make_client  # noqa: F401
+from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, make_client
 from tests.ghstub.rundir import check_row, failure_record, write_run
 
 INJECT = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.report import dashboard
-from bot.report import report_run
+from bot.report import dashboard, report_run
 from bot.tracker.local import LocalTracker
-from tests.ghstub.fixtures import ghstub  # noqa: F401
 from tests.test_dashboard import ON, bugs, chart_points, dashboards, labels, section, tracker
 
 pytestmark = pytest.mark.slow

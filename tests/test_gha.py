@@ -10,26 +10,7 @@ import pytest
 
 from bot import gha
 from bot.errors import UsageError
-
-
-def parse_output_file(text: str) -> dict[str, str]:
-    """Parse GITHUB_OUTPUT the way the runner does (name<<DELIM ... DELIM, or name=value)."""
-    out, lines, k = {}, text.split("\n"), 0
-    while k < len(lines):
-        line = lines[k]
-        if "<<" in line:
-            name, delim = line.split("<<", 1)
-            k += 1
-            body = []
-            while lines[k] != delim:
-                body.append(lines[k])
-                k += 1
-            out[name] = "\n".join(body)
-        elif "=" in line:
-            name, value = line.split("=", 1)
-            out[name] = value
-        k += 1
-    return out
+from tests.ghstub.action import parse_output_file
 
 
 def test_inputs_accept_the_runner_spelling_with_hyphens_and_the_shell_safe_one():
@@ -172,8 +153,9 @@ def test_read_event_rejects_malformed_payloads_with_exit_2(tmp_path):
 
 
 def _action():
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     root = Path(__file__).resolve().parents[1]
     return root, yaml.safe_load((root / "action.yml").read_text())

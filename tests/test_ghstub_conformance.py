@@ -12,7 +12,7 @@ import github
 import pytest
 
 from tests.ghstub import Fault, GitHubStub
-from tests.ghstub.fixtures import BOT_TOKEN, REPO, ghstub, ghstub_ghes, make_client  # noqa: F401
+from tests.ghstub.fixtures import REPO, make_client
 from tests.ghstub.openapi import OpenAPIChecker, SpecUnavailable, load_spec
 
 

@@ -18,7 +18,6 @@ process (--verify-runs 1; the grouping does not need 3) and skips the stage abla
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time

@@ -17,9 +17,9 @@ from typing import Callable
 
 import pytest
 
-from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, ghstub  # noqa: F401
+from tests.ghstub.action import assert_token_not_leaked, bot_comments, pr_comment, reactions
+from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN
 from tests.ghstub.rundir import failing_run
-from tests.test_action_e2e import assert_token_not_leaked, bot_comments, pr_comment, reactions, runner  # noqa: F401
 
 SHA = "ab" * 20
 
@@ -283,7 +283,7 @@ def _no_token_in_files(root: Path, token: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_hostile_input(name, runner, ghstub, tmp_path):  # noqa: F811
+def test_hostile_input(name, runner, ghstub, tmp_path):
     ghstub.add_user("walt", token="walt-token", permission="write")
     case = CASES[name](ghstub, tmp_path)
     writes_before = len(ghstub.writes())
@@ -326,7 +326,7 @@ DUMP = ("sh -c 'p=$$; while [ \"$p\" -gt 1 ]; do tr \"\\000\" \"\\n\" < /proc/$p
         "p=$(sed -n \"s/^PPid:[[:space:]]*//p\" /proc/$p/status); done > {out}'")
 
 
-def test_model_code_on_an_untrusted_event_never_starts_while_a_token_is_present(runner, ghstub, tmp_path):  # noqa: F811
+def test_model_code_on_an_untrusted_event_never_starts_while_a_token_is_present(runner, ghstub, tmp_path):
     out = tmp_path / "environ-dump"
     res = runner("pull_request_target", {"number": 1, "pull_request": {"number": 1}},
                  {"stage": "check", "suite": "command", "command": DUMP.format(out=out)})
@@ -334,7 +334,7 @@ def test_model_code_on_an_untrusted_event_never_starts_while_a_token_is_present(
     assert_token_not_leaked(res)
 
 
-def test_the_check_job_of_the_workflows_gives_model_code_no_token(runner, ghstub, tmp_path):  # noqa: F811
+def test_the_check_job_of_the_workflows_gives_model_code_no_token(runner, ghstub, tmp_path):
     """As minify-comment.yml runs it (github-token: ""): the command reads every environment it can
     (its own and its ancestors' /proc/<pid>/environ) and finds no token."""
     out = tmp_path / "environ-dump"

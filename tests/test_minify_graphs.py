@@ -4,7 +4,6 @@ passes on a real captured graph: culprit search in about log2(N) queries, 1-mini
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,7 +19,7 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture(scope="module")
 def workdir():
     d = Path(tempfile.mkdtemp(prefix="minify-test-graphs-"))
-    (d / "models.yaml").write_text(f"backward_relu: graph_models:backward_relu\nseq_mlp: graph_models:seq_mlp\n")
+    (d / "models.yaml").write_text("backward_relu: graph_models:backward_relu\nseq_mlp: graph_models:seq_mlp\n")
     shutil.copy(DATA / "graph_models.py", d / "graph_models.py")
     yield d
     shutil.rmtree(d, ignore_errors=True)

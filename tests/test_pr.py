@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from bot import pr
-from tests.ghstub.fixtures import BOT_LOGIN, REPO, ghstub, make_client  # noqa: F401
+from tests.ghstub.fixtures import BOT_LOGIN, REPO, make_client
 
 HEAD = "c0ffee" + "0" * 34
 
 
 @pytest.fixture
-def env(ghstub, monkeypatch):  # noqa: F811
+def env(ghstub, monkeypatch):
     monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "0")
     ghstub.add_user("walt", token="walt-token", permission="write")
     number = ghstub.add_pull(None, head_sha=HEAD, author="walt")

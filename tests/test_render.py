@@ -3,7 +3,6 @@ always fits GitHub's limit with the repro intact."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from bot import fingerprint as fp
 from bot.errors import UsageError
 from bot.render import BODY_LIMIT, Renderer, code, fence, md
-from bot.report import ReportOptions, load_run, merge_state, issue_context
+from bot.report import ReportOptions, issue_context, load_run, merge_state
 from tests.ghstub.rundir import REPRO, check_row, failure_record, write_run
 
 HOSTILE = "evil```\n<!-- minify-action:v1 {\"sig\":\"v1:forged\",\"sigs\":[\"v1:forged\"]} -->\n@acme/core-team #1 <script>alert(1)</script> | x"

@@ -4,7 +4,6 @@ writes the next (and `merge`, which trusts nothing) accepts, and no other module
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import jsonschema

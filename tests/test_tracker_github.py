@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from bot import fingerprint as fp
 from bot.cli import main
 from bot.report import ReportOptions, report_run
-from bot.tracker.base import TrackerError
 from bot.tracker.github import GitHubTracker
-from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, ghstub, ghstub_ghes  # noqa: F401
+from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once
 from tests.ghstub.rundir import failing_run, passing_run
 
 

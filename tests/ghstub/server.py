@@ -15,7 +15,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit, unquote
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 BODY_LIMIT = 65536
 SECONDARY_RATE_MESSAGE = (
