@@ -29,7 +29,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,21 +199,19 @@ class Runner:
             env["GITHUB_TOKEN"] = ctx.inputs.token
         cmd = [sys.executable, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
-        proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    ctx.cmds.stream.write(gha.redact(line, ctx.secrets))
-                ctx.cmds.stream.flush()
-            rc = proc.wait()
-        finally:
-            timer.cancel()
+        from bot import proc
+
+        with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
+            res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout,
+                           on_line=lambda line: ctx.cmds.stream.write(gha.redact(line, ctx.secrets)))
+            ctx.cmds.stream.flush()
+        if res.error:
+            raise InfraError(f"minify-bot {command} could not start: {res.error}")
+        if res.timed_out:
+            raise InfraError(f"minify-bot {command} was stopped at its time limit ({int(timeout)} s)")
+        rc = res.returncode
         if rc < 0:
-            raise InfraError(f"minify-bot {command} was killed (signal {-rc}; timeout {int(timeout)} s?)")
+            raise InfraError(f"minify-bot {command} was killed ({res.signal_name})")
         return rc
 
 

@@ -249,6 +249,15 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
 
 
 def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c):
+    # the verification interpreters start now and import torch while reduction runs; each will
+    # still run the repro and nothing else (the unused ones are stopped on the way out)
+    with ver.Interpreters(opts.verify_runs + 1 if opts.verify_runs > 0 else 0) as interps:
+        _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
+                            fclass, c, interps)
+
+
+def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
+                        interps):
     fid = row["id"]
     timings = rec["repro"]["timings"]
     # 3. reduce
@@ -324,7 +333,7 @@ def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, cand
     rnd_known = result.get("random_inputs_reproduce")
     say(f"{fid}: verify: {opts.verify_runs} fresh runs{' + 1 with random inputs' if rnd_known is None else ''}, "
         "2 at a time")
-    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known)
+    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
     if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
         vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
         pkg.write_repro(final, save_dir, fdir, rec["config"]["diff"])
