@@ -250,8 +250,9 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
 
 def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c):
     # the verification interpreters start now and import torch while reduction runs; each will
-    # still run the repro and nothing else (the unused ones are stopped on the way out)
-    with ver.Interpreters(opts.verify_runs + 1 if opts.verify_runs > 0 else 0) as interps:
+    # still run the repro and nothing else (the unused ones are stopped on the way out). The run
+    # with random inputs is usually not needed (the worker decides it) and starts cold when it is.
+    with ver.Interpreters(opts.verify_runs) as interps:
         _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
                             fclass, c, interps)
 

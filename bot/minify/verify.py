@@ -20,16 +20,22 @@ def _repro_env() -> dict:
     return env
 
 
+# what a packaged repro imports first (torch's repro format): a prestarted interpreter imports
+# these before it gets the repro, which would import them itself anyway
+REPRO_IMPORTS = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
+                 "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot")
+
+
 class Interpreters:
     """Fresh interpreters for verification runs, started ahead (while reduction runs) so that each
-    has imported torch by the time the repro is ready. Each runs one repro and nothing else; a run
+    has imported torch (:data:`REPRO_IMPORTS`) by the time the repro is ready. Each runs one repro and nothing else; a run
     that finds none left starts a cold one. Close it to stop the ones never used."""
 
     def __init__(self, n: int):
         self._free = []
         for _ in range(max(0, n)):
             cwd = tempfile.mkdtemp(prefix="minify-verify-")
-            self._free.append(proc.prestart(preload=("torch",), cwd=cwd, env=_repro_env()))
+            self._free.append(proc.prestart(preload=REPRO_IMPORTS, cwd=cwd, env=_repro_env()))
         self._lock = threading.Lock()
 
     def take(self) -> proc.Prestarted | None:
