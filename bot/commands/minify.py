@@ -65,7 +65,7 @@ def preflight() -> dict:
 
 
 def run(args) -> int:
-    from bot.minify.pipeline import Options, process
+    from bot.minify.pipeline import Options
 
     if args.budget <= 0:
         raise UsageError("--budget must be a positive number of seconds")
@@ -77,6 +77,23 @@ def run(args) -> int:
                    localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
     run_dir = os.path.abspath(args.out)
     given = args.launcher or args.repro
+    early = None
+    if given and os.path.isfile(given):
+        # one failure: its verification interpreters import torch from now on, while this
+        # process imports torch, reads the launcher and reduces (each still runs the repro alone)
+        from bot.minify.verify import Interpreters
+
+        early = Interpreters(opts.verify_runs)
+    try:
+        return _run(args, opts, run_dir, given, early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _run(args, opts, run_dir: str, given: str | None, early) -> int:
+    from bot.minify.pipeline import process
+
     todo: list[tuple[dict, dict, str | None]] = []
     if given:
         from bot.torch_adapter.repro import parse_repro_file
@@ -117,7 +134,8 @@ def run(args) -> int:
     found = 0
     for i, (row, s, launcher) in enumerate(todo, 1):
         _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
-        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher)
+        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher,
+                      interpreters=early if launcher else None)
         st = rec["repro"]["status"]
         ver = rec["repro"].get("verification") or {}
         extra = f", verified {ver.get('failed_same_way')}/{ver.get('runs')}" if ver else ""
