@@ -333,6 +333,11 @@ class Prestarted:
         t0 = time.monotonic()
         if self.proc is None:
             return Result(None, 0.0, error=self.error)
+        if self.proc.poll() is not None:  # it died while importing: it never saw the script
+            self.proc.stdout.close()
+            self.proc.stdin.close()
+            return Result(None, 0.0, error=f"the prestarted interpreter exited ({self.proc.returncode}) "
+                                           "before it got its script")
         with _open_log(log_path, log_mode) as log:
             if announce is not None and log is not None:
                 log.write(announce + "\n")

@@ -202,3 +202,29 @@ def test_no_other_module_starts_processes_by_hand():
         for m in pattern.finditer(path.read_text()):
             offenders.append(f"{rel}:{path.read_text()[:m.start()].count(chr(10)) + 1}: {m.group(0).strip()}")
     assert offenders == []
+
+
+def test_a_prestarted_interpreter_that_died_before_its_script_says_so(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    pre = proc.prestart(preload=("no_such_module_for_minify_bot",))
+    pre.proc.wait(timeout=30)
+    res = pre.run(str(script), timeout=30)
+    assert res.error and "before it got its script" in res.error and res.returncode is None
+
+
+def test_verification_uses_the_prestarted_interpreters_first(tmp_path):
+    """bot.minify.verify: one repro per interpreter, prestarted ones first, then cold ones."""
+    from bot.minify import verify
+
+    script = tmp_path / "repro.py"
+    script.write_text("import os, sys\nprint('pid', os.getpid(), sys.argv[1:], flush=True)\nsys.exit(1)\n")
+    pool = verify.Interpreters(0)
+    pool._free = [proc.prestart(preload=(), cwd=str(tmp_path / f"c{i}")) for i in range(2)]
+    pids = {p.proc.pid for p in pool._free}
+    outs = [verify.run_repro(str(script), interpreters=pool) for _ in range(3)]
+    ran = [int(out.split()[1]) for _, out in outs]
+    assert [rc for rc, _ in outs] == [1, 1, 1]
+    assert set(ran[:2]) == pids and ran[2] not in pids and len(set(ran)) == 3
+    assert pool.take() is None
+    pool.close()

@@ -62,12 +62,15 @@ def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
     """One run of the repro in a fresh interpreter: (exit code, -signal, or None at the timeout; output)."""
     args = ["run", "--no-save-dir"] if random_inputs else []
     pre = interpreters.take() if interpreters is not None else None
+    res = None
     if pre is not None:
         try:
             res = pre.run(os.path.abspath(path), args, timeout=timeout, capture=_CAPTURE)
         finally:
             shutil.rmtree(pre.cwd, ignore_errors=True)
-    else:
+        if res.error:  # it could not start or died before the repro: a cold one instead
+            res = None
+    if res is None:
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
             res = proc.run([procs.python(), os.path.abspath(path), *args], cwd=cwd, env=_repro_env(),
                            timeout=timeout, capture=_CAPTURE)
