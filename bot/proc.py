@@ -22,6 +22,7 @@ How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -69,8 +70,9 @@ class _Sink:
     """Routes a child's output lines: ``@@ {json}`` lines are events (when asked for), the rest go to
     the log file, the tail, the captured output and the line callback."""
 
-    def __init__(self, log, *, events: bool, on_event, on_line, tail_lines: int, capture: int):
+    def __init__(self, log, *, events: bool, on_event, on_line, tail_lines: int, capture: int, footer: bool):
         self.log, self.want_events, self.on_event, self.on_line = log, events, on_event, on_line
+        self.footer = footer
         self.events: list = []
         self.tail: deque[str] = deque(maxlen=max(1, tail_lines))
         self.capture = capture
@@ -119,10 +121,27 @@ class _Sink:
         text = "".join(self.captured)
         return text[-self.capture:] if self.capture else ""
 
+    def finish(self, rc, timed_out: bool, t0: float) -> None:
+        """Flush a partial last line; the ``[exit ...]`` log line when the log was announced."""
+        self.close()
+        if self.footer and self.log is not None:
+            self.log.write(f"[exit {rc}{' (killed at the time limit)' if timed_out else ''}, "
+                           f"{time.monotonic() - t0:.1f} s]\n")
+
+
+@contextlib.contextmanager
+def _routed(log_path: str | None, log_mode: str, announce: str | None, **sink_options):
+    """The sink for one child's output, with its log file open (and the ``announce`` line written)."""
+    with _open_log(log_path, log_mode) as log:
+        if announce is not None and log is not None:
+            log.write(announce + "\n")
+            log.flush()
+        yield _Sink(log if log_path else None, footer=announce is not None, **sink_options)
+
 
 def _open_log(log_path: str | None, log_mode: str):
     if log_path is None:
-        return _nullctx()
+        return contextlib.nullcontext()
     d = os.path.dirname(os.path.abspath(log_path))
     os.makedirs(d, exist_ok=True)
     return open(log_path, log_mode, encoding="utf-8", errors="replace")
@@ -223,12 +242,6 @@ def _result(rc, timed_out, t0, sink: _Sink, **extra) -> Result:
                   sink.output(), sig, signal_name(sig) if sig else None, oom, **extra)
 
 
-def _footer(log, rc, timed_out, t0) -> None:
-    if log is not None:
-        log.write(f"[exit {rc}{' (killed at the time limit)' if timed_out else ''}, "
-                  f"{time.monotonic() - t0:.1f} s]\n")
-
-
 # ---------------------------------------------------------------- exec
 
 
@@ -242,21 +255,17 @@ def run(argv: list[str], *, timeout: float, cwd: str | None = None, env: dict | 
     line (and an ``[exit ...]`` line at the end). Never raises for the child's sake: a program that
     cannot start gives ``Result.error``."""
     t0 = time.monotonic()
-    with _open_log(log_path, log_mode) as log:
-        if announce is not None and log is not None:
-            log.write(announce + "\n")
-            log.flush()
-        sink = _Sink(log, events=events, on_event=on_event, on_line=on_line, tail_lines=tail_lines,
-                     capture=capture)
+    with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                 tail_lines=tail_lines, capture=capture) as sink:
         try:
             p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             return Result(None, 0.0, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
-        return _follow(p, sink, t0, timeout, grace, log if announce is not None else None)
+        return _follow(p, sink, t0, timeout, grace)
 
 
-def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: float, footer_log) -> Result:
+def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: float) -> Result:
     try:
         fd = p.stdout.fileno()
         rc, timed_out = _supervise(p.pid, p.poll, {fd: sink.feed_bytes}, time.monotonic() + max(0.1, timeout),
@@ -266,17 +275,8 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
         if p.returncode is None:
             kill_group(p.pid)
             p.wait()
-    sink.close()
-    _footer(footer_log, rc, timed_out, t0)
+    sink.finish(rc, timed_out, t0)
     return _result(rc, timed_out, t0, sink)
-
-
-class _nullctx:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 # ---------------------------------------------------------------- prestarted interpreters
@@ -338,19 +338,15 @@ class Prestarted:
             self.proc.stdin.close()
             return Result(None, 0.0, error=f"the prestarted interpreter exited ({self.proc.returncode}) "
                                            "before it got its script")
-        with _open_log(log_path, log_mode) as log:
-            if announce is not None and log is not None:
-                log.write(announce + "\n")
-                log.flush()
-            sink = _Sink(log, events=events, on_event=on_event, on_line=on_line, tail_lines=tail_lines,
-                         capture=capture)
+        with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                     tail_lines=tail_lines, capture=capture) as sink:
             try:
                 self.proc.stdin.write((json.dumps({"script": os.path.abspath(script), "args": list(args)}) + "\n")
                                       .encode())
                 self.proc.stdin.close()
             except (BrokenPipeError, OSError):
                 pass  # it died while importing: its output and exit status tell why
-            return _follow(self.proc, sink, t0, timeout, grace, log if announce is not None else None)
+            return _follow(self.proc, sink, t0, timeout, grace)
 
     def close(self) -> None:
         """Stop it if it never got a job (and reap it)."""
@@ -400,12 +396,8 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
     t0 = time.monotonic()
     if cwd:
         os.makedirs(cwd, exist_ok=True)
-    with _open_log(log_path, log_mode) as log:
-        if announce is not None and log is not None:
-            log.write(announce + "\n")
-            log.flush()
-        sink = _Sink(log, events=events, on_event=on_event, on_line=on_line, tail_lines=tail_lines,
-                     capture=capture)
+    with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                 tail_lines=tail_lines, capture=capture) as sink:
         out_r, out_w = os.pipe()
         msg_r, msg_w = os.pipe()
         sys.stdout.flush()
@@ -451,9 +443,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
             if "rc" not in status:
                 kill_group(pid)
                 os.waitpid(pid, 0)
-        sink.close()
-        if announce is not None:
-            _footer(log, rc, timed_out, t0)
+        sink.finish(rc, timed_out, t0)
     value = None
     kept = []
     for m in messages:
