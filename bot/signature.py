@@ -175,6 +175,57 @@ def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
     return Signature(failure_class, type(chosen).__name__, message_keys(str(chosen)))
 
 
+def signal_name(num: int) -> str:
+    """SIGSEGV for 11; the number as text for a signal this platform has no name for."""
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return str(num)
+
+
+def is_oom_output(output: str) -> bool:
+    """The output of a process that ran out of memory (Python's MemoryError, a CUDA/allocator
+    "out of memory")."""
+    return "MemoryError" in (output or "") or "out of memory" in (output or "").lower()
+
+
+@dataclass(frozen=True)
+class Death:
+    """How a process that a signal killed died, decided once for check, commands and minify:
+
+    - ``oom``: SIGKILL that was not ours (the kernel's OOM killer is the usual sender);
+    - ``abort``: SIGABRT after ``terminate called ...`` - compiled code threw a C++ exception
+      (``thrown``: that line), a runtime error of the generated code, not a crash;
+    - ``crash``: any other signal."""
+
+    kind: str
+    signal: str
+    thrown: str | None = None
+
+    def describe(self, what: str = "process") -> str:
+        if self.kind == "oom":
+            return f"{what} killed by {self.signal} (out of memory?)"
+        if self.kind == "abort":
+            return f"compiled code threw a C++ exception ({self.thrown}); the process aborted with {self.signal}"
+        return f"{what} died with {self.signal}"
+
+
+def death_of(signum: int, output: str, *, compiled: bool = True) -> Death:
+    """Classify a death by signal ``signum`` from the process's output. ``compiled``: whether the
+    process may have run compiled code (an abort before any compile is a crash)."""
+    import signal
+
+    name = signal_name(signum)
+    if signum == signal.SIGKILL:
+        return Death("oom", name)
+    thrown = ABORT_OUTPUT.search(output or "")
+    if thrown and signum == signal.SIGABRT and compiled:
+        return Death("abort", name, thrown.group(0))
+    return Death("crash", name)
+
+
 def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Signature | None:
     """The signature of a process that died because compiled code threw a C++ exception
     (``terminate called after throwing ...`` in its output, then SIGABRT); None otherwise."""

@@ -230,14 +230,16 @@ def test_uncaught_cpp_exception_abort_is_a_runtime_error_whatever_terminate_prin
     """Generated C++ that throws inside an OpenMP region aborts the process; when several threads
     throw at once, libstdc++ may print only 'terminate called recursively'."""
     from bot.check.isolate import _interpret
+    from bot.proc import Result
+
+    def aborted(text):
+        return Result(-signal.SIGABRT, 1.0, tail=text, signal=signal.SIGABRT, signal_name="SIGABRT")
 
     for text, cls in (("terminate called after throwing an instance of 'int'\n", "runtime_error"),
                       ("terminate called recursively\n", "runtime_error"),
                       ("Fatal Python error: Aborted\n", "crash")):
-        log = tmp_path / "check.log"
-        log.write_text("[check] phase compile\n" + text)
-        row = _interpret(signal.SIGABRT, False, "compile", str(tmp_path / "no-row.json"), 60, str(log))
+        row = _interpret(aborted("[check] phase compile\n" + text), "compile", 60)
         assert (row["status"], row["failure_class"]) == ("fail_to_run", cls), text
         assert row["error"]["signal"] == "SIGABRT"
-    row = _interpret(signal.SIGABRT, False, "eager_1st", str(tmp_path / "no-row.json"), 60, str(log))
+    row = _interpret(aborted("[check] phase eager_1st\nterminate called recursively\n"), "eager_1st", 60)
     assert row["failure_class"] == "crash" and row["status"] == "eager_1st_run_fail"

@@ -129,11 +129,10 @@ def test_csv_import_with_every_status_word_goes_through_merge_and_report(tmp_pat
 JSON_READERS = {
     "bot/rundir.py": "the run directory",
     "bot/safejson.py": "the bounded parser that untrusted JSON (payloads, artifacts) goes through",
-    "bot/minify/procs.py": "event lines from a minify worker's output",
     "bot/minify/worker.py": "the worker's job file and pinned signature (minify-work/)",
     "bot/minify/reduce.py": "the worker's result and signature files (minify-work/)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
-    "bot/check/isolate.py": "a forked check's row file (temporary directory)",
+    "bot/proc.py": "event lines and a forked child's messages over its pipe",
     "bot/check/one.py": "the check request file",
     "bot/suites/harness_boot.py": "configuration overrides from the environment",
     "bot/slash.py": "a /minify request",

@@ -72,8 +72,20 @@ def test_a_record_without_a_verified_repro_has_no_culprit():
 
 
 def test_abort_output_is_one_rule_for_check_and_minify():
-    from bot.check import isolate
+    import signal
 
-    assert isolate.ABORT_OUTPUT is sg.ABORT_OUTPUT
+    from bot.check.isolate import _interpret
+    from bot.proc import Result
+    from bot.suites.classify import classify
+
+    for text, kind in (("terminate called recursively\n", "abort"), ("free(): invalid pointer\n", "crash")):
+        death = sg.death_of(signal.SIGABRT, text)
+        assert death.kind == kind and death.signal == "SIGABRT"
+        row = _interpret(Result(-6, 1.0, tail=text, signal=6, signal_name="SIGABRT"), "compile", 60)
+        assert row["failure_class"] == ("runtime_error" if kind == "abort" else "crash")
+        assert classify(returncode=-6, output=text)["failure_class"] == row["failure_class"]
+    assert sg.death_of(signal.SIGABRT, "terminate called recursively\n", compiled=False).kind == "crash"
+    assert sg.death_of(signal.SIGKILL, "").kind == "oom" and sg.death_of(signal.SIGSEGV, "").signal == "SIGSEGV"
+    assert sg.signal_name(250) == "250"
     out = "terminate called after throwing an instance of 'int'\n"
     assert sg.signature_of_abort(out).matches(sg.signature_of_abort("terminate called recursively\n"))

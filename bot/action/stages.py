@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from bot import gha, slash
+from bot import gha, proc, slash
 from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
@@ -59,21 +57,17 @@ class Runner:
             env["GITHUB_TOKEN"] = ctx.inputs.token
         cmd = [sys.executable, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
-        proc = subprocess.Popen(cmd, cwd=ctx.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    ctx.cmds.stream.write(gha.redact(line, ctx.secrets))
-                ctx.cmds.stream.flush()
-            rc = proc.wait()
-        finally:
-            timer.cancel()
+        with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
+            res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout,
+                           on_line=lambda line: ctx.cmds.stream.write(gha.redact(line, ctx.secrets)))
+            ctx.cmds.stream.flush()
+        if res.error:
+            raise InfraError(f"minify-bot {command} could not start: {res.error}")
+        if res.timed_out:
+            raise InfraError(f"minify-bot {command} was stopped at its time limit ({int(timeout)} s)")
+        rc = res.returncode
         if rc < 0:
-            raise InfraError(f"minify-bot {command} was killed (signal {-rc}; timeout {int(timeout)} s?)")
+            raise InfraError(f"minify-bot {command} was killed ({res.signal_name})")
         return rc
 
 
@@ -135,11 +129,10 @@ def guard_model_code(ctx: Context) -> None:
 def verify_checkout(ctx: Context, expected: str) -> None:
     from bot import pr
 
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ctx.workdir, capture_output=True, text=True,
-                              timeout=60, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        raise UsageError(f"expected-sha is set but {ctx.workdir} is not a git checkout") from None
+    res = proc.run(["git", "rev-parse", "HEAD"], cwd=str(ctx.workdir), timeout=60, capture=4096)
+    if res.error or res.returncode != 0:
+        raise UsageError(f"expected-sha is set but {ctx.workdir} is not a git checkout")
+    head = res.output.strip()
     try:
         pr.verify_checkout(expected, head)
     except pr.Rejected as exc:

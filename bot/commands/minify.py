@@ -77,7 +77,7 @@ def run(args) -> int:
 
 def execute(args) -> int:
     """The minify stage on typed options (bot.options.MinifyOptions, every option resolved)."""
-    from bot.minify.pipeline import Options, process
+    from bot.minify.pipeline import Options
 
     if args.budget <= 0:
         raise UsageError("--budget must be a positive number of seconds")
@@ -89,6 +89,23 @@ def execute(args) -> int:
                    localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
     run_dir = os.path.abspath(args.out)
     given = args.launcher or args.repro
+    early = None
+    if given and os.path.isfile(given):
+        # one failure: its verification interpreters import torch from now on, while this
+        # process imports torch, reads the launcher and reduces (each still runs the repro alone)
+        from bot.minify.verify import Interpreters
+
+        early = Interpreters(opts.verify_runs)
+    try:
+        return _run(args, opts, run_dir, given, early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _run(args, opts, run_dir: str, given: str | None, early) -> int:
+    from bot.minify.pipeline import process
+
     todo: list[tuple[dict, dict, str | None]] = []
     if given:
         from bot.torch_adapter.repro import parse_repro_file
@@ -105,8 +122,8 @@ def execute(args) -> int:
         settings = dict(doc.get("settings") or {})
         only = set(filter(None, (args.only or "").split(",")))
         rows = doc["checks"]
-        known = {r.get("id") for r in rows}
-        unknown = sorted(only - known)
+        ids = {r.get("id") for r in rows}
+        unknown = sorted(only - ids)
         if unknown:
             raise UsageError(f"--only: no check {', '.join(unknown)} in {run_dir}/results.json")
         for r in rows:
@@ -134,7 +151,8 @@ def execute(args) -> int:
     records = []
     for i, (row, s, launcher) in enumerate(todo, 1):
         _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
-        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher)
+        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher,
+                      interpreters=early if launcher else None)
         records.append(rec)
         st = rec["repro"]["status"]
         ver = rec["repro"].get("verification") or {}

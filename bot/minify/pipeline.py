@@ -78,8 +78,10 @@ def base_record(row: dict) -> dict:
 
 
 def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: dict,
-            say: Callable[[str], None], launcher: str | None = None) -> dict:
-    """Minify one failure; always returns (and writes) a failure record."""
+            say: Callable[[str], None], launcher: str | None = None,
+            interpreters: ver.Interpreters | None = None) -> dict:
+    """Minify one failure; always returns (and writes) a failure record. ``interpreters``: the
+    verification interpreters, when the caller started them earlier still (closed here)."""
     fid = row["id"]
     fdir = os.path.join(run_dir, "failures", fid)
     work = os.path.join(run_dir, "minify-work", fid)
@@ -92,7 +94,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
     rec["versions"] = versions
     t0 = time.time()
     try:
-        _process(rec, row, settings, fdir, work, log_path, opts, say, launcher)
+        _process(rec, row, settings, fdir, work, log_path, opts, say, launcher, interpreters)
     except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
         rec["repro"] = dict(empty_repro("none", f"minify-bot internal error: {type(exc).__name__}: {exc}"),
                             log="minifier.log")
@@ -101,6 +103,9 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
         with open(log_path, "a") as fh:
             fh.write(traceback.format_exc())
         say(f"{fid}: internal error: {type(exc).__name__}: {exc}")
+    finally:
+        if interpreters is not None:
+            interpreters.close()
     if os.path.exists(log_path):
         rec["repro"]["log"] = "minifier.log"
     timings = rec["repro"].setdefault("timings", {})
@@ -116,7 +121,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
     return rec
 
 
-def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launcher):
+def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launcher, interpreters=None):
     fid = row["id"]
     fclass = row.get("failure_class")
     if launcher is None:
@@ -175,7 +180,8 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         stage_backend = "inductor"
         rec["stage"] = "inductor"
         rec["repro"]["capture"] = {"repro_after": None, "repro_level": None, "method": "given", "note": None}
-    _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c)
+    _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
+                       interpreters)
 
 
 def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend) -> bool:
@@ -255,7 +261,18 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
     return c.candidates[:4]
 
 
-def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c):
+def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
+                       interpreters=None):
+    # the verification interpreters start now and import torch while reduction runs; each will
+    # still run the repro and nothing else (the unused ones are stopped on the way out). The run
+    # with random inputs is usually not needed (the worker decides it) and starts cold when it is.
+    with interpreters or ver.Interpreters(opts.verify_runs) as interps:
+        _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
+                            fclass, c, interps)
+
+
+def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
+                        interps):
     fid = row["id"]
     timings = rec["repro"]["timings"]
     # 3. reduce
@@ -333,7 +350,7 @@ def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, cand
     rnd_known = result.get("random_inputs_reproduce")
     say(f"{fid}: verify: {opts.verify_runs} fresh runs{' + 1 with random inputs' if rnd_known is None else ''}, "
         "2 at a time")
-    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known)
+    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
     if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
         vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
         pkg.write_repro(final, save_dir, fdir, rec["config"]["diff"])

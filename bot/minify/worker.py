@@ -177,85 +177,41 @@ def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
 
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
-    import signal as _signal
+    from bot import proc
+    from bot.signature import death_of, signature_of_abort
 
-    from bot.signature import signature_of_abort
-
-    out_path = os.path.join(qdir, "query.json")
-    log_path = os.path.join(qdir, "query.log")
-    for f in (out_path,):
-        if os.path.exists(f):
-            os.remove(f)
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # --- child
-        code = 70
-        try:
-            os.setpgid(0, 0)
-            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
-            os.environ.pop(CRASH_HOOK_ENV, None)
-            from bot.torch_adapter.runtime import after_fork
 
-            after_fork()
-            threads = job.get("_threads")
-            if threads:
-                import torch
+    def child(send):
+        os.environ.pop(CRASH_HOOK_ENV, None)
+        threads = job.get("_threads")
+        if threads:
+            import torch
 
-                torch.set_num_threads(int(threads))
-            ev = Evaluator({**job, "deadline": None}, kind, None)
-            if config is not None:
-                sig = _with_config(config[0], config[1], lambda: ev.observe(gm, args))
-            else:
-                sig = ev.observe(gm, args)
-            with open(out_path + ".tmp", "w") as fh:
-                json.dump({"signature": sig.to_json() if sig else None}, fh)
-            os.replace(out_path + ".tmp", out_path)
-            code = 0
-        except BaseException:  # noqa: BLE001
-            try:
-                import traceback
+            torch.set_num_threads(int(threads))
+        ev = Evaluator({**job, "deadline": None}, kind, None)
+        if config is not None:
+            sig = _with_config(config[0], config[1], lambda: ev.observe(gm, args))
+        else:
+            sig = ev.observe(gm, args)
+        return {"signature": sig.to_json() if sig else None}
 
-                traceback.print_exc()
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
-    deadline = time.time() + timeout
-    status = None
-    while time.time() < deadline:
-        wpid, st = os.waitpid(pid, os.WNOHANG)
-        if wpid:
-            status = st
-            break
-        time.sleep(0.02)
-    try:
-        os.killpg(pid, _signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if status is None:
-        os.waitpid(pid, 0)
+    res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
+                    capture=20000, grace=0.0, check_cuda=False, name="its queries")
+    if res.timed_out:
         log(f"query: killed at its {timeout:.0f} s limit")
         return None, False
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and os.path.exists(out_path):
-        with open(out_path) as fh:
-            return Signature.from_json(json.load(fh).get("signature")), False
-    try:
-        with open(log_path, errors="replace") as fh:
-            output = fh.read()[-20000:]
-    except OSError:
-        output = ""
-    if os.WIFSIGNALED(status):
-        num = os.WTERMSIG(status)
-        name = _signal.Signals(num).name if num in _signal.Signals._value2member_map_ else str(num)
-        sig = signature_of_abort(output, name)
+    if res.returncode == 0 and isinstance(res.value, dict):
+        return Signature.from_json(res.value.get("signature")), False
+    output = res.output
+    if res.signal is not None:
+        death = death_of(res.signal, output)
+        sig = signature_of_abort(output) if death.kind == "abort" else None
         if sig is None and job["class"] == "crash":
             sig = Signature("crash")
-        log(f"query: process died with {name}" + (f" ({sig.describe()})" if sig else
-                                                   ": " + " | ".join(output.strip().splitlines()[-6:])))
+        log(f"query: process died with {death.signal}" + (f" ({sig.describe()})" if sig else
+                                                          ": " + " | ".join(output.strip().splitlines()[-6:])))
         return sig, sig is None
     log("query: process failed: " + " | ".join(output.strip().splitlines()[-3:]))
     return None, False

@@ -20,10 +20,9 @@ Order of the rules (first match wins):
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import dataclass, field
 
-from bot.signature import ABORT_OUTPUT
+from bot.signature import ABORT_TYPE, death_of
 
 ACCURACY = re.compile(
     r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected|Tensor-likes are not close|"
@@ -125,17 +124,14 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
     if returncode == 0 and not status_word:
         return out({"status": "pass", "failure_class": None, "error": None, "accuracy": None}, "exit status")
     if returncode is not None and returncode < 0:
-        num = -returncode
-        name = signal.Signals(num).name if num in signal.Signals._value2member_map_ else str(num)
-        if num == signal.SIGKILL:
-            return out(_row("OOM", "oom", "Killed", f"{what} killed by {name} (out of memory?)", tail,
-                            signal=name), "signal")
-        thrown = ABORT_OUTPUT.search(output)
-        if thrown and num == signal.SIGABRT and (compiled_graphs is None or compiled_graphs > 0):
-            return out(_row("fail_to_run", "runtime_error", "UncaughtCppException",
-                            f"compiled code threw a C++ exception ({thrown.group(0)}); the process aborted with {name}",
-                            tail, signal=name), "signal")
-        return out(_row("fail_to_run", "crash", name, f"{what} died with {name}", tail, signal=name), "signal")
+        death = death_of(-returncode, output, compiled=compiled_graphs is None or compiled_graphs > 0)
+        if death.kind == "oom":
+            return out(_row("OOM", "oom", "Killed", death.describe(what), tail, signal=death.signal), "signal")
+        if death.kind == "abort":
+            return out(_row("fail_to_run", "runtime_error", ABORT_TYPE, death.describe(what), tail,
+                            signal=death.signal), "signal")
+        return out(_row("fail_to_run", "crash", death.signal, death.describe(what), tail, signal=death.signal),
+                   "signal")
 
     user_err = patterns.search("error", output)
     if user_err:

@@ -2,7 +2,7 @@
 
 The command gets the settings through the environment (MINIFY_BOT_BACKEND, _MODE, _DTYPE,
 _DEVICE, _DYNAMIC, _CONFIG as JSON) plus any TORCHDYNAMO_* variables of the caller, runs with a
-timeout in its own process group, in the directory it was configured from, and is classified by
+timeout in its own session (process group), in the directory it was configured from, and is classified by
 :func:`bot.suites.classify.classify` (exit status, output, user patterns).
 
 Every run also loads minify-bot's environment hook (``bot/suites/hook`` on PYTHONPATH), which
@@ -15,12 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 
+from bot import proc
 from bot.suites.classify import Patterns, classify
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
@@ -72,31 +70,11 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
     env = dict(os.environ)
     env.update(env_extra)
     env.update(hook_env(state, force_backend=force_backend, launcher_dir=launcher_dir, base=env))
-    t0 = time.perf_counter()
     try:
-        with open(log_path, "wb") as log:
-            try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=cwd, env=env, start_new_session=True)
-            except OSError as exc:
-                return Ran(None, False, "", 0.0, read_state(state), f"cannot start {argv[0]!r}: {exc.strerror}")
-            timed_out = False
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                rc = None
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # at the timeout; else stragglers (compile workers)
-            except (ProcessLookupError, PermissionError):
-                pass
-            if rc is None:
-                proc.wait()
-        with open(log_path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 200_000))
-            text = fh.read().decode("utf-8", "replace")
-        return Ran(rc, timed_out, text, round(time.perf_counter() - t0, 3), read_state(state))
+        res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
+        if res.error:
+            return Ran(None, False, "", 0.0, read_state(state), res.error)
+        return Ran(res.returncode, res.timed_out, res.output, res.seconds, read_state(state))
     finally:
         os.remove(state)
 

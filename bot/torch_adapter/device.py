@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+import sys
+
+from bot import proc
 
 
 def _nvidia_smi(query: str) -> list[str] | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
-    try:
-        out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
+    out = proc.run([exe, f"--query-gpu={query}", "--format=csv,noheader"], timeout=30, capture=100_000)
     if out.returncode != 0:
         return None
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return [line.strip() for line in out.output.splitlines() if line.strip()]
 
 
 def cuda_device_count() -> int:
@@ -66,15 +64,9 @@ def gpu_names() -> list[str]:
 def cudnn_version() -> str | None:
     """cuDNN's runtime version, asked in a short child process: asking it here
     (torch.backends.cudnn.version()) initializes CUDA and poisons later forks."""
-    import sys
-
     code = "import torch; v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None; print(v or '')"
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    value = out.stdout.strip().splitlines()[-1:] if out.returncode == 0 else []
+    out = proc.run([sys.executable, "-c", code], timeout=120, capture=100_000)
+    value = out.output.strip().splitlines()[-1:] if out.returncode == 0 else []
     return value[0] if value and value[0] else None
 
 
@@ -91,15 +83,8 @@ def _fork_poisoned() -> bool:
     in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)  # private: feature-detected
     if not callable(in_bad_fork):
         return False
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            code = 3 if in_bad_fork() else 0
-        except BaseException:  # noqa: BLE001
-            code = 0
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 3
+    res = proc.fork(lambda send: 3 if in_bad_fork() else 0, timeout=60, check_cuda=False, reset_pools=False)
+    return res.returncode == 3
 
 
 def cuda_initialized() -> bool:

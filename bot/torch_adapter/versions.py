@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import platform
 import shutil
-import subprocess
 
 
 def _run(cmd: list[str]) -> str | None:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    out = (p.stdout or p.stderr or "").strip()
+    from bot import proc
+
+    p = proc.run(cmd, timeout=20, capture=100_000)
+    out = p.output.strip()
     return out if p.returncode == 0 and out else None
 
 

@@ -1,0 +1,510 @@
+"""Child processes, one way.
+
+Every child minify-bot starts goes through this module and gets the same treatment: a new session
+(its own process group), a time limit after which the whole group is stopped (SIGTERM, a short
+grace, SIGKILL), its output routed line by line (a log file, an in-memory tail, ``@@ {json}``
+events, a line callback) and one result record, :class:`Result`.
+
+Three ways to start one:
+
+- :func:`run` execs a fresh interpreter or any program (``argv``).
+- :func:`fork` runs a Python function in a child forked from this process, which has imported and
+  warmed torch once; the child can send JSON messages back over a pipe of its own (``send``) and
+  its return value comes back as ``Result.value``. Only fork from a process that has not started
+  OpenMP or compile-worker pools, and never after CUDA was initialized (checked).
+- :func:`prestart` starts a fresh interpreter *now* that imports some modules (torch) and then
+  waits for the script to run; :meth:`Prestarted.run` hands it the script later. The script runs
+  in an interpreter that ran nothing but those imports - what ``python script.py`` would do
+  first anyway - so the import is paid while the caller does other work.
+
+How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.signature`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.signature import is_oom_output, signal_name
+
+GRACE_S = 1.0          # SIGTERM -> SIGKILL at the time limit
+TAIL_LINES = 40
+
+
+@dataclass
+class Result:
+    """How a child process ended."""
+
+    returncode: int | None            # exit code; -N: killed by signal N; None: stopped at the time limit
+    seconds: float                    # wall time from start (or hand-over, for a prestarted one) to exit
+    events: list = field(default_factory=list)    # ``@@ {json}`` lines (events=True)
+    timed_out: bool = False
+    tail: str = ""                    # the last lines of output
+    output: str = ""                  # the last ``capture`` characters of output (capture=N)
+    signal: int | None = None         # the signal that killed it (not ours at the time limit)
+    signal_name: str | None = None    # "SIGABRT", ...
+    oom: bool = False                 # killed by SIGKILL (the kernel's OOM killer) or out-of-memory output
+    messages: list = field(default_factory=list)  # what a forked child sent (fork)
+    value: Any = None                 # a forked function's return value (JSON), None if it returned none
+    error: str | None = None          # could not start it at all
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+# ---------------------------------------------------------------- output routing
+
+
+class _Sink:
+    """Routes a child's output lines: ``@@ {json}`` lines are events (when asked for), the rest go to
+    the log file, the tail, the captured output and the line callback."""
+
+    def __init__(self, log, *, events: bool, on_event, on_line, tail_lines: int, capture: int, footer: bool):
+        self.log, self.want_events, self.on_event, self.on_line = log, events, on_event, on_line
+        self.footer = footer
+        self.events: list = []
+        self.tail: deque[str] = deque(maxlen=max(1, tail_lines))
+        self.capture = capture
+        self.captured: deque[str] = deque()
+        self.captured_len = 0
+        self._buf = b""
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            self.feed(line.decode("utf-8", "replace") + "\n")
+
+    def close(self) -> None:
+        if self._buf:
+            self.feed(self._buf.decode("utf-8", "replace") + "\n")
+            self._buf = b""
+
+    def feed(self, line: str) -> None:
+        if self.want_events and line.startswith("@@ "):
+            try:
+                ev = json.loads(line[3:])
+            except ValueError:
+                ev = None
+            if isinstance(ev, dict):
+                self.events.append(ev)
+                if self.on_event:
+                    try:
+                        self.on_event(ev)
+                    except Exception:  # noqa: BLE001 - progress must not kill the run
+                        pass
+                if ev.get("event") == "query":
+                    return
+        if self.log is not None:
+            self.log.write(line)
+        self.tail.append(line)
+        if self.capture:
+            self.captured.append(line)
+            self.captured_len += len(line)
+            while self.captured_len > self.capture and len(self.captured) > 1:
+                self.captured_len -= len(self.captured.popleft())
+        if self.on_line:
+            self.on_line(line)
+
+    def output(self) -> str:
+        text = "".join(self.captured)
+        return text[-self.capture:] if self.capture else ""
+
+    def finish(self, rc, timed_out: bool, t0: float) -> None:
+        """Flush a partial last line; the ``[exit ...]`` log line when the log was announced."""
+        self.close()
+        if self.footer and self.log is not None:
+            self.log.write(f"[exit {rc}{' (killed at the time limit)' if timed_out else ''}, "
+                           f"{time.monotonic() - t0:.1f} s]\n")
+
+
+@contextlib.contextmanager
+def _routed(log_path: str | None, log_mode: str, announce: str | None, **sink_options):
+    """The sink for one child's output, with its log file open (and the ``announce`` line written)."""
+    with _open_log(log_path, log_mode) as log:
+        if announce is not None and log is not None:
+            log.write(announce + "\n")
+            log.flush()
+        yield _Sink(log if log_path else None, footer=announce is not None, **sink_options)
+
+
+def _open_log(log_path: str | None, log_mode: str):
+    if log_path is None:
+        return contextlib.nullcontext()
+    d = os.path.dirname(os.path.abspath(log_path))
+    os.makedirs(d, exist_ok=True)
+    return open(log_path, log_mode, encoding="utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------- waiting and stopping
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL, *, unreaped: bool = True) -> None:
+    """Send ``sig`` to the process group ``pid`` leads (the child and everything it started).
+    ``unreaped``: ``pid`` is our child and not yet waited for, so when it has no group yet (it was
+    forked a moment ago) the signal goes to it alone; never for a reaped pid, which may be reused."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        if unreaped:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    except PermissionError:
+        pass
+
+
+def _pidfd(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return opener(pid)
+    except OSError:
+        return None
+
+
+def _supervise(pid: int, poll: Callable[[], int | None], fds: dict, deadline: float, grace: float):
+    """Read ``fds`` ({fd: feed_bytes}) until the child ``pid`` exits or ``deadline`` passes; then
+    stop its group (SIGTERM, ``grace``, SIGKILL at the time limit; SIGKILL for stragglers after a
+    normal exit) and read what is left. Returns (returncode, timed_out); returncode -N: signal N."""
+    open_fds = dict(fds)
+    pidfd = _pidfd(pid)
+    rc = None
+    timed_out = False
+    try:
+        while True:
+            rc = poll()
+            if rc is not None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            watch = list(open_fds) + ([pidfd] if pidfd is not None else [])
+            if not watch:
+                time.sleep(min(remaining, 0.02))
+                continue
+            ready, _, _ = select.select(watch, [], [], min(remaining, 0.25 if pidfd is not None else 0.02))
+            for fd in ready:
+                if fd == pidfd:
+                    continue
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    open_fds[fd](chunk)
+                else:
+                    del open_fds[fd]
+        if timed_out:
+            kill_group(pid, signal.SIGTERM)
+            end = time.monotonic() + grace
+            while (rc := poll()) is None and time.monotonic() < end:
+                time.sleep(0.02)
+            kill_group(pid, signal.SIGKILL)
+            while (rc := poll()) is None:
+                time.sleep(0.01)
+        else:
+            kill_group(pid, signal.SIGKILL, unreaped=False)  # stragglers it started (compile workers, pools)
+        # what is still in the pipes; a writer that left the group cannot hold us for long
+        end = time.monotonic() + 2.0
+        while open_fds and time.monotonic() < end:
+            ready, _, _ = select.select(list(open_fds), [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                break
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    open_fds[fd](chunk)
+                else:
+                    del open_fds[fd]
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    return rc, timed_out
+
+
+def _result(rc, timed_out, t0, sink: _Sink, **extra) -> Result:
+    sig = -rc if rc is not None and rc < 0 and not timed_out else None
+    tail = "".join(sink.tail)
+    oom = (sig == signal.SIGKILL) or (rc is not None and rc > 0 and is_oom_output(tail))
+    return Result(None if timed_out else rc, round(time.monotonic() - t0, 3), sink.events, timed_out, tail,
+                  sink.output(), sig, signal_name(sig) if sig else None, oom, **extra)
+
+
+# ---------------------------------------------------------------- exec
+
+
+def run(argv: list[str], *, timeout: float, cwd: str | None = None, env: dict | None = None,
+        log_path: str | None = None, log_mode: str = "a", announce: str | None = None,
+        events: bool = False, on_event: Callable[[dict], None] | None = None,
+        on_line: Callable[[str], None] | None = None, tail_lines: int = TAIL_LINES, capture: int = 0,
+        grace: float = GRACE_S) -> Result:
+    """Exec ``argv`` in a new session with stdin from /dev/null and stdout+stderr routed as the
+    module docstring says; stop its whole group at ``timeout`` seconds. ``announce``: a first log
+    line (and an ``[exit ...]`` line at the end). Never raises for the child's sake: a program that
+    cannot start gives ``Result.error``."""
+    t0 = time.monotonic()
+    with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                 tail_lines=tail_lines, capture=capture) as sink:
+        try:
+            p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return Result(None, 0.0, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+        return _follow(p, sink, t0, timeout, grace)
+
+
+def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: float) -> Result:
+    try:
+        fd = p.stdout.fileno()
+        rc, timed_out = _supervise(p.pid, p.poll, {fd: sink.feed_bytes}, time.monotonic() + max(0.1, timeout),
+                                   grace)
+    finally:
+        p.stdout.close()
+        if p.returncode is None:
+            kill_group(p.pid)
+            p.wait()
+    sink.finish(rc, timed_out, t0)
+    return _result(rc, timed_out, t0, sink)
+
+
+# ---------------------------------------------------------------- prestarted interpreters
+
+_BOOT = r"""
+import json, os, sys
+for _m in json.loads(sys.argv[1]):
+    __import__(_m)
+_m = None
+_job = sys.stdin.readline()
+if not _job:
+    os._exit(0)
+_job = json.loads(_job)
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
+sys.stdin = open(0, closefd=False)
+sys.argv = [_job["script"], *_job["args"]]
+sys.path[0] = os.path.dirname(os.path.abspath(_job["script"]))
+del _m, _job, _null, json
+import runpy
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+class Prestarted:
+    """A fresh interpreter started ahead of its job: it imports ``preload`` and waits for one script.
+
+    Use it once (:meth:`run`) or give it back (:meth:`close`). If this process dies, the child
+    reads end-of-file and exits."""
+
+    def __init__(self, *, preload: tuple[str, ...] = ("torch",), cwd: str | None = None, env: dict | None = None):
+        self.cwd = cwd
+        self.used = False
+        self.started = time.monotonic()
+        if cwd:
+            os.makedirs(cwd, exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self.error: str | None = None
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, json.dumps(list(preload))], cwd=cwd,
+                                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            self.error = f"cannot start {sys.executable!r}: {exc.strerror or exc}"
+
+    def run(self, script: str, args: list[str] | tuple = (), *, timeout: float, log_path: str | None = None,
+            log_mode: str = "a", announce: str | None = None, events: bool = False, on_event=None, on_line=None,
+            tail_lines: int = TAIL_LINES, capture: int = 0, grace: float = GRACE_S) -> Result:
+        """Run ``script`` (``python script args...``) in this interpreter; the time limit counts from now."""
+        if self.used:
+            raise RuntimeError("a prestarted interpreter runs one script")
+        self.used = True
+        t0 = time.monotonic()
+        if self.proc is None:
+            return Result(None, 0.0, error=self.error)
+        if self.proc.poll() is not None:  # it died while importing: it never saw the script
+            self.proc.stdout.close()
+            self.proc.stdin.close()
+            return Result(None, 0.0, error=f"the prestarted interpreter exited ({self.proc.returncode}) "
+                                           "before it got its script")
+        with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                     tail_lines=tail_lines, capture=capture) as sink:
+            try:
+                self.proc.stdin.write((json.dumps({"script": os.path.abspath(script), "args": list(args)}) + "\n")
+                                      .encode())
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass  # it died while importing: its output and exit status tell why
+            return _follow(self.proc, sink, t0, timeout, grace)
+
+    def close(self) -> None:
+        """Stop it if it never got a job (and reap it)."""
+        if self.proc is not None and not self.used:
+            self.used = True
+            kill_group(self.proc.pid)
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def prestart(*, preload: tuple[str, ...] = ("torch",), cwd: str | None = None, env: dict | None = None) -> Prestarted:
+    """Start a fresh interpreter now that imports ``preload`` and then waits for its script."""
+    return Prestarted(preload=preload, cwd=cwd, env=env)
+
+
+# ---------------------------------------------------------------- fork
+
+
+def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_path: str | None = None,
+         log_mode: str = "a", announce: str | None = None, events: bool = False, on_event=None, on_line=None,
+         tail_lines: int = TAIL_LINES, capture: int = 0, memory_limit_mb: int | None = None,
+         on_message: Callable[[Any], None] | None = None, grace: float = GRACE_S, check_cuda: bool = True,
+         reset_pools: bool = True, name: str = "a child") -> Result:
+    """Run ``fn(send)`` in a child forked from this process, in a new session and ``cwd``.
+
+    ``send(obj)`` writes one JSON message to the parent (``Result.messages``, ``on_message``);
+    ``fn``'s return value comes back as ``Result.value`` (JSON; an ``int`` is also the exit code).
+    Exit code: 0 when ``fn`` returns, ``fn``'s int, 70 for an exception (traceback in the output),
+    ``-signal`` when killed. ``memory_limit_mb``: an address-space limit in the child.
+    ``check_cuda``: refuse to fork after CUDA was initialized here; ``reset_pools``: the child
+    forgets compile pools inherited from this process."""
+    if check_cuda:
+        from bot.torch_adapter.device import assert_fork_safe
+
+        assert_fork_safe(name)
+    t0 = time.monotonic()
+    if cwd:
+        os.makedirs(cwd, exist_ok=True)
+    with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
+                 tail_lines=tail_lines, capture=capture) as sink:
+        out_r, out_w = os.pipe()
+        msg_r, msg_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # --- child: never returns
+            _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, reset_pools)
+        os.close(out_w)
+        os.close(msg_w)
+        messages: list = []
+        msg_buf = [b""]
+
+        def feed_msg(chunk: bytes) -> None:
+            msg_buf[0] += chunk
+            *lines, msg_buf[0] = msg_buf[0].split(b"\n")
+            for line in lines:
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                messages.append(obj)
+                if on_message and not (isinstance(obj, dict) and "__value__" in obj):
+                    try:
+                        on_message(obj)
+                    except Exception:  # noqa: BLE001
+                        pass
+
+        status: dict = {}
+
+        def poll() -> int | None:
+            if "rc" not in status:
+                wpid, st = os.waitpid(pid, os.WNOHANG)
+                if wpid:
+                    status["rc"] = os.waitstatus_to_exitcode(st)
+            return status.get("rc")
+
+        try:
+            rc, timed_out = _supervise(pid, poll, {out_r: sink.feed_bytes, msg_r: feed_msg},
+                                       time.monotonic() + max(0.1, timeout), grace)
+        finally:
+            os.close(out_r)
+            os.close(msg_r)
+            if "rc" not in status:
+                kill_group(pid)
+                os.waitpid(pid, 0)
+        sink.finish(rc, timed_out, t0)
+    value = None
+    kept = []
+    for m in messages:
+        if isinstance(m, dict) and "__value__" in m:
+            value = m["__value__"]
+        else:
+            kept.append(m)
+    return _result(rc, timed_out, t0, sink, messages=kept, value=value)
+
+
+def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, reset_pools) -> None:  # pragma: no cover
+    code = 70
+    try:
+        os.setsid()
+        os.close(out_r)
+        os.close(msg_r)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.close(out_w)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")
+        import faulthandler
+
+        if faulthandler.is_enabled():  # its tracebacks belong in this child's output
+            faulthandler.enable(file=sys.stderr)
+        if cwd:
+            os.chdir(cwd)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if memory_limit_mb:
+            import resource
+
+            lim = int(memory_limit_mb) * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        if reset_pools:
+            from bot.torch_adapter.runtime import after_fork
+
+            after_fork()
+
+        def send(obj) -> None:
+            data = (json.dumps(obj, default=str) + "\n").encode()
+            while data:
+                data = data[os.write(msg_w, data):]
+
+        value = fn(send)
+        if value is not None:
+            send({"__value__": value})
+        code = value if isinstance(value, int) and not isinstance(value, bool) else 0
+    except BaseException:  # noqa: BLE001
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code & 0xFF if code >= 0 else 70)
