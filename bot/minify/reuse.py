@@ -10,6 +10,7 @@ from bot import signature as sg
 from bot.known import REUSE_TIMEOUT, REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import verify as ver
 
+
 def reuse(rec: dict, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
     """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
     entry and return True. Otherwise the repro is removed and minify goes on as usual."""

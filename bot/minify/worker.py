@@ -16,8 +16,14 @@ import os
 import sys
 import time
 
-from bot.signature import Signature, bisect_words, consistent, exception_chain, signature_of_error_record, \
-    signature_of_exception
+from bot.signature import (
+    Signature,
+    bisect_words,
+    consistent,
+    exception_chain,
+    signature_of_error_record,
+    signature_of_exception,
+)
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
@@ -87,6 +93,7 @@ class Evaluator:
     def observe(self, gm, args) -> Signature | None:
         """Run the candidate; the signature of how it fails, or None when it does not fail."""
         import torch
+
         from bot.torch_adapter import minifier as M
         from bot.torch_adapter import repro as R
 
@@ -230,6 +237,7 @@ def _acc_mode(job: dict) -> str:
 
 def cmd_minify(job_path: str) -> int:
     import torch
+
     from bot.torch_adapter import minifier as M
     from bot.torch_adapter import repro as R
 
@@ -491,6 +499,7 @@ def _random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bo
     Evaluated here (forked when isolated) rather than in one more fresh interpreter; None when
     it could not be decided."""
     import torch
+
     from bot.torch_adapter import repro as R
 
     t = time.time()

@@ -9,6 +9,7 @@ import sys
 from bot import fingerprint as fp
 from bot.known import KnownRepro, from_state, write
 
+
 def collect(tracker, label: str, skip: set[int] = frozenset()) -> list[KnownRepro]:
     """The open bot issues with a reusable repro, less those in ``skip`` (re-minify requested)."""
     me = tracker.bot_login()
@@ -28,8 +29,8 @@ def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = Fal
     """The trusted side's one call before minify: write known.json (an empty list for --reminify;
     without the issues whose dashboard re-minify box is ticked). Returns how many repros it holds.
     Any tracker failure leaves an empty known.json: the run minifies everything."""
-    from bot.report import dashboard
     from bot.errors import BotError
+    from bot.report import dashboard
 
     entries: list[KnownRepro] = []
     boxes: set[int] = set()

@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 
 from bot import fingerprint as fp
-from bot import known
-from bot import rundir
+from bot import known, rundir
 from bot.errors import BotError, UsageError
 from bot.render import Renderer
 from bot.report.context import issue_context

@@ -322,9 +322,9 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
             buf.write(after_dynamo.generate_dynamo_fx_repro_string(
                 gm, args, backend, bool(accuracy), save_dir=save_dir, command=command))
         else:
-            from torch._dynamo.repro.after_aot import save_graph_repro
-
             import inspect
+
+            from torch._dynamo.repro.after_aot import save_graph_repro
 
             params = inspect.signature(save_graph_repro).parameters
             kw: dict[str, Any] = {"stable_hash": True} if "stable_hash" in params else {}
