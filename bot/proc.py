@@ -379,20 +379,18 @@ def prestart(*, preload: tuple[str, ...] = ("torch",), cwd: str | None = None, e
 def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_path: str | None = None,
          log_mode: str = "a", announce: str | None = None, events: bool = False, on_event=None, on_line=None,
          tail_lines: int = TAIL_LINES, capture: int = 0, memory_limit_mb: int | None = None,
-         on_message: Callable[[Any], None] | None = None, grace: float = GRACE_S, check_cuda: bool = True,
-         reset_pools: bool = True, name: str = "a child") -> Result:
+         on_message: Callable[[Any], None] | None = None, grace: float = GRACE_S,
+         guard: Callable[[], None] | None = None, child_setup: Callable[[], None] | None = None) -> Result:
     """Run ``fn(send)`` in a child forked from this process, in a new session and ``cwd``.
 
     ``send(obj)`` writes one JSON message to the parent (``Result.messages``, ``on_message``);
     ``fn``'s return value comes back as ``Result.value`` (JSON; an ``int`` is also the exit code).
     Exit code: 0 when ``fn`` returns, ``fn``'s int, 70 for an exception (traceback in the output),
     ``-signal`` when killed. ``memory_limit_mb``: an address-space limit in the child.
-    ``check_cuda``: refuse to fork after CUDA was initialized here; ``reset_pools``: the child
-    forgets compile pools inherited from this process."""
-    if check_cuda:
-        from bot.torch_adapter.device import assert_fork_safe
-
-        assert_fork_safe(name)
+    ``guard()`` runs here first and raises to refuse the fork; ``child_setup()`` runs first in the
+    child (bot.torch_adapter.device.fork_hooks gives both for a process that imported torch)."""
+    if guard is not None:
+        guard()
     t0 = time.monotonic()
     if cwd:
         os.makedirs(cwd, exist_ok=True)
@@ -404,7 +402,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # --- child: never returns
-            _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, reset_pools)
+            _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, child_setup)
         os.close(out_w)
         os.close(msg_w)
         messages: list = []
@@ -454,7 +452,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
     return _result(rc, timed_out, t0, sink, messages=kept, value=value)
 
 
-def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, reset_pools) -> None:  # pragma: no cover
+def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, child_setup) -> None:  # pragma: no cover
     code = 70
     try:
         os.setsid()
@@ -481,10 +479,8 @@ def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, reset_pools) ->
 
             lim = int(memory_limit_mb) * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-        if reset_pools:
-            from bot.torch_adapter.runtime import after_fork
-
-            after_fork()
+        if child_setup is not None:
+            child_setup()
 
         def send(obj) -> None:
             data = (json.dumps(obj, default=str) + "\n").encode()

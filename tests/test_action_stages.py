@@ -87,5 +87,5 @@ def test_runner_streams_a_real_stage_and_keeps_the_token_from_it(tmp_path, monke
     log = ctx.cmds.stream.getvalue()
     assert rc == 2 and "results.json not found" in log
     assert "ghp_secret_value_1234" not in log and "$ minify-bot report --out" in log
-    with pytest.raises(InfraError, match="was killed"):
+    with pytest.raises(InfraError, match="stopped at its time limit"):
         Runner(ctx)("check", ["--list"], timeout=0.01)

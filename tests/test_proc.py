@@ -120,8 +120,7 @@ def test_fork_passes_messages_and_the_return_value(tmp_path):
         return {"row": {"status": "pass", "big": "x" * 200_000}}
 
     got = []
-    res = proc.fork(child, timeout=30, cwd=str(tmp_path), on_message=got.append, check_cuda=False,
-                    reset_pools=False)
+    res = proc.fork(child, timeout=30, cwd=str(tmp_path), on_message=got.append)
     assert res.ok and res.value["row"]["status"] == "pass" and len(res.value["row"]["big"]) == 200_000
     assert res.messages == got == [{"phase": "one"}, {"phase": "two"}]
     pid, leads, cwd = res.tail.split()[2:5]
@@ -129,15 +128,14 @@ def test_fork_passes_messages_and_the_return_value(tmp_path):
 
 
 def test_fork_exit_codes_exceptions_signals_timeouts_and_memory_limits(tmp_path):
-    kw = dict(check_cuda=False, reset_pools=False)
-    assert proc.fork(lambda send: 5, timeout=30, **kw).returncode == 5
+    assert proc.fork(lambda send: 5, timeout=30).returncode == 5
 
     def boom(send):
         raise ValueError("no good")
 
-    res = proc.fork(boom, timeout=30, **kw)
+    res = proc.fork(boom, timeout=30)
     assert res.returncode == 70 and "ValueError: no good" in res.tail and res.value is None
-    res = proc.fork(lambda send: os.abort(), timeout=30, **kw)
+    res = proc.fork(lambda send: os.abort(), timeout=30)
     assert res.signal == signal.SIGABRT and res.signal_name == "SIGABRT"
 
     def hang(send):
@@ -147,14 +145,14 @@ def test_fork_exit_codes_exceptions_signals_timeouts_and_memory_limits(tmp_path)
         send(g.pid)
         time.sleep(60)
 
-    res = proc.fork(hang, timeout=1.5, grace=0.2, **kw)
+    res = proc.fork(hang, timeout=1.5, grace=0.2)
     assert res.timed_out and res.returncode is None
     assert _wait_dead(res.messages[0])
 
     def hog(send):
         return len(bytearray(512 * 1024 * 1024))
 
-    res = proc.fork(hog, timeout=30, memory_limit_mb=256, **kw)
+    res = proc.fork(hog, timeout=30, memory_limit_mb=256)
     assert res.returncode == 70 and res.oom
 
 
@@ -229,3 +227,14 @@ def test_verification_uses_the_prestarted_interpreters_first(tmp_path):
     assert set(ran[:2]) == pids and ran[2] not in pids and len(set(ran)) == 3
     assert pool.take() is None
     pool.close()
+
+
+def test_a_fork_guard_refuses_and_child_setup_runs_first_in_the_child():
+    def refuse():
+        raise RuntimeError("not now")
+
+    with pytest.raises(RuntimeError, match="not now"):
+        proc.fork(lambda send: 0, timeout=30, guard=refuse)
+    marks = []
+    res = proc.fork(lambda send: {"seen": marks}, timeout=30, child_setup=lambda: marks.append("setup"))
+    assert res.ok and res.value == {"seen": ["setup"]} and marks == []  # only the child ran it

@@ -16,6 +16,7 @@ import time
 
 from bot import proc
 from bot.signature import ABORT_TYPE, death_of
+from bot.torch_adapter.device import fork_hooks
 
 # phase the child last reported -> harness status word for a death in that phase
 PHASE_STATUS = {
@@ -62,7 +63,7 @@ class ForkRunner:
 
         try:
             res = proc.fork(child, cwd=workdir, timeout=settings.timeout, log_path=log_path, log_mode="w",
-                            memory_limit_mb=self.memory_limit_mb, tail_lines=30, name="its checks")
+                            memory_limit_mb=self.memory_limit_mb, tail_lines=30, **fork_hooks("its checks"))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         phases = [m["phase"] for m in res.messages if isinstance(m, dict) and "phase" in m]

@@ -50,8 +50,10 @@ def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, ti
 
     Only fork from a process that has not started OpenMP or compile-worker pools (see
     :func:`bot.torch_adapter.runtime.warm_up`); the child forgets inherited pools."""
+    from bot.torch_adapter.device import fork_hooks
+
     return proc.fork(lambda send: int(fn() or 0), cwd=cwd, timeout=max(1.0, timeout), log_path=log_path,
-                     announce=f"$ (forked) {name}", events=True, on_event=on_event, name=name)
+                     announce=f"$ (forked) {name}", events=True, on_event=on_event, **fork_hooks(name))
 
 
 _WARM = {"done": False}

@@ -186,6 +186,7 @@ def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
     from bot.signature import death_of, signature_of_abort
+    from bot.torch_adapter.runtime import after_fork
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -205,7 +206,7 @@ def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
         return {"signature": sig.to_json() if sig else None}
 
     res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
-                    capture=20000, grace=0.0, check_cuda=False, name="its queries")
+                    capture=20000, grace=0.0, child_setup=after_fork)
     if res.timed_out:
         log(f"query: killed at its {timeout:.0f} s limit")
         return None, False

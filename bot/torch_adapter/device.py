@@ -83,8 +83,17 @@ def _fork_poisoned() -> bool:
     in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)  # private: feature-detected
     if not callable(in_bad_fork):
         return False
-    res = proc.fork(lambda send: 3 if in_bad_fork() else 0, timeout=60, check_cuda=False, reset_pools=False)
+    res = proc.fork(lambda send: 3 if in_bad_fork() else 0, timeout=60)
     return res.returncode == 3
+
+
+def fork_hooks(name: str) -> dict:
+    """bot.proc.fork's hooks for a child of a process that imported torch: refuse to fork once CUDA
+    was initialized here (the child could not use it), and let the child forget the compile pools it
+    inherited. ``name``: what the refusal calls the children."""
+    from bot.torch_adapter.runtime import after_fork
+
+    return {"guard": lambda: assert_fork_safe(name), "child_setup": after_fork}
 
 
 def cuda_initialized() -> bool:
