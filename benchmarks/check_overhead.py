@@ -67,7 +67,7 @@ def main() -> None:
         naive = time.perf_counter() - t
 
     print(f"\n{'model':<18}{'in-process s':>14}{'forked check s':>16}  status")
-    for name, (secs, status) in inproc.items():
+    for name, (secs, _) in inproc.items():
         print(f"{name:<18}{secs:>14.2f}{rows[name]['duration_s']:>16.2f}  {rows[name]['status']}")
     print(f"\nsum of in-process compile+check times : {total_in:8.2f} s")
     print(f"sweep wall time (minify-bot check)    : {sweep_wall:8.2f} s")

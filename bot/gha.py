@@ -23,7 +23,8 @@ from bot import safejson
 from bot.errors import UsageError
 
 SUMMARY_LIMIT = 1024 * 1024  # bytes per step; over that the upload fails
-SUMMARY_TRUNCATED = "\n\n> **Summary truncated**: the step summary is limited to 1 MiB; the full results are in the run directory artifact.\n"
+SUMMARY_TRUNCATED = ("\n\n> **Summary truncated**: the step summary is limited to 1 MiB; "
+                     "the full results are in the run directory artifact.\n")
 
 TRUE_WORDS = {"true", "yes", "1", "on"}
 FALSE_WORDS = {"false", "no", "0", "off", ""}

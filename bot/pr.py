@@ -86,11 +86,12 @@ def authorize(repo, login: str, association: str | None) -> Authorization:
         permission = repo.get_collaborator_permission(login)
     except GithubException as exc:
         return Authorization(False, f"could not verify @{login}'s permission (HTTP {exc.status}); refusing to run")
-    except Exception as exc:  # network errors, malformed answers: fail closed
+    except Exception as exc:  # noqa: BLE001 - network errors, malformed answers: fail closed
         return Authorization(False, f"could not verify @{login}'s permission ({type(exc).__name__}); refusing to run")
     if permission in WRITE_PERMISSIONS:
         return Authorization(True, f"@{login} has {permission} permission", permission)
-    return Authorization(False, f"/minify needs write or admin permission; @{login} has {permission or 'none'}", permission)
+    return Authorization(False, f"/minify needs write or admin permission; @{login} has {permission or 'none'}",
+                         permission)
 
 
 FULL_SHA_RE = re.compile(r"[0-9a-f]{40}")
@@ -172,7 +173,8 @@ def pin_head(repo, pull, requested_sha: str | None, *, commented_at=None, timeli
 
 def verify_checkout(expected_sha: str, actual_sha: str) -> None:
     if expected_sha.lower() != (actual_sha or "").strip().lower():
-        raise Rejected(f"the checked-out commit {actual_sha[:12] or '(none)'} is not the authorized {expected_sha[:12]}")
+        raise Rejected(f"the checked-out commit {actual_sha[:12] or '(none)'} "
+                       f"is not the authorized {expected_sha[:12]}")
 
 
 # ---------------------------------------------------------------- acknowledgements

@@ -343,7 +343,8 @@ def read_csv(path: str) -> list[dict]:
     reader = csv.DictReader(text)
     fields = reader.fieldnames or []
     if "name" not in fields or "accuracy" not in fields:
-        raise UsageError(f"{path} is not an accuracy CSV: it needs 'name' and 'accuracy' columns (has {', '.join(fields)})")
+        raise UsageError(f"{path} is not an accuracy CSV: it needs 'name' and 'accuracy' columns "
+                         f"(has {', '.join(fields)})")
     out = []
     for rec in reader:
         row = {}

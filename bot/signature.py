@@ -61,11 +61,11 @@ def message_keys(message: str | None) -> list[str]:
     """The normalized lines that identify an error message."""
     if not message:
         return []
-    lines = [l for l in message.splitlines() if l.strip()]
+    lines = [line for line in message.splitlines() if line.strip()]
     diag = []
-    for l in lines:
-        m = re.search(r"\b(error|fatal error): (.*)$", l)
-        if m and not l.lstrip().startswith(("Command", "Output")):
+    for line in lines:
+        m = re.search(r"\b(error|fatal error): (.*)$", line)
+        if m and not line.lstrip().startswith(("Command", "Output")):
             diag.append(normalize_line(f"{m.group(1)}: {m.group(2)}"))
     if diag:
         return sorted(set(diag))
@@ -295,7 +295,7 @@ def stderr_matches(sig: Signature, stderr: str) -> bool:
         return False
     if not sig.messages:
         return True
-    norm = {normalize_line(l) for l in stderr.splitlines()}
+    norm = {normalize_line(line) for line in stderr.splitlines()}
     keys = set(message_keys(stderr)) | norm
     text = "\n".join(keys)
     return any(m in keys or m in text for m in sig.messages)

@@ -264,10 +264,12 @@ def request_from_json(text: str) -> dict:
         raise RequestError("the request has no full head SHA")
     if not isinstance(data.get("pr"), int) or isinstance(data["pr"], bool) or not 0 < data["pr"] < 2 ** 31:
         raise RequestError("the request has no pull request number")
-    if data.get("comment_id") is not None and (not isinstance(data["comment_id"], int) or isinstance(data["comment_id"], bool)
+    if data.get("comment_id") is not None and (not isinstance(data["comment_id"], int)
+                                               or isinstance(data["comment_id"], bool)
                                                or not 0 < data["comment_id"] < 2 ** 63):
         raise RequestError("invalid comment id in the request")
-    if not isinstance(data.get("requested_by"), str) or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", data["requested_by"]):
+    if (not isinstance(data.get("requested_by"), str)
+            or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", data["requested_by"])):
         raise RequestError("invalid requester in the request")
     return data
 

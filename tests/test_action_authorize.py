@@ -29,7 +29,8 @@ def test_comments_that_ask_for_nothing_are_ignored_without_a_token(tmp_path, pay
     ({"action": 3, "comment": {}, "issue": {}}, "action is not a string"),
     ({"action": "created", "comment": {"body": 5}, "issue": {}}, "body is not a string"),
     # a pull request comment with a bad id: rejected before any request to GitHub
-    ({"action": "created", "comment": {"body": "/minify", "id": "x"}, "issue": {"number": 1, "pull_request": {"url": "x"}}},
+    ({"action": "created", "comment": {"body": "/minify", "id": "x"},
+      "issue": {"number": 1, "pull_request": {"url": "x"}}},
      "valid issue number or comment id"),
 ])
 def test_malformed_payloads_are_usage_errors(tmp_path, payload, reason):

@@ -50,7 +50,8 @@ def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub):
     assert f"**created** [\\#{issue['number']}]({issue['html_url']})" in res.summary
     # log: grouped stages, an error annotation per failing check
     assert "::group::minify-bot check" in res.stdout and "::group::minify-bot report" in res.stdout
-    assert "::error title=minify-bot%3A check failed::mlp_relu-inductor-inference-float32-cpu: fail_accuracy" in res.stdout
+    assert ("::error title=minify-bot%3A check failed::mlp_relu-inductor-inference-float32-cpu: fail_accuracy"
+            in res.stdout)
     assert_token_not_leaked(res)
 
 
@@ -298,7 +299,8 @@ def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, t
     again = runner("schedule", {}, {"stage": "report", "shards": str(download)})
     assert again.rc == 1, again.stdout + again.stderr
     assert len(filed_issues(ghstub)) == len(issues)
-    assert not [a for a in json.loads((again.run_dir / "report.json").read_text())["actions"] if a["action"] == "created"]
+    actions = json.loads((again.run_dir / "report.json").read_text())["actions"]
+    assert not [a for a in actions if a["action"] == "created"]
 
 
 # ------------------------------------------------------------------ pull_request, file ownership

@@ -137,11 +137,13 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
     options = comment["check"].get("container", {}).get("options", "")
     assert "--ipc host" not in options and "--ipc=host" not in options
     privileged = [job for wf in ("image.yml", "nightly.yml", "minify-comment.yml", "ci.yml")
-                  for name, job in _workflow(wf)["jobs"].items() if not (wf == "minify-comment.yml" and name == "check")]
+                  for name, job in _workflow(wf)["jobs"].items()
+                  if not (wf == "minify-comment.yml" and name == "check")]
     for job in privileged:
         labels = _labels(job)
         # a runner matches a job when it has all the job's labels: disjoint, distinctive sets never share one
-        assert labels != untrusted and not (labels - {"self-hosted", "linux"}) & (untrusted - {"self-hosted", "linux"}), labels
+        generic = {"self-hosted", "linux"}
+        assert labels != untrusted and not (labels - generic) & (untrusted - generic), labels
     image = _labels(_workflow("image.yml")["jobs"]["build"])
     nightly = _labels(_workflow("nightly.yml")["jobs"]["check"])
     assert image != nightly and not (image - {"self-hosted", "linux"}) & (nightly - {"self-hosted", "linux"})
@@ -285,7 +287,8 @@ def test_an_unexpected_error_exits_3_with_outputs_summary_and_an_answer(runner, 
     assert "::error title=minify-bot%3A internal error::internal error: NotADirectoryError" in res.stdout
     assert res.outputs["exit-code"] == "3" and "Internal error" in res.summary
     assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
-    assert "`/minify` did not finish: an internal error stopped it" in bot_comments(users, payload["issue"]["number"])[-1]["body"]
+    last_comment = bot_comments(users, payload["issue"]["number"])[-1]["body"]
+    assert "`/minify` did not finish: an internal error stopped it" in last_comment
     assert_token_not_leaked(res)
 
 

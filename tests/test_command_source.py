@@ -127,7 +127,7 @@ def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path
     run = _combined_run(tmp_path, docs)
     proc = bot("minify", "--out", run, "--verify-runs", "3", "--no-bisect", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-4000:]
-    for name, (src, cls) in PROGRAMS.items():
+    for name, (_, cls) in PROGRAMS.items():
         f = json.loads((run / "failures" / f"{name}-inductor-inference-float32-cpu" / "failure.json").read_text())
         r = f["repro"]
         assert (f["class"], f["stage"], r["status"]) == (cls, "inductor", "minimized"), (name, r["reason"])
@@ -172,7 +172,7 @@ def test_programs_that_are_not_compiler_failures_end_with_a_reason_and_no_repro(
     run = _combined_run(tmp_path, docs)
     proc = bot("minify", "--out", run, "--verify-runs", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]   # nothing minified
-    for name, (_, cls, words) in NOT_COMPILER.items():
+    for name, (_, _, words) in NOT_COMPILER.items():
         fdir = run / "failures" / f"{name}-inductor-inference-float32-cpu"
         f = json.loads((fdir / "failure.json").read_text())
         assert f["repro"]["status"] in ("none", "not_reproduced") and f["repro"]["path"] is None, name

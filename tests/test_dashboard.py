@@ -41,7 +41,8 @@ def sweep(run_dir, started, failing=(), flaky=(), models=("mlp_relu", "mlp_gelu"
             c = check_row(m, status="pass", failure_class=None, backend=backend, config={})
             if m in flaky:
                 c["flaky"] = {"status": "fail_accuracy", "failure_class": "accuracy", "error": None,
-                              "accuracy": {"tolerance": 0.0001, "rmse_res": 0.2, "rmse_ref": 1e-8}, "attempts": 2, "log": f"checks/{c['id']}.log"}
+                              "accuracy": {"tolerance": 0.0001, "rmse_res": 0.2, "rmse_ref": 1e-8}, "attempts": 2,
+                              "log": f"checks/{c['id']}.log"}
         checks.append(c)
     run = write_run(run_dir, checks, failures, started=started)
     if settings:

@@ -33,7 +33,8 @@ def test_cpu_build_reports_no_cuda_without_touching_it():
 def test_device_cuda_on_a_cpu_machine_is_a_usage_error(bot, tmp_path):
     proc = bot("check", "--device", "cuda", "--models", "mlp_relu", "--out", tmp_path / "run")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].endswith("--device cuda: this torch build or machine has no CUDA device")
+    last_line = proc.stderr.strip().splitlines()[-1]
+    assert last_line.endswith("--device cuda: this torch build or machine has no CUDA device")
     assert not (tmp_path / "run").exists()
 
 

@@ -106,7 +106,8 @@ def test_group_and_untrusted_fence():
 def test_add_mask_masks_each_line_and_skips_tiny_values():
     buf = io.StringIO()
     gha.Commands(buf).add_mask("ghp_abcdefghijklmnopqrstuvwxyz0123\nsecond-line-secret\nab")
-    assert buf.getvalue().splitlines() == ["::add-mask::ghp_abcdefghijklmnopqrstuvwxyz0123", "::add-mask::second-line-secret"]
+    assert buf.getvalue().splitlines() == ["::add-mask::ghp_abcdefghijklmnopqrstuvwxyz0123",
+                                           "::add-mask::second-line-secret"]
     buf2 = io.StringIO()
     gha.Commands(buf2).add_mask("")
     assert buf2.getvalue() == ""

@@ -116,7 +116,7 @@ def test_checker_catches_a_malformed_response(ghstub, checker):
 def test_unknown_token_is_rejected_and_anonymous_cannot_write(ghstub):
     bad = make_client(ghstub, token="wrong", retry=None)
     with pytest.raises(github.BadCredentialsException):
-        bad.get_user().login
+        _ = bad.get_user().login  # the lazy user is fetched on first attribute access
     anon = github.Github(base_url=ghstub.base_url, retry=None, seconds_between_requests=0, seconds_between_writes=0)
     with pytest.raises(github.GithubException) as exc:
         anon.get_repo(REPO).create_issue("anon")

@@ -76,7 +76,8 @@ def run_merge(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_two_shards_merge_into_one_run_dir(tmp_path):
     make_shard(tmp_path / "dl", "shard-1", "1/2", [check_row("mlp_relu", "fail_accuracy", "accuracy")])
-    make_shard(tmp_path / "dl", "shard-2", "2/2", [check_row("conv", "pass"), check_row("attn", "fail_to_run", "runtime_error")])
+    make_shard(tmp_path / "dl", "shard-2", "2/2",
+               [check_row("conv", "pass"), check_row("attn", "fail_to_run", "runtime_error")])
     proc = run_merge(str(tmp_path / "dl"), "--out", str(tmp_path / "merged"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "merged 2 shard(s), 3 checks, 2 failing" in proc.stdout

@@ -110,8 +110,8 @@ LAUNCHER = textwrap.dedent("""\
     if __name__ == '__main__':
         from torch._dynamo.repro.after_aot import run_repro
         with torch.no_grad():
-            run_repro(mod, load_args, accuracy=True, command='minify', save_dir='/home/ci/run/minifier/checkpoints', tracing_mode='real', check_str=None)
-    """)
+    """) + ("        run_repro(mod, load_args, accuracy=True, command='minify', "
+            "save_dir='/home/ci/run/minifier/checkpoints', tracing_mode='real', check_str=None)\n")
 
 
 def test_packaged_repro_has_relative_inputs_only_the_needed_config_and_no_machine_lines():

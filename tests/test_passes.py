@@ -243,8 +243,9 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
     # torch's launcher: minifier-query exits 1 when the graph fails; the kernel it compiled takes
     # the size as an argument (a symbolic-size kernel), not a constant
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    p = subprocess.run([sys.executable, str(path), "minifier-query"], cwd=tmp_path, env=dict(env, TORCH_LOGS="output_code"),
-                       capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run([sys.executable, str(path), "minifier-query"], cwd=tmp_path,
+                       env=dict(env, TORCH_LOGS="output_code"), capture_output=True, text=True, timeout=300,
+                       check=False)
     assert p.returncode == 1, p.stderr[-3000:]
     # symbolic kernels and wrappers name sizes by their symbols (s12, ks0); static ones print numbers
     assert re.search(r"\bk?s\d+\b", p.stderr), p.stderr[-3000:]

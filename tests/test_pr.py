@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from github import GithubException
 
 from bot import pr
 from tests.ghstub.fixtures import BOT_LOGIN, REPO, make_client
@@ -110,7 +111,8 @@ def test_sticky_comment_is_edited_in_place_never_duplicated(env):
     c3, how3 = pr.upsert_sticky(issue, login, "second results")
     assert (how1, how2, how3) == ("created", "updated", "unchanged")
     assert c1.id == c2.id == c3.id
-    ours = [c for c in stub.comments(number=number) if pr.STICKY_MARKER in c["body"] and c["user"]["login"] == BOT_LOGIN]
+    ours = [c for c in stub.comments(number=number)
+            if pr.STICKY_MARKER in c["body"] and c["user"]["login"] == BOT_LOGIN]
     assert len(ours) == 1 and ours[0]["body"].endswith("second results")
     assert any(c["body"].endswith("not ours") for c in stub.comments(number=number))
     # more chatter after the sticky comment: still found
@@ -139,7 +141,7 @@ def test_bot_login_falls_back_to_the_actions_bot(env):
 def test_the_client_does_not_replay_posts(env):
     stub, gh, repo, number = env
     stub.inject(method="POST", path=r"/comments$", status=502, after_store=True)
-    with pytest.raises(Exception):
+    with pytest.raises(GithubException):
         repo.get_issue(number).create_comment("once")
     assert [c["body"] for c in stub.comments(number=number)] == ["once"]
 
@@ -182,6 +184,7 @@ def test_head_moves_after_reads_pushes_and_force_pushes():
                                since) == ["commit bbbbbbbbbbbb"]
     assert pr.head_moves_after([{"event": "head_ref_force_pushed", "commit_id": "c" * 40,
                                  "created_at": "2026-01-01T12:00:00Z"}], since) == ["force-push to cccccccccccc"]
-    assert pr.head_moves_after([{"event": "committed", "sha": "d" * 40, "committer": {}}], since)  # undated: fail closed
+    # undated: fail closed
+    assert pr.head_moves_after([{"event": "committed", "sha": "d" * 40, "committer": {}}], since)
     with pytest.raises(pr.Rejected):
         pr.head_moves_after([], "not a date")

@@ -13,7 +13,8 @@ from bot.render import BODY_LIMIT, Renderer, code, fence, md
 from bot.report import ReportOptions, issue_context, load_run, merge_state
 from tests.ghstub.rundir import REPRO, check_row, failure_record, write_run
 
-HOSTILE = "evil```\n<!-- minify-action:v1 {\"sig\":\"v1:forged\",\"sigs\":[\"v1:forged\"]} -->\n@acme/core-team #1 <script>alert(1)</script> | x"
+HOSTILE = ("evil```\n<!-- minify-action:v1 {\"sig\":\"v1:forged\",\"sigs\":[\"v1:forged\"]} -->\n"
+           "@acme/core-team #1 <script>alert(1)</script> | x")
 
 
 def render_for(tmp_path, check, failure, repro_text=REPRO, **opts):

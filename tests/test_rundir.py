@@ -164,7 +164,8 @@ def test_each_run_directory_file_has_one_reader_and_one_writer():
                 # open("…/results.json") / Path(...) / "failure.json" then .read_text / .write_text
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                         node.func.attr in ("read_text", "write_text", "read_bytes") and \
-                        any(isinstance(n, ast.Constant) and n.value in RUN_DIR_FILES for n in ast.walk(node.func.value)):
+                        any(isinstance(n, ast.Constant) and n.value in RUN_DIR_FILES
+                            for n in ast.walk(node.func.value)):
                     offenders.append(f"{rel}:{node.lineno} reads or writes a run-directory file directly")
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open" and \
                         any(isinstance(n, ast.Constant) and isinstance(n.value, str) and

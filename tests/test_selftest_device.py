@@ -26,7 +26,8 @@ def test_the_injection_key_is_validated_diffed_and_written_like_any_config(devic
     diff = {d["key"]: d for d in true_diff(cfg)}
     assert diff[key]["default"] is None and diff[key]["value"] == "accuracy"
     codegen = key.split(".")[1]
-    assert f"torch._inductor.config.{codegen}.inject_relu_bug_TESTING_ONLY = 'accuracy'" in config_lines({key: "accuracy"})
+    line = f"torch._inductor.config.{codegen}.inject_relu_bug_TESTING_ONLY = 'accuracy'"
+    assert line in config_lines({key: "accuracy"})
     with pytest.raises(UsageError):
         parse_overrides([f"{key}=sometimes"])
 

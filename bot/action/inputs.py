@@ -106,7 +106,8 @@ class Inputs:
         if i.expected_sha and not re.fullmatch(r"[0-9a-f]{40}", i.expected_sha):
             raise UsageError("input 'expected-sha' must be a full 40-hex commit id")
         if i.check_result and i.check_result not in ("success", "failure", "cancelled", "skipped"):
-            raise UsageError(f"input 'check-result' must be success, failure, cancelled or skipped, got {i.check_result[:40]!r}")
+            raise UsageError("input 'check-result' must be success, failure, cancelled or skipped, "
+                             f"got {i.check_result[:40]!r}")
         return i
 
 

@@ -113,7 +113,8 @@ def _comment_report(ctx: Context, run, request: dict, prc: PRContext) -> int:
     if ctx.inputs.stage == "report":
         if ctx.inputs.check_result and ctx.inputs.check_result != "success" and not ctx.inputs.shards:
             react(ctx, prc, pr.REACTION_REJECTED)
-            sticky.post(ctx, prc, request, None, None, problem=f"the check job ended with `{ctx.inputs.check_result}`; no results")
+            sticky.post(ctx, prc, request, None, None,
+                        problem=f"the check job ended with `{ctx.inputs.check_result}`; no results")
             raise InfraError(f"the check job ended with {ctx.inputs.check_result}")
         try:
             results = merge_shards(ctx)
@@ -256,8 +257,8 @@ def run(args) -> int:
         summary.finish(ctx, env, code, started)
         raise
     except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never a traceback
-        reason = gha.redact(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
-                            ctx.secrets if ctx else [])
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        reason = gha.redact(f"internal error: {type(exc).__name__}: {first_line}"[:500], ctx.secrets if ctx else [])
         cmds.error(reason, title="minify-bot: internal error")
         code = EXIT_INTERNAL
         summary.save_traceback(ctx)

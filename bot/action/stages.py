@@ -30,7 +30,8 @@ from bot.report import known as known_bugs
 STAGE_TIMEOUT = 6 * 3600.0
 # `python -c` without the working directory on sys.path: the workspace (maybe a pull request's
 # checkout) must never shadow the installed bot package.
-LAUNCH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; from bot.cli import main; sys.exit(main())"
+LAUNCH = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+          "from bot.cli import main; sys.exit(main())")
 
 
 def echo_line(command: str, argv: list[str]) -> str:
@@ -172,7 +173,8 @@ def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOpt
         repo=None if local else gha.repository(ctx.env), label=i.labels[0] if i.labels else None,
         max_new=i.max_new_issues, bot_login=(i.bot_login or None) if not local else None,
         artifact_url=i.artifact_url or None,
-        templates=str(action_templates) if action_templates.is_dir() else None,  # the action's own, whatever the install
+        # the action's own templates, whatever the install
+        templates=str(action_templates) if action_templates.is_dir() else None,
         run_url=gha.run_url(ctx.env) or None,
         trusted_commands=[i.command] if i.command else [],  # the workflow's own command: shown verbatim in issues
         pr_run=True if pr_run else None)
@@ -195,10 +197,12 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
     if results is None:
         raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / 'results.json'}")
     for row in failing(results):
-        error(ctx, f"{row.get('id')}: {row.get('status')} ({row.get('failure_class')})", title="minify-bot: check failed")
+        error(ctx, f"{row.get('id')}: {row.get('status')} ({row.get('failure_class')})",
+              title="minify-bot: check failed")
 
     if failing(results) and ctx.inputs.minify:
-        known_bugs.for_action(ctx.out, ctx.inputs, ctx.env)  # known.json: open issues' verified repros (token stays here)
+        # known.json: open issues' verified repros (the token stays here)
+        known_bugs.for_action(ctx.out, ctx.inputs, ctx.env)
         mopts = minify_options(ctx)
         try:
             with ctx.cmds.group(f"minify-bot minify ({len(failing(results))} failing)"):
@@ -238,7 +242,8 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
         raise UsageError("`minify-bot report` rejected its input (see the log above)")
     if rc not in (EXIT_OK, EXIT_FAILURES):
         cause = report_error(load(ctx.out / "report.json"))
-        raise InfraError("filing issues failed: " + (cause or f"`minify-bot report` exited with code {rc} (see the log)"))
+        raise InfraError("filing issues failed: "
+                         + (cause or f"`minify-bot report` exited with code {rc} (see the log)"))
     return load(ctx.out / "report.json")
 
 

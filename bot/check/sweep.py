@@ -74,8 +74,10 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                      f"{settings.dtype}, {settings.device})")
             t0 = time.perf_counter()
             n_reruns = max(reruns, RETRY_RERUNS) if cid in retry else reruns
-            result = run_with_reruns(lambda path: _run_one(runner, m, settings, path, out_dir),
-                                     log_path, n_reruns, progress=lambda msg: progress(f"[{k}/{total}] {m.name}: {msg}"))
+            result = run_with_reruns(
+                lambda path, m=m, settings=settings: _run_one(runner, m, settings, path, out_dir),
+                log_path, n_reruns,
+                progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             row = {**base, **result, "log": log_rel}
             row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
             mark_baseline(row, baseline)

@@ -62,7 +62,8 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="output that means a runtime/compile error (--suite command/harness; repeatable)")
     s = p.add_argument_group("settings")
     s.add_argument("--backend", default=d("backend"),
-                   help="inductor, aot_eager, eager, aot_eager_decomp_partition, or module:function (default: inductor)")
+                   help="inductor, aot_eager, eager, aot_eager_decomp_partition, or module:function "
+                        "(default: inductor)")
     s.add_argument("--mode", default=d("mode"), help="inference or training (default: inference)")
     s.add_argument("--dtype", default=d("dtype"), help="float32, float16, bfloat16 or amp (default: float32)")
     s.add_argument("--device", default=d("device"), help="cpu or cuda (default: cpu)")

@@ -22,22 +22,26 @@ def add_arguments(p) -> None:
 
     d = ReportStageOptions.default_of
     p.add_argument("--out", default=d("out"), metavar="RUN_DIR", help="run directory (default: %(default)s)")
-    p.add_argument("--tracker", choices=("local", "github"), default=d("tracker"), help="where issues live (default: local)")
+    p.add_argument("--tracker", choices=("local", "github"), default=d("tracker"),
+                   help="where issues live (default: local)")
     p.add_argument("--issues-dir", metavar="DIR", help="local tracker directory (default: RUN_DIR/issues)")
     p.add_argument("--repo", metavar="OWNER/NAME", default=os.environ.get("GITHUB_REPOSITORY"),
                    help="GitHub repository (default: $GITHUB_REPOSITORY)")
     p.add_argument("--token", help="GitHub token (default: $GITHUB_TOKEN); prefer the environment variable")
     p.add_argument("--api-url", default=None,
-                   help="GitHub API URL, e.g. https://ghe.example.com/api/v3 (default: $GITHUB_API_URL or api.github.com)")
+                   help="GitHub API URL, e.g. https://ghe.example.com/api/v3 "
+                        "(default: $GITHUB_API_URL or api.github.com)")
     p.add_argument("--bot-login", help="login the bot's issues are authored by, when the token cannot read /user "
                                        "(default: the token's user, else github-actions[bot])")
     p.add_argument("--label", default=d("label"), help="the bot's label (default: %(default)s)")
-    p.add_argument("--max-new", type=int, default=d("max_new"), help="new issues per run; the rest are listed (default: 10)")
+    p.add_argument("--max-new", type=int, default=d("max_new"),
+                   help="new issues per run; the rest are listed (default: 10)")
     p.add_argument("--close-after", type=int, default=d("close_after"),
                    help="close after this many consecutive passing runs (default: 2)")
     p.add_argument("--assignees", nargs="*", default=[], metavar="LOGIN", help="assign new issues to these users")
     p.add_argument("--templates", metavar="DIR", help="directory of templates overriding templates/*.j2")
-    p.add_argument("--dry-run", action="store_true", help="use a local tracker in RUN_DIR/issues-dry-run; touch no network")
+    p.add_argument("--dry-run", action="store_true",
+                   help="use a local tracker in RUN_DIR/issues-dry-run; touch no network")
     p.add_argument("--run-url", default=None, help="link to the workflow run (default: from GITHUB_* variables)")
     p.add_argument("--artifact-url", default=None, help="link to the uploaded artifacts")
     p.add_argument("--run-id", default=None, help="identity of this run (default: derived from results.json)")

@@ -28,8 +28,10 @@ def add_arguments(p) -> None:
     dm, dr = MinifyOptions.default_of, ReportStageOptions.default_of
     m = p.add_argument_group("minify")
     m.add_argument("--no-minify", action="store_true", help="report the failures without minifying them")
-    m.add_argument("--budget", type=float, default=dm("budget"), help="minify time budget per failure, seconds (default: 600)")
-    m.add_argument("--verify-runs", type=int, default=dm("verify_runs"), help="fresh-process verification runs (default: 3)")
+    m.add_argument("--budget", type=float, default=dm("budget"),
+                   help="minify time budget per failure, seconds (default: 600)")
+    m.add_argument("--verify-runs", type=int, default=dm("verify_runs"),
+                   help="fresh-process verification runs (default: 3)")
     m.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
     m.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
     m.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector")
@@ -43,7 +45,8 @@ def add_arguments(p) -> None:
     r.add_argument("--api-url", default=None, help="GitHub API URL (default: $GITHUB_API_URL or api.github.com)")
     r.add_argument("--label", default=dr("label"), help="the bot's label (default: minify-bot)")
     r.add_argument("--max-new", type=int, default=dr("max_new"), help="new issues per run (default: 10)")
-    r.add_argument("--close-after", type=int, default=dr("close_after"), help="close after K consecutive passing runs (default: 2)")
+    r.add_argument("--close-after", type=int, default=dr("close_after"),
+                   help="close after K consecutive passing runs (default: 2)")
     r.add_argument("--templates", help="directory of templates overriding templates/*.j2")
     r.add_argument("--dry-run", action="store_true", help="report to a local dry-run tracker; touch no network")
     r.add_argument("--no-report", action="store_true", help="stop after check and minify")

@@ -122,5 +122,6 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
     elif first:
         stage = dict(STAGES).get(first, "inductor")
     else:
-        stage = "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend"))
+        row_backend = row.get("backend")
+        stage = "inductor" if row_backend == "inductor" else dict(STAGES).get(row_backend, row_backend)
     return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}

@@ -544,7 +544,7 @@ def remove_nodes(st: State, oracle: Oracle) -> State:
             if cand is not None and oracle(cand):
                 st, changed = cand, True
                 break
-            values, kinds = eager_values(st.gm, st.args, lambda m: m is n)
+            values, kinds = eager_values(st.gm, st.args, lambda m, n=n: m is n)
             if kinds.get(n.name) != "tensor":
                 continue
             cand = _restrict(st, _outputs(st.gm), new_inputs={n: f"in_{n.name}"}, values={n.name: values[n.name]})

@@ -329,8 +329,9 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
                  reason=result.get("reason"))
         say(f"{fid}: no repro: {r['reason']}")
         return
+    partial = " (partial: " + str(result.get("reason")) + ")" if result["status"] == "partial" else ""
     say(f"{fid}: minify: {r['nodes_before']} -> {r['nodes_after']} nodes in {r['queries']} queries, "
-        f"{r['seconds']:.1f} s{' (partial: ' + str(result.get('reason')) + ')' if result['status'] == 'partial' else ''}")
+        f"{r['seconds']:.1f} s{partial}")
 
     # 4. package + verify
     from bot.torch_adapter.repro import parse_repro_file

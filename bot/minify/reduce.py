@@ -58,8 +58,9 @@ def reduce(job: dict, log_path: str, on_event=None) -> dict:
         # the in-process worker died: resume with per-query isolation
         ck = latest_checkpoint(workdir)
         nodes_before = _nodes_from_events(out.events)
+        resumed_from = "from the " + os.path.basename(ck)[:-3] + "-node checkpoint " if ck else ""
         note = (f"the in-process minify worker died (exit {out.returncode}); resumed "
-                f"{'from the ' + os.path.basename(ck)[:-3] + '-node checkpoint ' if ck else ''}with one process per query")
+                f"{resumed_from}with one process per query")
         job2 = dict(job, repro=ck or job["repro"], isolate=True, nodes_before=nodes_before)
         out = _run_worker(job2, workdir, log_path, on_event)
         isolated = True
@@ -90,7 +91,8 @@ def reduce(job: dict, log_path: str, on_event=None) -> dict:
 def _why(out: procs.Outcome, job: dict) -> str:
     if out.timed_out or time.time() >= job["deadline"]:
         return f"time budget of {job.get('budget')} s ran out"
-    return f"the minify worker failed (exit {out.returncode}): {out.tail.strip().splitlines()[-1] if out.tail.strip() else ''}"
+    last_line = out.tail.strip().splitlines()[-1] if out.tail.strip() else ""
+    return f"the minify worker failed (exit {out.returncode}): {last_line}"
 
 
 def _queries(events) -> int:

@@ -28,8 +28,8 @@ REPRO_IMPORTS = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", 
 
 class Interpreters:
     """Fresh interpreters for verification runs, started ahead (while reduction runs) so that each
-    has imported torch (:data:`REPRO_IMPORTS`) by the time the repro is ready. Each runs one repro and nothing else; a run
-    that finds none left starts a cold one. Close it to stop the ones never used."""
+    has imported torch (:data:`REPRO_IMPORTS`) by the time the repro is ready. Each runs one repro and nothing
+    else; a run that finds none left starts a cold one. Close it to stop the ones never used."""
 
     def __init__(self, n: int):
         self._free = []

@@ -5,8 +5,9 @@
     python -m bot.minify.worker probe-dynamo BACKEND does TORCHDYNAMO_REPRO_AFTER=dynamo work here?
 
 Normally :func:`cmd_minify` runs in a child forked from the minify command's warmed process
-(see reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent. Progress goes to stdout as lines starting with
-``@@ `` followed by JSON; everything else is the minifier log.
+(see reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
+Progress goes to stdout as lines starting with ``@@ `` followed by JSON; everything else is the
+minifier log.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class Evaluator:
         try:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any eager failure makes the candidate invalid
             return None  # eager must run for the graph to be a valid candidate
         phase = "compile_error"
         try:

@@ -71,7 +71,8 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
         cmd += models
     elif source == "yaml":
         path = spec.get("file")
-        name = path.rsplit("/", 1)[-1] if isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path else "MODELS.yaml"
+        safe = isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path
+        name = path.rsplit("/", 1)[-1] if safe else "MODELS.yaml"
         cmd += ["--suite", "yaml", "--model-file", name, *models]
     elif source == "command":
         command = spec.get("command")
@@ -171,7 +172,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
         "first_seen": state.first_seen, "last_seen": state.last_seen, "occurrences": state.occurrences,
         "torch_versions": state.torch or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
-        "failure_dir": rel_dir, "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
+        "failure_dir": rel_dir,
+        "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
         "log_excerpt": None, "overflow": [],
     }
 
@@ -180,7 +182,8 @@ def _summary(parts, check, accuracy, err, group) -> str:
     from bot.render import md
     models = sorted({str(f.check.get("model")) for f in group})
     who = md(models[0]) + (f" and {len(models) - 1} more" if len(models) > 1 else "")
-    where = f"{md(parts.get('stage'))} stage ({md(check.get('backend'))}, {md(check.get('mode'))}, {md(parts.get('dtype'))}, {md(parts.get('device'))})"
+    where = (f"{md(parts.get('stage'))} stage ({md(check.get('backend'))}, {md(check.get('mode'))}, "
+             f"{md(parts.get('dtype'))}, {md(parts.get('device'))})")
     if accuracy and accuracy.get("rmse_res") is not None:
         what = f"wrong results: RMSE {md(accuracy.get('rmse_res'))} vs tolerance {md(accuracy.get('tolerance'))}"
     elif err:

@@ -392,7 +392,10 @@ def _budget_steps(view: dict):
                 v[key] = view[key][:limit]
                 v["omitted"][key] = len(view[key]) - limit
         boxes = dict(view["boxes"])
-        boxes["mute"] = [m for m in boxes["mute"] if m in boxes["muted"]] if limit < LIST_LIMIT else boxes["mute"][:limit]
+        if limit < LIST_LIMIT:
+            boxes["mute"] = [m for m in boxes["mute"] if m in boxes["muted"]]
+        else:
+            boxes["mute"] = boxes["mute"][:limit]
         v["boxes"] = boxes
         yield v
 

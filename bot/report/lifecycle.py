@@ -176,7 +176,7 @@ class Lifecycle:
         closed = set()
         for sig, items in by_sig.items():
             items.sort(key=lambda t: t[0].number)
-            for issue, state in items[1:]:
+            for issue, _ in items[1:]:
                 self._close_as_duplicate(issue, items[0][0].number, sig)
                 closed.add(issue.number)
         return [(i, s) for i, s in issues if i.number not in closed]

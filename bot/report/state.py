@@ -177,7 +177,8 @@ def labels_for(state: IssueState, group: list[Failure], base: list[str], bot_lab
     if rep.fingerprint.parts.get("stage") not in (None, "unlocalized"):
         wanted.append(rep.fingerprint.parts["stage"])
     out = [x for x in base if x not in ("flaky", "regression")]
-    for x in wanted + (["flaky"] if state.flaky else []) + (["regression"] if state.regression and not state.flaky else []):
+    regression = ["regression"] if state.regression and not state.flaky else []
+    for x in wanted + (["flaky"] if state.flaky else []) + regression:
         if x not in out:
             out.append(x)
     return out

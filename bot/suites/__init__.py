@@ -83,7 +83,8 @@ def yaml_models(path: str) -> list[Model]:
             raise UsageError(f"{where}: expected 'module:factory' or a mapping with a 'factory' key")
         unknown = set(entry) - YAML_OPTIONS
         if unknown:
-            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(YAML_OPTIONS))})")
+            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(sorted(YAML_OPTIONS))})")
         factory = entry.get("factory")
         if not isinstance(factory, str) or factory.count(":") != 1 or not all(factory.split(":")):
             raise UsageError(f"{where}: 'factory' must be 'module:function', got {factory!r}")
@@ -91,7 +92,8 @@ def yaml_models(path: str) -> list[Model]:
         if _find_module(modname, base) is None:
             raise UsageError(f"{where}: module {modname!r} not found (looked on sys.path and in {base})")
         for key in ("tolerance", "training_tolerance"):
-            if key in entry and (isinstance(entry[key], bool) or not isinstance(entry[key], (int, float)) or entry[key] <= 0):
+            if key in entry and (isinstance(entry[key], bool) or not isinstance(entry[key], (int, float))
+                                 or entry[key] <= 0):
                 raise UsageError(f"{where}: '{key}' must be a positive number")
         bs = entry.get("batch_size")
         if bs is not None and (isinstance(bs, bool) or not isinstance(bs, int) or bs <= 0):

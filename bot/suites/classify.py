@@ -33,7 +33,8 @@ ALLCLOSE = re.compile(r"\ballclose\b|\bisclose\b|\bassert_close\b")
 COMPILE = re.compile(r"BackendCompilerFailed|InductorError|CppCompileError|LoweringException|"
                      r"torch\._dynamo\.exc\.Unsupported|CompilationError|TritonError|"
                      r"torch\._inductor\.exc\.\w+")
-SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|command not found|ModuleNotFoundError|No module named|ImportError|"
+SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|command not found|"
+                   r"ModuleNotFoundError|No module named|ImportError|"
                    r"LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing traffic has been disabled|"
                    r"Cannot find the requested files in the (?:disk )?cache|Connection ?(?:Error|refused)|"
                    r"Failed to establish a new connection|Name or service not known|HTTPError|"

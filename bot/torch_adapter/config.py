@@ -193,7 +193,7 @@ def default_of(key: str) -> Any:
 def _differs(a, b) -> bool:
     try:
         return bool(a != b)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a value's own __ne__/__bool__ may raise anything (tensors)
         return a is not b
 
 

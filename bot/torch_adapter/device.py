@@ -7,9 +7,9 @@ forked child fails its first CUDA call with "Cannot re-initialize CUDA in forked
 (Seen on an H100 runner: the whole zoo reported ``eager_fail_to_run`` before this module existed.)
 
 So every minify-bot process sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (bot/cli.py) - torch then
-answers ``is_available()`` through NVML - and the parent asks NVML (through torch's NVML-based count where this torch has it) or
-``nvidia-smi``, never the CUDA runtime, and :func:`assert_fork_safe` lets a forking stage say
-clearly when something else initialized CUDA first.
+answers ``is_available()`` through NVML - and the parent asks NVML (through torch's NVML-based
+count where this torch has it) or ``nvidia-smi``, never the CUDA runtime, and
+:func:`assert_fork_safe` lets a forking stage say clearly when something else initialized CUDA first.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def gpu_names() -> list[str]:
 def cudnn_version() -> str | None:
     """cuDNN's runtime version, asked in a short child process: asking it here
     (torch.backends.cudnn.version()) initializes CUDA and poisons later forks."""
-    code = "import torch; v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None; print(v or '')"
+    code = ("import torch; v = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None; "
+            "print(v or '')")
     out = proc.run([sys.executable, "-c", code], timeout=120, capture=100_000)
     value = out.output.strip().splitlines()[-1:] if out.returncode == 0 else []
     return value[0] if value and value[0] else None

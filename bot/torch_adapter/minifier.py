@@ -120,7 +120,7 @@ def fp64_reference(gm, args):
         g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
         with torch.no_grad():
             return g64(*a64)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a graph that cannot run in float64 has no fp64 reference
         return None
 
 
@@ -197,7 +197,8 @@ def graph_ops(gm) -> list[dict]:
             continue
         target = n.target
         if n.op == "call_function":
-            name = str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+            name = (str(target) if isinstance(target, torch._ops.OpOverload)
+                    else getattr(target, "__name__", str(target)))
             if isinstance(target, torch._ops.OpOverload):
                 name = f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
         else:

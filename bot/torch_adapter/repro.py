@@ -82,7 +82,7 @@ def require_repro_api() -> None:
     for modname, names in checks:
         try:
             mod = importlib.import_module(modname)
-        except Exception:
+        except Exception:  # noqa: BLE001 - feature detection: a private module failing to import is missing
             missing.append(modname)
             continue
         missing += [f"{modname}.{n}" for n in names if not hasattr(mod, n)]
@@ -184,7 +184,7 @@ class _Unparsed(str):
 
 
 def strip_env_lines(source: str) -> str:
-    return "\n".join("" if ENV_LINE.match(l.strip()) else l for l in source.splitlines()) + "\n"
+    return "\n".join("" if ENV_LINE.match(line.strip()) else line for line in source.splitlines()) + "\n"
 
 
 @dataclass
@@ -431,11 +431,11 @@ def probe_dynamo_repro_after(backend: str) -> str | None:
 
         try:
             torch.compile(clean, backend=backend)(torch.randn(4, 4))
-        except Exception as exc:  # the known 2.13 failure: ValueError inside WrapBackendDebug
+        except Exception as exc:  # noqa: BLE001 - the probe reports any failure (2.13: ValueError in WrapBackendDebug)
             inner = exc
             while inner.__cause__ is not None:
                 inner = inner.__cause__
-            lines = [l for l in str(inner).strip().splitlines() if l.strip()]
+            lines = [line for line in str(inner).strip().splitlines() if line.strip()]
             msg = lines[-1] if lines else ""
             return f"{type(inner).__name__}: {msg[:200]}"
         finally:
@@ -466,7 +466,8 @@ def capture_backend(gm, example_inputs, **kwargs):
     saved_gm = copy.deepcopy(gm)
     from torch._dynamo.backends.registry import lookup_backend
 
-    inner = lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs else lookup_backend(inner_name)(gm, example_inputs)
+    inner = (lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs
+             else lookup_backend(inner_name)(gm, example_inputs))
     state = {"saved": False}
 
     def run(*args):
@@ -479,7 +480,7 @@ def capture_backend(gm, example_inputs, **kwargs):
                                    command="run", backend=inner_name)
                 with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
                     fh.write(src)
-            except Exception as exc:  # capture must never change the outcome
+            except Exception as exc:  # noqa: BLE001 - best-effort capture must never change the outcome
                 with open(os.path.join(out_dir, f"graph_{k}.error"), "w") as fh:
                     fh.write(f"{type(exc).__name__}: {exc}\n")
         return inner(*args)

@@ -157,7 +157,8 @@ class GitHubStub:
         with self.lock:
             user = self.users.get(login)
             if user is None:
-                user = {"login": login, "id": next(self._ids), "type": type, "permissions": {}, "default_permission": None}
+                user = {"login": login, "id": next(self._ids), "type": type, "permissions": {},
+                        "default_permission": None}
                 self.users[login] = user
             if repo is None:
                 user["default_permission"] = permission
@@ -271,7 +272,7 @@ class GitHubStub:
     def labels(self, repo: str | None = None) -> list[dict]:
         with self.lock:
             r = self.repos[repo] if repo else self._only_repo()
-            return [self._label_json(r, l) for l in r["labels"].values()]
+            return [self._label_json(r, label) for label in r["labels"].values()]
 
     def writes(self) -> list[RequestRecord]:
         """Requests that could change state (POST/PATCH/PUT/DELETE), in arrival order."""
@@ -334,7 +335,8 @@ class GitHubStub:
             "id": r["id"], "node_id": f"R_{r['id']}", "name": r["name"], "full_name": r["full_name"],
             "owner": self._user_json(r["owner"]), "private": False, "html_url": html,
             "description": None, "fork": False, "url": api, **urls,
-            "clone_url": html + ".git", "git_url": "git" + html[4:] + ".git", "ssh_url": f"git@localhost:{r['full_name']}.git",
+            "clone_url": html + ".git", "git_url": "git" + html[4:] + ".git",
+            "ssh_url": f"git@localhost:{r['full_name']}.git",
             "svn_url": html, "mirror_url": None, "homepage": None, "language": "Python",
             "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0, "watchers_count": 0,
             "size": 0, "default_branch": "main", "open_issues": open_count, "open_issues_count": open_count,
@@ -349,10 +351,11 @@ class GitHubStub:
         }
         return d
 
-    def _label_json(self, r: dict, l: dict) -> dict:
+    def _label_json(self, r: dict, label: dict) -> dict:
         return {
-            "id": l["id"], "node_id": f"LA_{l['id']}", "url": f"{self._repo_api(r)}/labels/{quote(l['name'], safe='')}",
-            "name": l["name"], "description": l["description"], "color": l["color"], "default": False,
+            "id": label["id"], "node_id": f"LA_{label['id']}",
+            "url": f"{self._repo_api(r)}/labels/{quote(label['name'], safe='')}",
+            "name": label["name"], "description": label["description"], "color": label["color"], "default": False,
         }
 
     def _new_issue(self, r, number, title, body, author, labels, assignees) -> dict:
@@ -477,7 +480,8 @@ class GitHubStub:
             "_links": {"self": link(api), "html": link(html), "issue": link(issue_api),
                        "comments": link(issue_api + "/comments"), "review_comments": link(api + "/comments"),
                        "review_comment": link(f"{self._repo_api(r)}/pulls/comments{{/number}}"),
-                       "commits": link(api + "/commits"), "statuses": link(f"{self._repo_api(r)}/statuses/{p['head_sha']}")},
+                       "commits": link(api + "/commits"),
+                       "statuses": link(f"{self._repo_api(r)}/statuses/{p['head_sha']}")},
             "author_association": self._association(i["user"], r["full_name"]), "auto_merge": None,
             "draft": False, "merged": False, "mergeable": True, "rebaseable": True, "mergeable_state": "clean",
             "merged_by": None, "comments": i["comments"], "review_comments": 0, "maintainer_can_modify": False,
@@ -512,7 +516,8 @@ class GitHubStub:
                             started=time.monotonic())
         with self.lock:
             self.requests.append(rec)
-            fault = next((f for f in self.faults if f.matches(method, path[len(self.prefix):] if path.startswith(self.prefix) else path)), None)
+            api_path = path[len(self.prefix):] if path.startswith(self.prefix) else path
+            fault = next((f for f in self.faults if f.matches(method, api_path)), None)
             if fault:
                 fault.hits += 1
                 if fault.hits >= fault.times:
@@ -659,14 +664,17 @@ class GitHubStub:
             raise HttpError(401, "Requires authentication")
         if not r["has_issues"]:
             raise HttpError(410, "Issues are disabled for this repo")
-        if not isinstance(body, dict) or not isinstance(body.get("title"), (str, int)) or not str(body["title"]).strip():
-            raise HttpError(422, "Validation Failed", [{"resource": "Issue", "code": "missing_field", "field": "title"}])
+        if (not isinstance(body, dict) or not isinstance(body.get("title"), (str, int))
+                or not str(body["title"]).strip()):
+            raise HttpError(422, "Validation Failed",
+                            [{"resource": "Issue", "code": "missing_field", "field": "title"}])
         self._check_body(body.get("body"), "Issue")
         can_push = self._permission(login, r["full_name"]) in _WRITE_PERMS
         assignees = list(body.get("assignees") or [])
         for a in assignees:
             if a not in self.users:
-                raise HttpError(422, "Validation Failed", [{"resource": "Issue", "code": "invalid", "field": "assignees", "value": a}])
+                raise HttpError(422, "Validation Failed",
+                                [{"resource": "Issue", "code": "invalid", "field": "assignees", "value": a}])
         labels = self._ensure_labels(r, body.get("labels") or []) if can_push else []
         number = r["next_number"]
         r["next_number"] += 1
@@ -701,7 +709,8 @@ class GitHubStub:
                 i["state"] = body["state"]
                 i["closed_at"] = _now() if body["state"] == "closed" else None
                 i["closed_by"] = login if body["state"] == "closed" else None
-                i["state_reason"] = body.get("state_reason") or ("completed" if body["state"] == "closed" else "reopened")
+                i["state_reason"] = (body.get("state_reason")
+                                     or ("completed" if body["state"] == "closed" else "reopened"))
         elif "state_reason" in body:
             i["state_reason"] = body["state_reason"]
         if "labels" in body:
@@ -724,7 +733,8 @@ class GitHubStub:
         if login is None:
             raise HttpError(401, "Requires authentication")
         if not isinstance(body, dict) or not isinstance(body.get("body"), str):
-            raise HttpError(422, "Validation Failed", [{"resource": "IssueComment", "code": "missing_field", "field": "body"}])
+            raise HttpError(422, "Validation Failed",
+                            [{"resource": "IssueComment", "code": "missing_field", "field": "body"}])
         self._check_body(body["body"], "IssueComment")
         if i["locked"] and self._permission(login, r["full_name"]) not in _WRITE_PERMS:
             raise HttpError(403, "Unable to create comment because issue is locked.")
@@ -754,7 +764,8 @@ class GitHubStub:
         if login != c["user"]:
             self._need_write(login, r)
         if not isinstance(body, dict) or not isinstance(body.get("body"), str):
-            raise HttpError(422, "Validation Failed", [{"resource": "IssueComment", "code": "missing_field", "field": "body"}])
+            raise HttpError(422, "Validation Failed",
+                            [{"resource": "IssueComment", "code": "missing_field", "field": "body"}])
         self._check_body(body["body"], "IssueComment")
         c["body"] = body["body"]
         c["updated_at"] = _now()
@@ -785,7 +796,7 @@ class GitHubStub:
     def ep_list_labels(self, login, query, body, full, o, n):
         r = self._repo(o, n)
         chunk, h = self._paginate(list(r["labels"].values()), query, full)
-        return 200, [self._label_json(r, l) for l in chunk], h
+        return 200, [self._label_json(r, label) for label in chunk], h
 
     def ep_create_label(self, login, query, body, full, o, n):
         r = self._repo(o, n)
@@ -794,7 +805,8 @@ class GitHubStub:
             raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "missing_field", "field": "name"}])
         name = str(body["name"])
         if any(k.lower() == name.lower() for k in r["labels"]):
-            raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "already_exists", "field": "name"}])
+            raise HttpError(422, "Validation Failed",
+                            [{"resource": "Label", "code": "already_exists", "field": "name"}])
         color = str(body.get("color") or "ededed").lstrip("#")
         if not re.fullmatch(r"[0-9a-fA-F]{6}", color):
             raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "invalid", "field": "color"}])
@@ -804,9 +816,9 @@ class GitHubStub:
 
     def ep_get_label(self, login, query, body, full, o, n, name):
         r = self._repo(o, n)
-        for k, l in r["labels"].items():
+        for k, label in r["labels"].items():
             if k.lower() == name.lower():
-                return 200, self._label_json(r, l), {}
+                return 200, self._label_json(r, label), {}
         raise HttpError(404, "Not Found")
 
     def ep_add_labels(self, login, query, body, full, o, n, num):
@@ -815,7 +827,8 @@ class GitHubStub:
         self._need_write(login, r)
         names = body.get("labels") if isinstance(body, dict) else body
         if not isinstance(names, list) or not names:
-            raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "missing_field", "field": "labels"}])
+            raise HttpError(422, "Validation Failed",
+                            [{"resource": "Label", "code": "missing_field", "field": "labels"}])
         for name in self._ensure_labels(r, names):
             if name not in i["labels"]:
                 i["labels"].append(name)
@@ -847,7 +860,8 @@ class GitHubStub:
         new = body.get("new_name")
         if new and new != key:
             if any(k.lower() == str(new).lower() for k in r["labels"] if k != key):
-                raise HttpError(422, "Validation Failed", [{"resource": "Label", "code": "already_exists", "field": "name"}])
+                raise HttpError(422, "Validation Failed",
+                                [{"resource": "Label", "code": "already_exists", "field": "name"}])
             label["name"] = str(new)
             r["labels"][str(new)] = r["labels"].pop(key)
         return 200, self._label_json(r, label), {}
