@@ -172,6 +172,7 @@ def test_untyped_artifact_fields_are_rejected_before_anything_is_filed(runner, g
     assert_token_not_leaked(res)
 
 
+@pytest.mark.slow
 def test_artifact_strings_are_escaped_and_never_offered_as_a_command(runner, ghstub, tmp_path):
     c = check_row(failure_class="runtime_error", status="fail_to_run",
                   error={"type": "Evil @acme/team #1", "message": "boom <img src=x> #1", "traceback": "tb"})
@@ -325,6 +326,7 @@ def test_a_newline_in_a_single_line_input_is_rejected(runner):
     assert "minify-bot check" not in res.stdout
 
 
+@pytest.mark.slow
 def test_the_bot_label_is_created_or_updated(runner, ghstub, tmp_path):
     make_client(ghstub).get_repo(REPO).create_label("minify-bot", "ededed", "someone else's")
     failing_run(shard_dir(tmp_path) / "minify-shard-1")

@@ -76,6 +76,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, bot, args,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_malformed_yaml_and_unreadable_baseline(tmp_path, bot):
     bad = write_models(tmp_path, "models:\n  a: [unclosed\n")
     proc = bot("check", "--suite", "yaml", "--model-file", bad, "--out", tmp_path / "run")

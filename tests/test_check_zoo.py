@@ -80,6 +80,7 @@ def test_injected_relu_bug_fails_exactly_the_relu_models(injected_sweep, relu_mo
     assert f"{len(MODELS) - len(relu_models)} passed, {len(relu_models)} failed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_failure_details_are_recorded(injected_sweep, relu_models):
     bug, run_dir, _ = injected_sweep
     rows = {r["model"]: r for r in json.loads((run_dir / "results.json").read_text())["checks"]}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from bot import fingerprint as fp
 from bot.check.sweep import run_with_reruns
 from bot.render import BODY_LIMIT
@@ -233,6 +235,7 @@ def test_no_dashboard_option(ghstub, tmp_path):
     assert dashboards(ghstub) == [] and len(bugs(ghstub)) == 1
 
 
+@pytest.mark.slow
 def test_history_of_a_large_sweep_fits_the_body_limit(tmp_path):
     models = [f"model_{i:04d}_with_a_long_name" for i in range(3000)]
     t = LocalTracker(tmp_path / "issues")
@@ -313,6 +316,7 @@ def test_matrix_flag_expands_to_the_product_and_rejects_bad_axes():
             parse_matrix(bad)
 
 
+@pytest.mark.slow
 def test_matrix_usage_errors_are_one_line_exit_2(tmp_path, bot):
     proc = bot("check", "--models", "mlp_relu", "--matrix", "speed=1,2", "--out", tmp_path / "o")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "error: invalid --matrix" in proc.stderr
