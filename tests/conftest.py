@@ -15,8 +15,10 @@ pays for g++. Stages that need a cold FX-graph cache (minify's capture) disable 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,15 @@ def run_bot(*args, cwd=None, env=None, timeout=900, check=False) -> subprocess.C
 @pytest.fixture(scope="session")
 def bot():
     return run_bot
+
+
+@pytest.fixture(scope="module")
+def workdir(request):
+    """A scratch directory for one test module's end-to-end runs. Not pytest's tmp_path: its
+    retention policy can delete a directory that a concurrent session still uses."""
+    d = Path(tempfile.mkdtemp(prefix=f"minify-{request.module.__name__.rpartition('.')[2]}-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

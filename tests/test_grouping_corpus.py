@@ -19,7 +19,6 @@ process (--verify-runs 1; the grouping does not need 3) and skips the stage abla
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -51,13 +50,6 @@ CORPUS_MINIFY = (*MINIFY, "--no-localize")
 def bug_of(model: str, run: int) -> str:
     table = RUN1 if run == 1 else RUN2
     return next(bug for bug, models in table.items() if model in models)
-
-
-@pytest.fixture(scope="module")
-def workdir():
-    d = Path(tempfile.mkdtemp(prefix="minify-corpus-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def _bug_records(issues_dir):

@@ -4,10 +4,9 @@ localize / capture / reduce; --reminify and the dashboard's re-minify box turn t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from bot import fingerprint as fp
 from bot import known, rundir
+from bot.action.inputs import Inputs
 from bot.render import Renderer
 from bot.report import dashboard
 from bot.report import known as trusted
@@ -136,13 +136,6 @@ def _failure_of(out: Path) -> tuple[dict, str]:
     return json.loads((fdir / "failure.json").read_text()), (fdir / "minifier.log").read_text()
 
 
-@pytest.fixture
-def workdir():
-    d = Path(tempfile.mkdtemp(prefix="minify-test-known-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
 @pytest.mark.slow
 def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir, bot):
     issues = workdir / "issues"
@@ -205,7 +198,6 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
 def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_path):
     """Against the GitHub stand-in: stage all with the token writes the open issue's repro; a split
     check job (no token) and --reminify-like input write none."""
-    from types import SimpleNamespace
 
     from bot.tracker.github import GitHubTracker
     from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
@@ -217,12 +209,11 @@ def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_pa
                            known=known.block_of(_failure(), REPRO))
         number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
         env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}
-        inputs = SimpleNamespace(stage="all", tracker="github", dry_run=False, token=BOT_TOKEN,
-                                 labels=["minify-bot"], bot_login=None)
+        inputs = Inputs(stage="all", tracker="github", token=BOT_TOKEN, labels=["minify-bot"])
         assert trusted.for_action(tmp_path, inputs, env) == 1
         assert [(k.issue, k.repro) for k in known.load(tmp_path)] == [(number, REPRO)]
         for change in ({"stage": "check", "token": ""}, {"reminify": True}):
-            assert trusted.for_action(tmp_path, SimpleNamespace(**{**vars(inputs), **change}), env) == 0
+            assert trusted.for_action(tmp_path, dataclasses.replace(inputs, **change), env) == 0
             assert known.load(tmp_path) == []
     finally:
         stub.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,11 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
-def workdir():
-    d = Path(tempfile.mkdtemp(prefix="minify-test-graphs-"))
-    (d / "models.yaml").write_text("backward_relu: graph_models:backward_relu\nseq_mlp: graph_models:seq_mlp\n")
-    shutil.copy(DATA / "graph_models.py", d / "graph_models.py")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+def workdir(workdir):
+    """The shared scratch directory, with the graph models' YAML factory in it."""
+    (workdir / "models.yaml").write_text("backward_relu: graph_models:backward_relu\nseq_mlp: graph_models:seq_mlp\n")
+    shutil.copy(DATA / "graph_models.py", workdir / "graph_models.py")
+    return workdir
 
 
 def _check_and_minify(bot, workdir, name, *flags):

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,14 +35,6 @@ BUGS = {
 }
 CASES = [(bug, i) for bug in BUGS for i in range(3)]
 HARMLESS = "inductor.compile_threads"
-
-
-@pytest.fixture(scope="module")
-def workdir():
-    # not pytest's tmp_path: its retention policy can delete a directory of a concurrent session
-    d = Path(tempfile.mkdtemp(prefix="minify-test-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

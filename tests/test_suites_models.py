@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,13 +68,6 @@ def test_timm_models_build_with_random_weights_and_run():
         with torch.no_grad():
             out = model.eval()(*inputs)
         assert out.shape == (bs, 10) and torch.isfinite(out).all(), name
-
-
-@pytest.fixture(scope="module")
-def workdir():
-    d = Path(tempfile.mkdtemp(prefix="minify-test-hf-"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -51,21 +51,20 @@ def for_action(run_dir, inputs, env) -> int:
     """The action's one call before it starts the (tokenless) minify stage: with a GitHub tracker and
     the token in this process (stage ``all``), write known.json; otherwise write an empty one (a
     split check job has no token: every failure is minified there). ``inputs``: the action's inputs
-    (stage, tracker, dry_run, token, labels, bot_login; ``reminify`` when the input exists)."""
+    (bot.action.inputs.Inputs)."""
     from bot import gha
     from bot.errors import BotError
 
-    if (getattr(inputs, "stage", "all") != "all" or getattr(inputs, "tracker", "github") != "github"
-            or getattr(inputs, "dry_run", False) or not getattr(inputs, "token", "")
-            or getattr(inputs, "reminify", False)):
+    if (inputs.stage != "all" or inputs.tracker != "github" or inputs.dry_run or not inputs.token
+            or inputs.reminify):
         write(run_dir, [])
         return 0
-    labels = list(getattr(inputs, "labels", None) or []) or ["minify-bot"]
+    labels = list(inputs.labels or []) or ["minify-bot"]
     try:
         from bot.tracker.github import GitHubTracker
 
         tracker = GitHubTracker(gha.repository(env), inputs.token, env.get("GITHUB_API_URL"),
-                                login=getattr(inputs, "bot_login", None) or None)
+                                login=inputs.bot_login or None)
     except (BotError, ValueError) as exc:
         print(f"known bugs not read (every failure is minified): {exc}", file=sys.stderr)
         write(run_dir, [])
