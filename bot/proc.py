@@ -12,10 +12,10 @@ Three ways to start one:
   warmed torch once; the child can send JSON messages back over a pipe of its own (``send``) and
   its return value comes back as ``Result.value``. Only fork from a process that has not started
   OpenMP or compile-worker pools, and never after CUDA was initialized (checked).
-- :func:`prestart` starts a fresh interpreter *now* that imports some modules (torch) and then
-  waits for the script to run; :meth:`Prestarted.run` hands it the script later. The script runs
-  in an interpreter that ran nothing but those imports - what ``python script.py`` would do
-  first anyway - so the import is paid while the caller does other work.
+- :func:`forkserver` starts a fresh interpreter *now* that imports some modules (torch) and then
+  runs scripts, each in a new session forked from it (:meth:`ForkServer.run`, several at once).
+  A script runs in a process that ran nothing but those imports - what ``python script.py``
+  would do first anyway - so the import is paid once, while the caller does other work.
 
 How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.signature`.
 """
@@ -29,6 +29,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -46,7 +47,7 @@ class Result:
     """How a child process ended."""
 
     returncode: int | None            # exit code; -N: killed by signal N; None: stopped at the time limit
-    seconds: float                    # wall time from start (or hand-over, for a prestarted one) to exit
+    seconds: float                    # wall time from start (or hand-over, for a fork server) to exit
     events: list = field(default_factory=list)    # ``@@ {json}`` lines (events=True)
     timed_out: bool = False
     tail: str = ""                    # the last lines of output
@@ -279,86 +280,189 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
     return _result(rc, timed_out, t0, sink)
 
 
-# ---------------------------------------------------------------- prestarted interpreters
+# ---------------------------------------------------------------- fork server
 
-_BOOT = r"""
-import json, os, sys
+_SERVER = r"""
+import json, os, signal, socket, sys
+_sock = socket.socket(fileno=int(sys.argv[2]))
 for _m in json.loads(sys.argv[1]):
     __import__(_m)
-_m = None
-_job = sys.stdin.readline()
-if not _job:
-    os._exit(0)
-_job = json.loads(_job)
 _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
 sys.stdin = open(0, closefd=False)
-sys.argv = [_job["script"], *_job["args"]]
-sys.path[0] = os.path.dirname(os.path.abspath(_job["script"]))
-del _m, _job, _null, json
-import runpy
-runpy.run_path(sys.argv[0], run_name="__main__")
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-job waiters reap themselves
+
+
+def _script(job, out_w):
+    os.dup2(out_w, 1)
+    os.dup2(out_w, 2)
+    os.close(out_w)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+    if job["cwd"]:
+        os.chdir(job["cwd"])
+    sys.argv = [job["script"], *job["args"]]
+    sys.path[0] = os.path.dirname(job["script"])
+    code = 0
+    try:
+        import runpy
+        runpy.run_path(job["script"], run_name="__main__")
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+    os._exit(code & 0xFF)
+
+
+while True:
+    _msg, _fds, _, _ = socket.recv_fds(_sock, 1 << 16, 2)
+    if not _msg:
+        os._exit(0)
+    if len(_fds) != 2:
+        for _fd in _fds:
+            os.close(_fd)
+        continue
+    _job = json.loads(_msg)
+    if os.fork() == 0:  # the job's waiter: a new session, the script in a child of it
+        _sock.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        _out_w, _st_w = _fds
+        _pid = os.fork()
+        if _pid == 0:
+            os.close(_st_w)
+            _script(_job, _out_w)
+        os.close(_out_w)
+        os.write(_st_w, f"{os.getpid()} {_pid}\n".encode())
+        _, _st = os.waitpid(_pid, 0)
+        os.write(_st_w, f"{os.waitstatus_to_exitcode(_st)}\n".encode())
+        os._exit(0)
+    for _fd in _fds:
+        os.close(_fd)
 """
 
 
-class Prestarted:
-    """A fresh interpreter started ahead of its job: it imports ``preload`` and waits for one script.
+class ForkServer:
+    """A fresh interpreter that imports ``preload`` (torch) once and then runs scripts, each in a
+    process of its own forked from it (a new session; several at a time).
 
-    Use it once (:meth:`run`) or give it back (:meth:`close`). If this process dies, the child
-    reads end-of-file and exits."""
+    Each script runs as ``python script args...`` would, in an interpreter that ran nothing but
+    those imports - what the script would do first anyway - so the import is paid once, while
+    the caller does other work, instead of once per run. Nothing of the caller's state is in it.
+    The server's own output (an import that failed) goes to a file that :meth:`run` quotes when
+    the server is gone. If this process dies, the server reads end-of-file and exits."""
 
-    def __init__(self, *, preload: tuple[str, ...] = ("torch",), cwd: str | None = None, env: dict | None = None):
-        self.cwd = cwd
-        self.used = False
-        self.started = time.monotonic()
-        if cwd:
-            os.makedirs(cwd, exist_ok=True)
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None, cwd: str | None = None):
+        import socket
+        import tempfile
+
+        self._lock = threading.Lock()
+        self._log = tempfile.TemporaryFile()
         self.error: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, json.dumps(list(preload))], cwd=cwd,
-                                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(list(preload)),
+                                          str(theirs.fileno())], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
+                                         start_new_session=True)
         except OSError as exc:
             self.error = f"cannot start {sys.executable!r}: {exc.strerror or exc}"
+        finally:
+            theirs.close()
 
-    def run(self, script: str, args: list[str] | tuple = (), *, timeout: float, log_path: str | None = None,
-            log_mode: str = "a", announce: str | None = None, events: bool = False, on_event=None, on_line=None,
-            tail_lines: int = TAIL_LINES, capture: int = 0, grace: float = GRACE_S) -> Result:
-        """Run ``script`` (``python script args...``) in this interpreter; the time limit counts from now."""
-        if self.used:
-            raise RuntimeError("a prestarted interpreter runs one script")
-        self.used = True
+    def _gone(self) -> str:
+        self._log.seek(0)
+        said = self._log.read()[-2000:].decode(errors="replace").strip()
+        rc = None
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                rc = self.proc.wait(timeout=2)
+        return f"the fork server exited ({rc}) before it ran the script" + (f": {said}" if said else "")
+
+    def run(self, script: str, args: list[str] | tuple = (), *, timeout: float, cwd: str | None = None,
+            log_path: str | None = None, log_mode: str = "a", announce: str | None = None, events: bool = False,
+            on_event=None, on_line=None, tail_lines: int = TAIL_LINES, capture: int = 0,
+            grace: float = GRACE_S) -> Result:
+        """Run ``script`` in a process forked from the server, in ``cwd``; the time limit counts from
+        now (an import still under way counts). ``Result.error`` when the server is gone."""
+        import socket
+
         t0 = time.monotonic()
-        if self.proc is None:
-            return Result(None, 0.0, error=self.error)
-        if self.proc.poll() is not None:  # it died while importing: it never saw the script
-            self.proc.stdout.close()
-            self.proc.stdin.close()
-            return Result(None, 0.0, error=f"the prestarted interpreter exited ({self.proc.returncode}) "
-                                           "before it got its script")
+        if self.proc is None or self.error:
+            return Result(None, 0.0, error=self.error or "the fork server is closed")
+        if cwd:
+            os.makedirs(cwd, exist_ok=True)
+        job = json.dumps({"script": os.path.abspath(script), "args": [str(a) for a in args],
+                          "cwd": os.path.abspath(cwd) if cwd else None}).encode()
+        out_r, out_w = os.pipe()
+        st_r, st_w = os.pipe()
+        try:
+            with self._lock:
+                socket.send_fds(self._sock, [job], [out_w, st_w])
+        except OSError:
+            os.close(out_r)
+            os.close(st_r)
+            return Result(None, 0.0, error=self._gone())
+        finally:
+            os.close(out_w)
+            os.close(st_w)
+        deadline = t0 + max(0.1, timeout)
         with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
                      tail_lines=tail_lines, capture=capture) as sink:
             try:
-                self.proc.stdin.write((json.dumps({"script": os.path.abspath(script), "args": list(args)}) + "\n")
-                                      .encode())
-                self.proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass  # it died while importing: its output and exit status tell why
-            return _follow(self.proc, sink, t0, timeout, grace)
+                lines = _Lines(st_r)
+                started = lines.wait(deadline)  # "<group> <pid>" once the server forked it
+                if started is None:
+                    gone = lines.eof
+                    if not gone:  # never started in time: the server is stuck importing
+                        self.close()
+                    sink.finish(None, not gone, t0)
+                    return _result(None, True, t0, sink) if not gone else Result(None, 0.0, error=self._gone())
+                group = int(started.split()[0])
+
+                def poll() -> int | None:
+                    line = lines.next_now()
+                    if line is not None:
+                        return int(line)
+                    return -signal.SIGKILL if lines.eof else None  # its waiter was killed with the group
+
+                rc, timed_out = _supervise(group, poll, {out_r: sink.feed_bytes}, deadline, grace)
+            finally:
+                os.close(out_r)
+                os.close(st_r)
+            sink.finish(rc, timed_out, t0)
+            return _result(rc, timed_out, t0, sink)
 
     def close(self) -> None:
-        """Stop it if it never got a job (and reap it)."""
-        if self.proc is not None and not self.used:
-            self.used = True
+        """Stop the server (scripts it started run on to their end or their time limit)."""
+        with self._lock:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        if self.proc is not None and self.proc.poll() is None:
             kill_group(self.proc.pid)
-            for f in (self.proc.stdin, self.proc.stdout):
-                try:
-                    f.close()
-                except OSError:
-                    pass
             self.proc.wait()
+        self.error = self.error or "the fork server is closed"
+        self._log.close()
 
     def __enter__(self):
         return self
@@ -368,9 +472,35 @@ class Prestarted:
         return False
 
 
-def prestart(*, preload: tuple[str, ...] = ("torch",), cwd: str | None = None, env: dict | None = None) -> Prestarted:
-    """Start a fresh interpreter now that imports ``preload`` and then waits for its script."""
-    return Prestarted(preload=preload, cwd=cwd, env=env)
+class _Lines:
+    """Lines from a pipe, read without blocking past a deadline."""
+
+    def __init__(self, fd: int):
+        self.fd, self.buf, self.eof = fd, b"", False
+
+    def next_now(self, wait: float = 0.0) -> str | None:
+        while b"\n" not in self.buf and not self.eof:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, wait))
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 4096)
+            self.buf += chunk
+            self.eof = not chunk
+        if b"\n" not in self.buf:
+            return None
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+    def wait(self, deadline: float) -> str | None:
+        while True:
+            line = self.next_now(min(0.25, max(0.0, deadline - time.monotonic())))
+            if line is not None or self.eof or time.monotonic() >= deadline:
+                return line
+
+
+def forkserver(*, preload: tuple[str, ...] = ("torch",), env: dict | None = None) -> ForkServer:
+    """Start a fresh interpreter now that imports ``preload`` and then runs scripts in forks of itself."""
+    return ForkServer(preload=preload, env=env)
 
 
 # ---------------------------------------------------------------- fork

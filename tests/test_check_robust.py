@@ -36,7 +36,8 @@ def test_abort_hang_and_raising_factory_are_classified_and_the_sweep_goes_on(tmp
           after: {factory: "user_models:good", tolerance: 0.001}
         """)
     (tmp_path / "user_models.py").write_text((DATA / "user_models.py").read_text())
-    proc = bot("check", "--suite", "yaml", "--model-file", models, "--out", tmp_path / "run", "--timeout", "20")
+    proc = bot("check", "--suite", "yaml", "--model-file", models, "--out", tmp_path / "run", "--timeout", "20",
+               "--reruns", "0")
     assert proc.returncode == 1, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "run" / "results.json").read_text())
     assert doc["complete"] is True
@@ -143,7 +144,7 @@ def test_command_source_is_classified_from_exit_status_and_output(tmp_path, bot)
     for mode, (status, cls) in expect.items():
         out = tmp_path / f"run-{mode}"
         proc = bot("check", "--suite", "command", "--command", f"{sys.executable} {script} {mode}", "--name", mode,
-                   "--backend", "aot_eager", "--out", out)
+                   "--backend", "aot_eager", "--out", out, "--reruns", "0")
         row = json.loads((out / "results.json").read_text())["checks"][0]
         assert (row["status"], row["failure_class"]) == (status, cls), (mode, row, proc.stderr)
         assert proc.returncode == (0 if status == "pass" else 1)

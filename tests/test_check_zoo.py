@@ -56,7 +56,7 @@ def injected_sweep(request, tmp_path_factory, bot):
     # a PyTorch ci_expected_accuracy file: mlp_relu passed, conv_bn already failing
     expected_csv.write_text("name,accuracy,graph_breaks\n\nmlp_relu,pass,0\n\nconv_bn,fail_accuracy,0\n")
     proc = bot("check", "--out", out / "run", "--config", f"{INJECT}={request.param}", "--timeout", "300",
-               "--baseline", expected_csv)
+               "--baseline", expected_csv, "--reruns", "0")
     return request.param, out / "run", proc
 
 

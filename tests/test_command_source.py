@@ -98,7 +98,7 @@ def _check(bot, tmp_path, name, source, *extra, timeout="300"):
     prog.write_text(source)
     out = tmp_path / f"run-{name}"
     proc = bot("check", "--command", f"{sys.executable} {prog.name}", "--name", name, "--timeout", timeout,
-               "--out", out, *extra, cwd=tmp_path)
+               "--out", out, "--reruns", "0", *extra, cwd=tmp_path)
     doc = json.loads((out / "results.json").read_text())
     assert doc["settings"]["source"] == "command", proc.stderr
     return proc, doc

@@ -76,7 +76,7 @@ def corpus(workdir, bot):
         out = workdir / run
         t = time.perf_counter()
         p = bot("check", "--suite", "yaml", "--model-file", workdir / "models.yaml", "--models", ",".join(models),
-                "--out", out, "--timeout", "300", env={"CORPUS_PHASE": phase})
+                "--out", out, "--timeout", "300", "--reruns", "0", env={"CORPUS_PHASE": phase})
         assert p.returncode == 1, p.stderr[-3000:]
         p = bot("minify", "--out", out, *CORPUS_MINIFY, env={"CORPUS_PHASE": phase})
         assert p.returncode == 1, p.stderr[-4000:]

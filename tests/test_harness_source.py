@@ -36,7 +36,8 @@ def test_harness_failure_ends_with_a_verified_repro_of_the_culprit_op(tmp_path, 
     shutil.copytree(FAKE, pytorch)
     out = tmp_path / "run"
     proc = bot("check", "--pytorch", pytorch, "--harness-suite", "timm_models", "--models", "relu_mlp,tanh_mlp",
-               "--batch-size", "2", "--config", "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--out", out)
+               "--batch-size", "2", "--config", "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--out", out,
+               "--reruns", "0")
     doc = json.loads((out / "results.json").read_text())
     assert doc["settings"]["source"] == "harness", proc.stderr[-2000:]
     rows = {r["model"]: r for r in doc["checks"]}

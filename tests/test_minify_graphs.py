@@ -26,7 +26,7 @@ def workdir(workdir):
 def _check_and_minify(bot, workdir, name, *flags):
     run = workdir / name
     p = bot("check", "--suite", "yaml", "--model-file", workdir / "models.yaml", "--models", name, "--out", run,
-            "--timeout", "300", "--config", f"{RELU}=accuracy", *flags)
+            "--timeout", "300", "--config", f"{RELU}=accuracy", "--reruns", "0", *flags)
     row = json.loads((run / "results.json").read_text())["checks"][0]
     assert row["failure_class"] == "accuracy", (row["status"], row.get("error"), p.stderr[-3000:])
     p = bot("minify", "--out", run, "--budget", "300", "--no-bisect")

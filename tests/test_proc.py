@@ -7,6 +7,7 @@ import re
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -156,36 +157,52 @@ def test_fork_exit_codes_exceptions_signals_timeouts_and_memory_limits(tmp_path)
     assert res.returncode == 70 and res.oom
 
 
-def test_prestarted_interpreter_runs_the_script_as_python_would(tmp_path):
+def test_fork_server_runs_each_script_as_python_would_in_a_process_of_its_own(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import os, sys\n"
-                      "print(sys.argv, __name__, os.path.basename(__file__), flush=True)\n"
-                      "print('json' in sys.modules, 'imported-before' , flush=True)\n"
-                      "print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)), flush=True)\n"
-                      "print(sys.stdin.read() == '', os.getsid(0) == os.getpid(), flush=True)\n"
-                      "sys.exit(4)\n")
-    pre = proc.prestart(preload=("json",), cwd=str(tmp_path / "cwd"))
-    time.sleep(0.3)
-    res = pre.run(str(script), ["a", "b"], timeout=30, capture=10_000)
-    out = res.output.splitlines()
-    assert res.returncode == 4, res.output
-    assert out[0] == f"[{str(script)!r}, 'a', 'b'] __main__ s.py"
-    assert out[1].startswith("True") and out[2] == "True" and out[3] == "True True"
-    with pytest.raises(RuntimeError):
-        pre.run(str(script), timeout=5)
+                      "print(sys.argv, __name__, os.path.basename(__file__), os.path.basename(os.getcwd()))\n"
+                      "print('json' in sys.modules, sys.path[0] == os.path.dirname(os.path.abspath(__file__)))\n"
+                      "print(sys.stdin.read() == '', os.getsid(0), os.getpid())\n"
+                      "globals().setdefault('seen', []).append(1); print(len(seen))\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    with proc.forkserver(preload=("json",)) as server:
+        with ThreadPoolExecutor(3) as pool:   # several at once, each in its own directory
+            res = list(pool.map(lambda i: server.run(str(script), [str(i), "b"], cwd=str(tmp_path / f"c{i}"),
+                                                     timeout=30, capture=10_000), range(4)))
+        server_pid = server.proc.pid
+        server_sid = os.getsid(server_pid)
+    for i, r in enumerate(res):
+        out = r.output.splitlines()
+        assert r.returncode == i, r.output
+        assert out[0] == f"[{str(script)!r}, '{i}', 'b'] __main__ s.py c{i}"
+        assert out[1] == "True True" and out[2].startswith("True ") and out[3] == "1"  # nothing shared
+    sessions = {int(r.output.splitlines()[2].split()[1]) for r in res}
+    pids = {int(r.output.splitlines()[2].split()[2]) for r in res}
+    assert len(pids) == 4 and server_pid not in pids
+    assert len(sessions) == 4 and not sessions & {server_sid, os.getsid(0)}   # each in a session of its own
+    assert _wait_dead(server_pid)   # closed
 
 
-def test_prestarted_interpreter_timeout_and_close(tmp_path):
-    script = tmp_path / "hang.py"
-    script.write_text(GRANDCHILD)
-    pre = proc.prestart(preload=())
-    res = pre.run(str(script), timeout=1.5, grace=0.2)
-    assert res.timed_out
-    assert _wait_dead(int(re.search(r"grandchild (\d+)", res.tail).group(1)))
-    unused = proc.prestart(preload=())
-    pid = unused.proc.pid
-    unused.close()
-    assert not _alive(pid)
+def test_fork_server_deaths_timeouts_and_a_server_that_is_gone(tmp_path):
+    crash, hang, ok = tmp_path / "crash.py", tmp_path / "hang.py", tmp_path / "ok.py"
+    crash.write_text("import os\nprint('bye', flush=True)\nos.abort()\n")
+    hang.write_text(GRANDCHILD)
+    ok.write_text("raise ValueError('the script itself')\n")
+    with proc.forkserver(preload=()) as server:
+        r = server.run(str(crash), timeout=30)
+        assert (r.returncode, r.signal_name, r.tail.strip()) == (-6, "SIGABRT", "bye")
+        r = server.run(str(ok), timeout=30)
+        assert r.returncode == 1 and "ValueError: the script itself" in r.tail and r.error is None
+        t = time.monotonic()
+        r = server.run(str(hang), timeout=1.5, grace=0.2)
+        assert r.timed_out and r.returncode is None and time.monotonic() - t < 10
+        assert _wait_dead(int(re.search(r"grandchild (\d+)", r.tail).group(1)))  # the whole group
+    r = server.run(str(ok), timeout=30)
+    assert r.error == "the fork server is closed" and r.returncode is None
+    broken = proc.forkserver(preload=("no_such_module_for_minify_bot",))
+    r = broken.run(str(ok), timeout=30)
+    assert "before it ran the script" in r.error and "no_such_module_for_minify_bot" in r.error
+    broken.close()
 
 
 def test_no_other_module_starts_processes_by_hand():
@@ -203,30 +220,20 @@ def test_no_other_module_starts_processes_by_hand():
     assert offenders == []
 
 
-def test_a_prestarted_interpreter_that_died_before_its_script_says_so(tmp_path):
-    script = tmp_path / "s.py"
-    script.write_text("print('ran')\n")
-    pre = proc.prestart(preload=("no_such_module_for_minify_bot",))
-    pre.proc.wait(timeout=30)
-    res = pre.run(str(script), timeout=30)
-    assert res.error and "before it got its script" in res.error and res.returncode is None
-
-
-def test_verification_uses_the_prestarted_interpreters_first(tmp_path):
-    """bot.minify.verify: one repro per interpreter, prestarted ones first, then cold ones."""
+def test_verification_runs_fork_from_one_server_and_start_cold_without_it(tmp_path):
+    """bot.minify.verify: every run a process of its own, from the fork server while it lives."""
     from bot.minify import verify
 
     script = tmp_path / "repro.py"
-    script.write_text("import os, sys\nprint('pid', os.getpid(), sys.argv[1:], flush=True)\nsys.exit(1)\n")
-    pool = verify.Interpreters(0)
-    pool._free = [proc.prestart(preload=(), cwd=str(tmp_path / f"c{i}")) for i in range(2)]
-    pids = {p.proc.pid for p in pool._free}
-    outs = [verify.run_repro(str(script), interpreters=pool) for _ in range(3)]
-    ran = [int(out.split()[1]) for _, out in outs]
-    assert [rc for rc, _ in outs] == [1, 1, 1]
-    assert set(ran[:2]) == pids and ran[2] not in pids and len(set(ran)) == 3
-    assert pool.take() is None
+    script.write_text("import os, sys\nprint('pid', os.getpid(), os.getppid(), sys.argv[1:], flush=True)\n"
+                      "sys.exit(1)\n")
+    pool = verify.Interpreters()
+    outs = [verify.run_repro(str(script), interpreters=pool) for _ in range(2)]
     pool.close()
+    outs.append(verify.run_repro(str(script), random_inputs=True, interpreters=pool))  # server gone: cold
+    assert [rc for rc, _ in outs] == [1, 1, 1]
+    pids = [int(out.split()[1]) for _, out in outs]
+    assert len(set(pids)) == 3 and outs[2][1].split()[3:] == ["['run',", "'--no-save-dir']"]
 
 
 def test_a_fork_guard_refuses_and_child_setup_runs_first_in_the_child():

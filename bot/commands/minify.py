@@ -91,8 +91,8 @@ def execute(args) -> int:
     given = args.launcher or args.repro
     early = None
     if given and os.path.isfile(given):
-        # one failure: its verification interpreters import torch from now on, while this
-        # process imports torch, reads the launcher and reduces (each still runs the repro alone)
+        # one failure: its verification fork server imports torch from now on, while this
+        # process imports torch, reads the launcher and reduces (each run is still a process of its own)
         from bot.minify.verify import Interpreters
 
         early = Interpreters(opts.verify_runs)

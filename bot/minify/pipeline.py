@@ -263,9 +263,9 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
 
 def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
                        interpreters=None):
-    # the verification interpreters start now and import torch while reduction runs; each will
-    # still run the repro and nothing else (the unused ones are stopped on the way out). The run
-    # with random inputs is usually not needed (the worker decides it) and starts cold when it is.
+    # the verification fork server starts now and imports torch while reduction runs; each run
+    # is still a process of its own that runs the repro and nothing else (forked from the server).
+    # The run with random inputs is usually not needed (the worker decides it).
     with interpreters or ver.Interpreters(opts.verify_runs) as interps:
         _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
                             fclass, c, interps)

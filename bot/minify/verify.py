@@ -1,12 +1,12 @@
-"""Verify: run the final repro in N fresh processes and count how many fail the same way; run it
-once more with random inputs (``run --no-save-dir``) to learn whether the saved inputs matter."""
+"""Verify: run the final repro in N fresh processes (forks of one interpreter that only imported
+torch) and count how many fail the same way; run it once more with random inputs
+(``run --no-save-dir``) to learn whether the saved inputs matter."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-import threading
 import time
 
 from bot import proc
@@ -20,34 +20,36 @@ def _repro_env() -> dict:
     return env
 
 
-# what a packaged repro imports first (torch's repro format): a prestarted interpreter imports
+# what a packaged repro imports first (torch's repro format): the verification fork server imports
 # these before it gets the repro, which would import them itself anyway
 REPRO_IMPORTS = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
                  "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot")
 
 
 class Interpreters:
-    """Fresh interpreters for verification runs, started ahead (while reduction runs) so that each
-    has imported torch (:data:`REPRO_IMPORTS`) by the time the repro is ready. Each runs one repro and nothing
-    else; a run that finds none left starts a cold one. Close it to stop the ones never used."""
+    """Where verification runs come from: one fresh interpreter, started ahead (while reduction
+    runs), that imports torch (:data:`REPRO_IMPORTS`) and then runs each repro in a process forked
+    from it (:class:`bot.proc.ForkServer`). Every run is its own process that ran nothing but those
+    imports, as ``python repro.py`` would; the import is paid once instead of once per run. If the
+    server is gone, a run starts a cold interpreter. Close it when done."""
 
-    def __init__(self, n: int):
-        self._free = []
-        for _ in range(max(0, n)):
-            cwd = tempfile.mkdtemp(prefix="minify-verify-")
-            self._free.append(proc.prestart(preload=REPRO_IMPORTS, cwd=cwd, env=_repro_env()))
-        self._lock = threading.Lock()
+    def __init__(self, n: int = 1):
+        self._server = proc.forkserver(preload=REPRO_IMPORTS, env=_repro_env()) if n > 0 else None
 
-    def take(self) -> proc.Prestarted | None:
-        with self._lock:
-            return self._free.pop(0) if self._free else None
+    def run(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:
+        """One run in a fork of the server; None when there is no server to run it."""
+        if self._server is None:
+            return None
+        cwd = tempfile.mkdtemp(prefix="minify-verify-")
+        try:
+            res = self._server.run(path, args, cwd=cwd, timeout=timeout, capture=_CAPTURE)
+        finally:
+            shutil.rmtree(cwd, ignore_errors=True)
+        return None if res.error else res
 
     def close(self) -> None:
-        with self._lock:
-            left, self._free = self._free, []
-        for p in left:
-            p.close()
-            shutil.rmtree(p.cwd, ignore_errors=True)
+        if self._server is not None:
+            self._server.close()
 
     def __enter__(self):
         return self
@@ -59,18 +61,10 @@ class Interpreters:
 
 def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
               interpreters: Interpreters | None = None) -> tuple[int | None, str]:
-    """One run of the repro in a fresh interpreter: (exit code, -signal, or None at the timeout; output)."""
+    """One run of the repro in a fresh process: (exit code, -signal, or None at the timeout; output)."""
     args = ["run", "--no-save-dir"] if random_inputs else []
-    pre = interpreters.take() if interpreters is not None else None
-    res = None
-    if pre is not None:
-        try:
-            res = pre.run(os.path.abspath(path), args, timeout=timeout, capture=_CAPTURE)
-        finally:
-            shutil.rmtree(pre.cwd, ignore_errors=True)
-        if res.error:  # it could not start or died before the repro: a cold one instead
-            res = None
-    if res is None:
+    res = interpreters.run(os.path.abspath(path), args, timeout=timeout) if interpreters is not None else None
+    if res is None:  # no server, or it is gone: a cold interpreter
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
             res = proc.run([procs.python(), os.path.abspath(path), *args], cwd=cwd, env=_repro_env(),
                            timeout=timeout, capture=_CAPTURE)
@@ -95,9 +89,9 @@ def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
 def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None,
            random_known: bool | None = None, interpreters: Interpreters | None = None) -> dict:
     """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default: 2, or 1 on a
-    one-core machine). Each run is its own interpreter: that is the point. Plus one run with random
-    inputs, unless ``random_known`` already says whether random inputs reproduce. ``interpreters``:
-    fresh interpreters started earlier (see :class:`Interpreters`), used first."""
+    one-core machine). Each run is its own process that ran nothing of the minifier: that is the
+    point. Plus one run with random inputs, unless ``random_known`` already says whether random
+    inputs reproduce. ``interpreters``: the fork server started earlier (see :class:`Interpreters`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.time()
