@@ -184,7 +184,7 @@ def savings(failures: list[dict | None]) -> Savings:
 
 
 def savings_of_run(run_dir) -> Savings:
-    """Savings of a run directory's failure records (for `run`'s output and the action's summary)."""
+    """Savings of a run directory's failure records (for the action's summary)."""
     from bot.errors import UsageError
 
     try:

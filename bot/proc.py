@@ -300,8 +300,10 @@ def _script(job, out_w):
     os.close(out_w)
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+    # the signal dispositions of a fresh `python script.py`
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     if job["cwd"]:
         os.chdir(job["cwd"])
     sys.argv = [job["script"], *job["args"]]

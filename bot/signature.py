@@ -40,7 +40,8 @@ WRAPPERS = {
 ABORT_TYPE = "UncaughtCppException"
 UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
 # ... or several OpenMP threads threw at once and the abort came before the first one's line
-ABORT_OUTPUT = re.compile(UNCAUGHT_CPP.pattern + r"|terminate called recursively")
+# (libstdc++'s handler prints one of these; which one depends on how the threads raced)
+ABORT_OUTPUT = re.compile(UNCAUGHT_CPP.pattern + r"|terminate called (?:recursively|without an active exception)")
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "'"})
 

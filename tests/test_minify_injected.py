@@ -88,7 +88,8 @@ def test_each_injected_bug_minimizes_to_the_culprit_op_and_verifies_3_of_3(sweep
     assert rec["culprit"] == {"ops": [culprit], "method": "compiled-alone", "bisect": None}, rec["culprit"]
     assert r["capture"]["role"] == "inference"
     assert r["nodes_after"] < r["nodes_before"]
-    assert r["verification"]["runs"] == 3 and r["verification"]["failed_same_way"] == 3, r["verification"]
+    assert r["verification"]["runs"] == 3 and r["verification"]["failed_same_way"] == 3, (
+        r["verification"], (fdir / "minifier.log").read_text()[-6000:])
     assert r["capture"]["repro_after"] == "aot"
     assert r["capture"]["repro_level"] == {"accuracy": 4, "compile_error": 2, "runtime_error": 3}[fclass]
     # the minimal config is exactly the injection key, although compile_threads=1 was also given

@@ -90,12 +90,7 @@ def run(args) -> int:
     if not args.no_minify and _has_failures(out):
         _prepare_known(args, tracker)  # known.json: open issues' verified repros, read with the token here
         _stage("minify")
-        rc_minify = call_stage(minify)
-        from bot import known
-
-        line = known.savings_of_run(out).line()
-        if line:
-            print(line, file=sys.stderr)
+        rc_minify = call_stage(minify)  # it says what known repros saved
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
 
