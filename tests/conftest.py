@@ -59,6 +59,31 @@ def workdir(request):
     shutil.rmtree(d, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The per-test cache check below cannot see a module-scoped fixture that compiled before the
+    test started. So: a fast test may not share a test module's own module-scoped fixture with a
+    slow test (that fixture is what makes the slow one slow)."""
+    heavy: dict[str, set] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            heavy.setdefault(item.module.__name__, set()).update(_own_module_fixtures(item))
+    offenders = [f"{item.nodeid} (uses {', '.join(sorted(shared))})" for item in items
+                 if not item.get_closest_marker("slow")
+                 and (shared := _own_module_fixtures(item) & heavy.get(item.module.__name__, set()))]
+    if offenders:
+        raise pytest.UsageError("fast-tier tests use a module fixture that slow tests use; mark them "
+                                "@pytest.mark.slow:\n  " + "\n  ".join(offenders))
+
+
+def _own_module_fixtures(item) -> set:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    return {name for name, defs in info.name2fixturedefs.items()
+            if defs and defs[-1].scope in ("module", "package", "session")
+            and getattr(defs[-1].func, "__module__", None) == item.module.__name__}
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_compiles_nothing(request, tmp_path_factory, monkeypatch):
     if request.node.get_closest_marker("slow"):

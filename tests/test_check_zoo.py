@@ -96,6 +96,7 @@ def test_failure_details_are_recorded(injected_sweep, relu_models):
     assert row["config"] == {INJECT: bug}
 
 
+@pytest.mark.slow  # its fixture compiles the zoo
 def test_baseline_marks_regressions_and_known_failures(injected_sweep):
     _, run_dir, _ = injected_sweep
     rows = {r["model"]: r for r in json.loads((run_dir / "results.json").read_text())["checks"]}
@@ -104,6 +105,7 @@ def test_baseline_marks_regressions_and_known_failures(injected_sweep):
     assert rows["mlp_gelu"]["baseline"] is None       # passes now, no news
 
 
+@pytest.mark.slow  # its fixture compiles the zoo
 def test_harness_csv_reads_back_identically(injected_sweep):
     from bot.rundir import read_csv, write_csv
 
