@@ -371,7 +371,7 @@ class ForkServer:
     The server's own output (an import that failed) goes to a file that :meth:`run` quotes when
     the server is gone. If this process dies, the server reads end-of-file and exits."""
 
-    def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None, cwd: str | None = None):
+    def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None):
         import socket
         import tempfile
 
@@ -382,7 +382,7 @@ class ForkServer:
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(list(preload)),
-                                          str(theirs.fileno())], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                          str(theirs.fileno())], env=env, stdin=subprocess.DEVNULL,
                                          stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
                                          start_new_session=True)
         except OSError as exc:
@@ -432,12 +432,12 @@ class ForkServer:
             try:
                 lines = _Lines(st_r)
                 started = lines.wait(deadline)  # "<group> <pid>" once the server forked it
-                if started is None:
-                    gone = lines.eof
-                    if not gone:  # never started in time: the server is stuck importing
-                        self.close()
-                    sink.finish(None, not gone, t0)
-                    return _result(None, True, t0, sink) if not gone else Result(None, 0.0, error=self._gone())
+                if started is None and lines.eof:  # the server died before it forked the script
+                    return Result(None, 0.0, error=self._gone())
+                if started is None:  # the time limit passed while the server was still importing
+                    self.close()
+                    sink.finish(None, True, t0)
+                    return _result(None, True, t0, sink)
                 group = int(started.split()[0])
 
                 def poll() -> int | None:

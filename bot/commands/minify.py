@@ -89,21 +89,21 @@ def execute(args) -> int:
                    localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
     run_dir = os.path.abspath(args.out)
     given = args.launcher or args.repro
-    early = None
+    from bot.minify.verify import Interpreters
+
+    # one verification fork server for all the failures of this command, started when the first
+    # reduction starts; with one given launcher, now, so that its torch import overlaps this
+    # process's own import and the reduction (each run is still a process of its own)
+    servers = Interpreters(opts.verify_runs)
     if given and os.path.isfile(given):
-        # one failure: its verification fork server imports torch from now on, while this
-        # process imports torch, reads the launcher and reduces (each run is still a process of its own)
-        from bot.minify.verify import Interpreters
-
-        early = Interpreters(opts.verify_runs)
+        servers.start()
     try:
-        return _run(args, opts, run_dir, given, early)
+        return _run(args, opts, run_dir, given, servers)
     finally:
-        if early is not None:
-            early.close()
+        servers.close()
 
 
-def _run(args, opts, run_dir: str, given: str | None, early) -> int:
+def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
     from bot.minify.pipeline import process
 
     todo: list[tuple[dict, dict, str | None]] = []
@@ -152,7 +152,7 @@ def _run(args, opts, run_dir: str, given: str | None, early) -> int:
     for i, (row, s, launcher) in enumerate(todo, 1):
         _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
         rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher,
-                      interpreters=early if launcher else None)
+                      interpreters=servers)
         records.append(rec)
         st = rec["repro"]["status"]
         ver = rec["repro"].get("verification") or {}

@@ -81,7 +81,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
             say: Callable[[str], None], launcher: str | None = None,
             interpreters: ver.Interpreters | None = None) -> dict:
     """Minify one failure; always returns (and writes) a failure record. ``interpreters``: the
-    verification interpreters, when the caller started them earlier still (closed here)."""
+    caller's verification fork server (shared by its failures; the caller closes it)."""
     fid = row["id"]
     fdir = os.path.join(run_dir, "failures", fid)
     work = os.path.join(run_dir, "minify-work", fid)
@@ -103,9 +103,6 @@ def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: di
         with open(log_path, "a") as fh:
             fh.write(traceback.format_exc())
         say(f"{fid}: internal error: {type(exc).__name__}: {exc}")
-    finally:
-        if interpreters is not None:
-            interpreters.close()
     if os.path.exists(log_path):
         rec["repro"]["log"] = "minifier.log"
     timings = rec["repro"].setdefault("timings", {})
@@ -263,12 +260,16 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
 
 def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
                        interpreters=None):
-    # the verification fork server starts now and imports torch while reduction runs; each run
-    # is still a process of its own that runs the repro and nothing else (forked from the server).
+    # the verification fork server starts now (if it has not yet) and imports torch while
+    # reduction runs; each run is still a process of its own that runs the repro and nothing else.
     # The run with random inputs is usually not needed (the worker decides it).
-    with interpreters or ver.Interpreters(opts.verify_runs) as interps:
+    own = None if interpreters is not None else ver.Interpreters(opts.verify_runs)
+    try:
         _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
-                            fclass, c, interps)
+                            fclass, c, (interpreters or own).start())
+    finally:
+        if own is not None:
+            own.close()
 
 
 def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,

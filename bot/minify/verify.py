@@ -27,18 +27,25 @@ REPRO_IMPORTS = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", 
 
 
 class Interpreters:
-    """Where verification runs come from: one fresh interpreter, started ahead (while reduction
-    runs), that imports torch (:data:`REPRO_IMPORTS`) and then runs each repro in a process forked
-    from it (:class:`bot.proc.ForkServer`). Every run is its own process that ran nothing but those
-    imports, as ``python repro.py`` would; the import is paid once instead of once per run. If the
+    """Where verification runs come from: one fresh interpreter that imports torch
+    (:data:`REPRO_IMPORTS`) and then runs each repro in a process forked from it
+    (:class:`bot.proc.ForkServer`). Every run is its own process that ran nothing but those imports,
+    as ``python repro.py`` would; the import is paid once per minify command instead of once per
+    run. :meth:`start` it ahead (when reduction starts) so the import overlaps other work. If the
     server is gone, a run starts a cold interpreter. Close it when done."""
 
-    def __init__(self, n: int = 1):
-        self._server = proc.forkserver(preload=REPRO_IMPORTS, env=_repro_env()) if n > 0 else None
+    def __init__(self, runs: int = 1):
+        self._wanted = runs > 0
+        self._server: proc.ForkServer | None = None
+
+    def start(self) -> "Interpreters":
+        if self._wanted and self._server is None:
+            self._server = proc.forkserver(preload=REPRO_IMPORTS, env=_repro_env())
+        return self
 
     def run(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:
         """One run in a fork of the server; None when there is no server to run it."""
-        if self._server is None:
+        if self.start()._server is None:
             return None
         cwd = tempfile.mkdtemp(prefix="minify-verify-")
         try:
@@ -48,6 +55,8 @@ class Interpreters:
         return None if res.error else res
 
     def close(self) -> None:
+        """Stop the server; later runs start cold interpreters."""
+        self._wanted = False
         if self._server is not None:
             self._server.close()
 
