@@ -11,7 +11,8 @@ Three ways to start one:
 - :func:`fork` runs a Python function in a child forked from this process, which has imported and
   warmed torch once; the child can send JSON messages back over a pipe of its own (``send``) and
   its return value comes back as ``Result.value``. Only fork from a process that has not started
-  OpenMP or compile-worker pools, and never after CUDA was initialized (checked).
+  OpenMP or compile-worker pools, and never after CUDA was initialized (checked); a fork first
+  waits for the work this process runs in :func:`background` threads.
 - :func:`forkserver` starts a fresh interpreter *now* that imports some modules (torch) and then
   runs scripts, each in a new session forked from it (:meth:`ForkServer.run`, several at once).
   A script runs in a process that ran nothing but those imports - what ``python script.py``
@@ -286,7 +287,14 @@ _SERVER = r"""
 import json, os, signal, socket, sys
 _sock = socket.socket(fileno=int(sys.argv[2]))
 for _m in json.loads(sys.argv[1]):
-    __import__(_m)
+    _mod, _, _fn = _m.partition(":")
+    __import__(_mod)
+    _f = getattr(sys.modules[_mod], _fn, None) if _fn else None
+    if callable(_f):
+        try:  # a fact the script would compute itself: if it fails here, it will there
+            _f()
+        except Exception:
+            pass
 _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
@@ -363,7 +371,9 @@ while True:
 
 class ForkServer:
     """A fresh interpreter that imports ``preload`` (torch) once and then runs scripts, each in a
-    process of its own forked from it (a new session; several at a time).
+    process of its own forked from it (a new session; several at a time). A ``preload`` entry
+    ``module:function`` also calls that function once (if it exists), for facts of the machine
+    that every script would compute the same way (errors are ignored: the script computes it).
 
     Each script runs as ``python script args...`` would, in an interpreter that ran nothing but
     those imports - what the script would do first anyway - so the import is paid once, while
@@ -505,6 +515,63 @@ def forkserver(*, preload: tuple[str, ...] = ("torch",), env: dict | None = None
     return ForkServer(preload=preload, env=env)
 
 
+# ---------------------------------------------------------------- background work
+
+
+class Background:
+    """Work running in a thread of this process (see :func:`background`)."""
+
+    def __init__(self, fn: Callable[[], Any], name: str):
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result
+            self._exc = exc
+        finally:
+            with _PENDING_LOCK:
+                if self in _PENDING:
+                    _PENDING.remove(self)
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        """Wait for it; its return value, or the exception it raised."""
+        self.wait()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+
+_PENDING: list[Background] = []
+_PENDING_LOCK = threading.Lock()
+
+
+def background(fn: Callable[[], Any], *, name: str) -> Background:
+    """Run ``fn()`` in a thread, now. :func:`fork` first waits for all such work: a child forked
+    while another thread holds a lock (an import, a log file, a pipe) could wait on it forever."""
+    b = Background(fn, name)
+    with _PENDING_LOCK:
+        _PENDING.append(b)
+    b._thread.start()
+    return b
+
+
+def wait_background() -> None:
+    """Wait for every :func:`background` work of this process."""
+    while True:
+        with _PENDING_LOCK:
+            pending = list(_PENDING)
+        if not pending:
+            return
+        for b in pending:
+            b.wait()
+
+
 # ---------------------------------------------------------------- fork
 
 
@@ -521,6 +588,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
     ``-signal`` when killed. ``memory_limit_mb``: an address-space limit in the child.
     ``guard()`` runs here first and raises to refuse the fork; ``child_setup()`` runs first in the
     child (bot.torch_adapter.device.fork_hooks gives both for a process that imported torch)."""
+    wait_background()
     if guard is not None:
         guard()
     t0 = time.monotonic()

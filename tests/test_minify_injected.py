@@ -156,3 +156,22 @@ def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(sweep, bot, work
     assert rec["repro"]["status"] == "minimized", p.stderr[-3000:]
     assert "one process per query" in (rec["repro"]["capture"]["note"] or "")
     assert [g["op"] for g in rec["repro"]["graph"]] == ["aten.relu.default"]
+
+
+def test_a_worker_that_dies_in_the_bisector_still_ends_with_one_verified_repro(sweep, bot, workdir):
+    """The parent starts verifying the final repro while the worker bisects; the worker dies there,
+    minification resumes isolated, and the record, the repro and its verification still agree."""
+    run, rows_by_bug, _, _ = sweep
+    fdir = run / "failures" / rows_by_bug["relu-accuracy"]["conv_bn"]["id"]
+    out = workdir / "bisect-crash"
+    p = bot("minify", "--repro", fdir / "repro.py", "--out", out, env={"MINIFY_BOT_WORKER_CRASH_IN_BISECT": "1"})
+    assert "while the bisector runs" in p.stderr, p.stderr[-3000:]
+    rec = json.loads((out / "failures" / "repro" / "failure.json").read_text())
+    r = rec["repro"]
+    assert r["status"] == "minimized" and r["verification"]["failed_same_way"] == 3, (r, p.stderr[-3000:])
+    assert "one process per query" in (r["capture"]["note"] or "")
+    assert [g["op"] for g in r["graph"]] == ["aten.relu.default"]
+    src = (out / "failures" / "repro" / "repro.py").read_text()
+    assert "inject_relu_bug_TESTING_ONLY = 'accuracy'" in src
+    log = (out / "failures" / "repro" / "minifier.log").read_text()
+    assert log.count("verify run 1/3") == 1, log[-3000:]   # verified once, not twice

@@ -227,13 +227,49 @@ def test_verification_runs_fork_from_one_server_and_start_cold_without_it(tmp_pa
     script = tmp_path / "repro.py"
     script.write_text("import os, sys\nprint('pid', os.getpid(), os.getppid(), sys.argv[1:], flush=True)\n"
                       "sys.exit(1)\n")
-    pool = verify.Interpreters()
+    pool = verify.Interpreters(preload=("json",))  # the repro imports (torch) do not matter here
     outs = [verify.run_repro(str(script), interpreters=pool) for _ in range(2)]
     pool.close()
     outs.append(verify.run_repro(str(script), random_inputs=True, interpreters=pool))  # server gone: cold
     assert [rc for rc, _ in outs] == [1, 1, 1]
     pids = [int(out.split()[1]) for _, out in outs]
     assert len(set(pids)) == 3 and outs[2][1].split()[3:] == ["['run',", "'--no-save-dir']"]
+
+
+def test_fork_server_calls_a_preloaded_function_once_and_ignores_its_failures(tmp_path):
+    (tmp_path / "warm.py").write_text("CALLS = []\ndef facts():\n    CALLS.append(1)\n"
+                                      "def broken():\n    raise RuntimeError('no such ISA')\n")
+    script = tmp_path / "s.py"
+    script.write_text("import warm\nprint('calls', len(warm.CALLS))\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    with proc.forkserver(preload=("warm:facts", "warm:broken", "warm:not_in_this_version"), env=env) as server:
+        outs = [server.run(str(script), timeout=30, capture=1000) for _ in range(2)]
+    assert [(r.returncode, r.output.split()) for r in outs] == [(0, ["calls", "1"])] * 2
+
+
+def test_the_verification_preload_names_functions_this_torch_has():
+    """The fork server skips a missing function silently: this says when torch renamed one."""
+    import importlib
+
+    from bot.torch_adapter.repro import REPRO_PRELOAD
+
+    for entry in REPRO_PRELOAD:
+        mod, _, fn = entry.partition(":")
+        assert not fn or callable(getattr(importlib.import_module(mod), fn, None)), entry
+
+
+def test_a_fork_waits_for_background_work_and_results_come_back():
+    done = []
+    job = proc.background(lambda: (time.sleep(0.3), done.append(1), "value")[-1], name="slow")
+    res = proc.fork(lambda send: len(done), timeout=30)   # forked only once the work finished
+    assert res.value == 1 and job.result() == "value"
+
+    def boom():
+        raise ValueError("broken")
+
+    with pytest.raises(ValueError, match="broken"):
+        proc.background(boom, name="boom").result()
+    proc.wait_background()   # nothing left: returns at once
 
 
 def test_a_fork_guard_refuses_and_child_setup_runs_first_in_the_child():

@@ -27,16 +27,9 @@ def now() -> str:
 
 
 def basic_versions() -> dict:
-    out = {"python": platform.python_version(), "os": platform.platform(terse=True)}
-    try:
-        import torch
+    from bot.torch_adapter.versions import torch_build
 
-        out["torch"] = torch.__version__
-        out["torch_git"] = getattr(torch.version, "git_version", None)
-        out["cuda"] = torch.version.cuda
-    except ImportError:
-        pass
-    return out
+    return {"python": platform.python_version(), "os": platform.platform(terse=True), **torch_build()}
 
 
 def is_failure(row: dict) -> bool:

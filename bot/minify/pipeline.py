@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -281,24 +282,34 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     # would abort an in-process worker too: one forked process per query from the start
     aborts = launcher is None and short_type((row.get("error") or {}).get("type")) == ABORT_TYPE
     result = None
+    early: _EarlyVerify | None = None
+    bisects = opts.bisect and rec["stage"] == "inductor"
     for i, cand in enumerate(candidates):
         wdir = os.path.join(work, f"minify{i}")
         say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}culprit search and reduction on "
             f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
-        progress = {"last": None}
+        progress = {"last": None, "signature": None}
 
         def on_event(e, progress=progress):
+            nonlocal early
             if e.get("event") == "loaded":
                 say(f"{fid}: minify: {e['nodes']} nodes")
             elif e.get("event") == "checkpoint" and e.get("nodes") != progress["last"]:
                 progress["last"] = e.get("nodes")
                 say(f"{fid}: minify: -> {e['nodes']} nodes")
+            elif e.get("event") == "signature":
+                progress["signature"] = e.get("signature")
+            elif (e.get("event") == "final" and early is None and bisects
+                  and Signature.from_json(progress["signature"])):
+                # the worker still runs the bisector: verify the final repro meanwhile
+                say(f"{fid}: verify: {_verify_plan(opts, e.get('random_inputs_reproduce'))} (while the bisector runs)")
+                early = _EarlyVerify(e, Signature.from_json(progress["signature"]), opts, fdir, interps)
         job = {
             "repro": cand, "workdir": wdir, "class": fclass if launcher is None else _class_of_launcher(cand),
             "original_error": row.get("error"), "tolerance": (row.get("accuracy") or {}).get("tolerance") or 1e-4,
             "strict_accuracy": opts.strict_accuracy, "offload_to_disk": opts.offload_to_disk,
             "isolate": opts.isolate or aborts, "budget": opts.budget, "check_config": row.get("config") or {},
-            "bisect": opts.bisect and rec["stage"] == "inductor", "backend": stage_backend or "inductor",
+            "bisect": bisects, "backend": stage_backend or "inductor",
         }
         t = time.time()
         result = red.reduce(job, log_path, on_event=on_event)
@@ -326,6 +337,8 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     if result.get("note"):
         r["capture"]["note"] = "; ".join(x for x in (r["capture"].get("note"), result["note"]) if x)
     if result.get("status") not in ("minimized", "partial") or sig is None:
+        if early is not None:
+            early.discard()
         r.update(status=result.get("status") if result.get("status") in ("not_reproduced", "none") else "none",
                  reason=result.get("reason"))
         say(f"{fid}: no repro: {r['reason']}")
@@ -334,32 +347,30 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     say(f"{fid}: minify: {r['nodes_before']} -> {r['nodes_after']} nodes in {r['queries']} queries, "
         f"{r['seconds']:.1f} s{partial}")
 
-    # 4. package + verify
-    from bot.torch_adapter.repro import parse_repro_file
-
-    t = time.time()
-    final = result["final"]
-    save_dir = parse_repro_file(final).save_dir
-    config = rec["config"]["minimal"] if rec["config"]["minimal"] is not None else (rec["config"]["diff"] or None)
-    path = pkg.write_repro(final, save_dir, fdir, config)
-
+    # 4. package + verify (begun while the bisector ran, when the worker announced the same repro)
     def vlog(msg):
         with open(log_path, "a") as fh:
             fh.write(msg + "\n")
 
-    timings["package"] = round(time.time() - t, 2)
-    t = time.time()
+    final = result["final"]
     rnd_known = result.get("random_inputs_reproduce")
-    say(f"{fid}: verify: {opts.verify_runs} fresh runs{' + 1 with random inputs' if rnd_known is None else ''}, "
-        "2 at a time")
-    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
+    config = rec["config"]["minimal"] if rec["config"]["minimal"] is not None else (rec["config"]["diff"] or None)
+    done = early.outcome(final, config, rnd_known, vlog) if early is not None else None
+    if done is None:
+        say(f"{fid}: verify: {_verify_plan(opts, rnd_known)}")
+        done = _package_and_verify(final, config, sig, rnd_known, opts, fdir, vlog, interps)
+    path, v = done
+    timings["package"] = v.pop("package_seconds")
+    timings["verify"] = v["seconds"]
     if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
+        from bot.torch_adapter.repro import parse_repro_file
+
         vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
-        pkg.write_repro(final, save_dir, fdir, rec["config"]["diff"])
-        v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known)
+        pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, rec["config"]["diff"])
+        v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
+        timings["verify"] = round(timings["verify"] + v["seconds"], 2)
         if v["failed_same_way"]:
             rec["config"]["minimal"] = None
-    timings["verify"] = round(time.time() - t, 2)
     r["verification"] = {"runs": v["runs"], "failed_same_way": v["failed_same_way"],
                          "random_inputs_reproduce": v["random_inputs_reproduce"]}
     r.update(path="repro.py", inputs_dir="inputs")
@@ -376,6 +387,79 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
         pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
                              else (rec["config"]["diff"] or None), final)
         r["standalone_path"] = "repro_standalone.py"
+
+
+def _verify_plan(opts: Options, random_known) -> str:
+    return (f"{opts.verify_runs} fresh runs{' + 1 with random inputs' if random_known is None else ''}, "
+            "2 at a time")
+
+
+def _package_and_verify(final: str, config, sig: Signature, random_known, opts: Options, fdir: str, vlog,
+                        interps) -> tuple[str, dict]:
+    """Write failures/<id>/repro.py (+ inputs) from the worker's final repro and verify it in fresh
+    processes; (path, verification) with the packaging time in ``package_seconds``."""
+    from bot.torch_adapter.repro import parse_repro_file
+
+    t = time.time()
+    path = pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, config)
+    package_seconds = round(time.time() - t, 2)
+    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=random_known, interpreters=interps)
+    return path, dict(v, package_seconds=package_seconds)
+
+
+def _digest(path: str) -> str | None:
+    """The repro's identity (its inputs are named by content hash inside it)."""
+    import hashlib
+
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+class _EarlyVerify:
+    """Verification of the final repro the worker announced (event ``final``) before it ran the
+    bisector: it runs in the background while the worker bisects. Its log lines are held until
+    the outcome is taken, so that they do not interleave with the worker's."""
+
+    def __init__(self, event: dict, sig: Signature, opts: Options, fdir: str, interps):
+        from bot import proc
+
+        self.event = event
+        self.digest = _digest(event["path"])  # the worker wrote it before it announced it
+        self.fdir = fdir
+        self.lines: list[str] = []
+        config = event.get("config_minimal")
+        config = config if config is not None else (event.get("config_diff") or None)
+        self.config = config
+        self.job = proc.background(lambda: _package_and_verify(
+            event["path"], config, sig, event.get("random_inputs_reproduce"), opts, fdir, self.lines.append,
+            interps), name="verify")
+
+    def outcome(self, final: str, config, random_known, vlog) -> tuple[str, dict] | None:
+        """The verification, when it verified this very repro; None (and what it wrote is gone)
+        when the worker's result is another one (it died while bisecting; a checkpoint was kept)."""
+        try:
+            done = self.job.result()
+        except Exception as exc:  # noqa: BLE001 - verified again the ordinary way
+            vlog(f"verification during the bisection failed: {type(exc).__name__}: {exc}")
+            self.discard()
+            return None
+        if not (os.path.realpath(final) == os.path.realpath(self.event["path"]) and _digest(final) == self.digest
+                and config == self.config and random_known == self.event.get("random_inputs_reproduce")):
+            self.discard()
+            return None
+        for line in self.lines:
+            vlog(line)
+        return done
+
+    def discard(self) -> None:
+        """Wait for it and remove the repro it packaged."""
+        self.job.wait()
+        shutil.rmtree(os.path.join(self.fdir, "inputs"), ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.fdir, "repro.py"))
 
 
 def _class_of_launcher(path: str) -> str:

@@ -12,6 +12,7 @@ import time
 from bot import proc
 from bot.minify import procs
 from bot.signature import Signature, stderr_matches
+from bot.torch_adapter.repro import REPRO_PRELOAD
 
 
 def _repro_env() -> dict:
@@ -20,27 +21,22 @@ def _repro_env() -> dict:
     return env
 
 
-# what a packaged repro imports first (torch's repro format): the verification fork server imports
-# these before it gets the repro, which would import them itself anyway
-REPRO_IMPORTS = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
-                 "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot")
-
-
 class Interpreters:
     """Where verification runs come from: one fresh interpreter that imports torch
-    (:data:`REPRO_IMPORTS`) and then runs each repro in a process forked from it
+    (:data:`bot.torch_adapter.repro.REPRO_PRELOAD`) and then runs each repro in a process forked from it
     (:class:`bot.proc.ForkServer`). Every run is its own process that ran nothing but those imports,
     as ``python repro.py`` would; the import is paid once per minify command instead of once per
     run. :meth:`start` it ahead (when reduction starts) so the import overlaps other work. If the
     server is gone, a run starts a cold interpreter. Close it when done."""
 
-    def __init__(self, runs: int = 1):
+    def __init__(self, runs: int = 1, preload: tuple[str, ...] = REPRO_PRELOAD):
         self._wanted = runs > 0
+        self._preload = preload
         self._server: proc.ForkServer | None = None
 
     def start(self) -> "Interpreters":
         if self._wanted and self._server is None:
-            self._server = proc.forkserver(preload=REPRO_IMPORTS, env=_repro_env())
+            self._server = proc.forkserver(preload=self._preload, env=_repro_env())
         return self
 
     def run(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:

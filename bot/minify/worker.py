@@ -27,6 +27,7 @@ from bot.signature import (
 )
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
+BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
@@ -358,12 +359,29 @@ def cmd_minify(job_path: str) -> int:
                 log(f"config minimization failed: {type(exc).__name__}: {exc}")
         result["config_minimal"] = None if minimal is None else [d for d in diff if d["key"] in minimal]
         timings["config"] = round(time.time() - t, 2)
-        t = time.time()
 
-        # 4. bisect (optional)
+    # 4. the final repro (inputs in final/inputs), announced before the bisector runs: the parent
+    # starts verifying it in fresh processes meanwhile
+    final_dir = os.path.join(workdir, "final")
+    os.makedirs(final_dir, exist_ok=True)
+    src = R.repro_source(final_gm, final_args, kind=kind, accuracy=_acc_mode(job),
+                         save_dir=os.path.join(final_dir, "inputs"), backend=job.get("backend"))
+    with open(os.path.join(final_dir, "repro.py"), "w") as fh:
+        fh.write(src)
+    result["random_inputs_reproduce"] = _random_inputs_reproduce(job, kind, pinned, final_gm,
+                                                                 os.path.join(final_dir, "repro.py"), isolate)
+    emit(event="final", path=os.path.join(final_dir, "repro.py"), config_diff=result["config_diff"],
+         config_minimal=result["config_minimal"], random_inputs_reproduce=result["random_inputs_reproduce"])
+
+    with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+        t = time.time()
+        # 5. bisect (optional)
         result["bisect"] = None
         if job.get("bisect") and kind == "aot" and not isolate:
             from bot.torch_adapter import bisect as B
+
+            if os.environ.get(BISECT_CRASH_ENV) == "1":
+                os._exit(70)  # fault injection: the worker dies after it announced its final repro
 
             remaining = (job.get("deadline") or (time.time() + 120)) - time.time()
             if remaining > 10:
@@ -377,15 +395,6 @@ def cmd_minify(job_path: str) -> int:
             timings["bisect"] = round(time.time() - t, 2)
         result["culprit"] = culprit_record(final_gm, culprit, result["bisect"], status)
 
-    # 5. final repro (inputs in final/inputs)
-    final_dir = os.path.join(workdir, "final")
-    os.makedirs(final_dir, exist_ok=True)
-    src = R.repro_source(final_gm, final_args, kind=kind, accuracy=_acc_mode(job),
-                         save_dir=os.path.join(final_dir, "inputs"), backend=job.get("backend"))
-    with open(os.path.join(final_dir, "repro.py"), "w") as fh:
-        fh.write(src)
-    result["random_inputs_reproduce"] = _random_inputs_reproduce(job, kind, pinned, final_gm,
-                                                                 os.path.join(final_dir, "repro.py"), isolate)
     result.update(
         graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
         backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,

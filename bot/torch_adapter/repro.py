@@ -45,6 +45,15 @@ CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "i
                 "dynamo.repro_after", "dynamo.repro_level", "dynamo.debug_dir_root"}
 
 
+# What a packaged repro (torch's repro format) does first in a fresh process, the same way every
+# time: the verification fork server does it once before it forks the runs. The imports; and the
+# CPU's vector ISAs, which inductor learns in every new process by compiling and loading a probe
+# library per ISA in child processes (about 1 s). "module:function" entries are called once if the
+# function exists (feature-detected: an older torch simply skips it).
+REPRO_PRELOAD = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
+                 "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot",
+                 "torch._inductor.cpu_vec_isa:valid_vec_isa_list")
+
 def _torch():
     try:
         import torch

@@ -79,6 +79,8 @@ def validate_backend(name: str) -> None:
     if ":" in name:
         resolve_backend(name)
         return
+    if name in BUILTIN_BACKENDS:  # always registered: no need to import dynamo to know
+        return
     names = known_backend_names()
     if name not in names:
         raise UsageError(
@@ -235,11 +237,46 @@ def autocast_context(device: str):
     return torch.autocast(device_type=device, dtype=dtype)
 
 
+_ISA: dict = {}
+
+
+def learn_cpu_isa_in_background() -> None:
+    """Start inductor's CPU vector-ISA detection in a background thread, so that it overlaps the
+    compiler's imports. Every new process that compiles for the CPU detects them once, by compiling
+    and loading a probe library per ISA in child processes: about 1 s, mostly spent waiting. The
+    result is cached in this process and in children forked from it (a fork waits for it:
+    :func:`bot.proc.background`); :func:`warm_up` waits for it too."""
+    if "job" in _ISA:
+        return
+    try:  # imported here, not in the thread: two threads importing the same modules can deadlock
+        from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401
+    except ImportError:
+        return
+    detect = getattr(cpu_vec_isa, "valid_vec_isa_list", None)  # private: feature-detected
+    if not callable(detect):
+        return
+
+    def run():
+        try:
+            detect()
+        except Exception:  # noqa: BLE001 - the compile that needs it detects again, and says why
+            pass
+
+    from bot import proc
+
+    _ISA["job"] = proc.background(run, name="cpu-isa-detection")
+
+
 def warm_up(device: str = "cpu") -> None:
     """Pay the one-time costs (lazy imports, CPU ISA detection, first C++ compile) once, in a
     process that will fork the checks, without starting thread pools or touching CUDA."""
     import torch
 
+    from bot.torch_adapter.device import cuda_device_count
+
+    gpu = cuda_device_count() > 0
+    if not gpu:
+        learn_cpu_isa_in_background()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -247,13 +284,14 @@ def warm_up(device: str = "cpu") -> None:
         import torch._inductor.compile_fx  # noqa: F401
         from torch._inductor import config as inductor_config
 
-        from bot.torch_adapter.device import cuda_device_count
-
-        if cuda_device_count() > 0:
+        if gpu:
             # A compile here would initialize CUDA (dynamo saves the CUDA RNG state around every
             # compile when a GPU is visible), and CUDA does not survive a fork: every forked check
             # would fail with "Cannot re-initialize CUDA in forked subprocess". Imports only.
             return
+
+        if "job" in _ISA:
+            _ISA["job"].wait()
 
         def f(x):
             return (x.sin() + 1).sum(0)

@@ -3,6 +3,7 @@ OS and the C++ compiler inductor uses. Every probe is best-effort: a missing pie
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 
@@ -29,6 +30,37 @@ def cxx_compiler() -> str | None:
         return None
     out = _run([name, "--version"])
     return out.splitlines()[0] if out else None
+
+
+def torch_build() -> dict:
+    """torch's version, git hash and CUDA version, without importing torch when this process has
+    not (a command or harness check never compiles here): read from torch's own ``version.py``."""
+    import sys
+
+    keys = {"torch": "__version__", "torch_git": "git_version", "cuda": "cuda"}
+    mod = sys.modules.get("torch.version")
+    if mod is None:
+        import ast
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec("torch")
+            loc = list(spec.submodule_search_locations or []) if spec else []
+            with open(os.path.join(loc[0], "version.py"), encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+        except (ImportError, OSError, IndexError, SyntaxError, ValueError):
+            return dict.fromkeys(keys)
+        found = {}
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and node.value is not None:
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+        return {k: found.get(v) for k, v in keys.items()}
+    return {k: getattr(mod, v, None) for k, v in keys.items()}
 
 
 def collect() -> dict:
