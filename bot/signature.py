@@ -38,10 +38,12 @@ WRAPPERS = {
 # calls std::terminate and the process aborts. ``check`` records that as a runtime error of type
 # UncaughtCppException; a minify query or a repro run that dies the same way fails the same way.
 ABORT_TYPE = "UncaughtCppException"
-UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^']*'")
+UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^'\n]*'")
+# what other OpenMP threads write while the first one reports: it can land inside that line
+_INTERLEAVED = re.compile(r"terminate called (?:recursively|without an active exception)\s*")
 # ... or several OpenMP threads threw at once and the abort came before the first one's line
 # (libstdc++'s handler prints one of these; which one depends on how the threads raced)
-ABORT_OUTPUT = re.compile(UNCAUGHT_CPP.pattern + r"|terminate called (?:recursively|without an active exception)")
+ABORT_OUTPUT = re.compile(r"terminate called (?:after throwing an instance of|recursively|without an active exception)")
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "'"})
 
@@ -221,10 +223,21 @@ def death_of(signum: int, output: str, *, compiled: bool = True) -> Death:
     name = signal_name(signum)
     if signum == signal.SIGKILL:
         return Death("oom", name)
-    thrown = ABORT_OUTPUT.search(output or "")
+    thrown = uncaught_cpp(output) or ABORT_OUTPUT.search(output or "")
     if thrown and signum == signal.SIGABRT and compiled:
         return Death("abort", name, thrown.group(0))
     return Death("crash", name)
+
+
+def uncaught_cpp(output: str | None) -> re.Match | None:
+    """The ``terminate called after throwing an instance of 'T'`` line, with what other aborting
+    threads wrote into the middle of it taken out; None when the threads garbled every such line
+    (then the type is unknown)."""
+    for m in UNCAUGHT_CPP.finditer(_INTERLEAVED.sub("", output or "")):
+        thrown = m.group(0)[len("terminate called after throwing an instance of '"):-1]
+        if thrown.strip() and "terminate called" not in thrown:
+            return m
+    return None
 
 
 def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Signature | None:
@@ -232,7 +245,7 @@ def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Sign
     (``terminate called after throwing ...`` in its output, then SIGABRT); None otherwise."""
     if signal_name not in (None, "SIGABRT"):
         return None
-    m = UNCAUGHT_CPP.search(output or "")
+    m = uncaught_cpp(output)
     if m is not None:
         return Signature("runtime_error", ABORT_TYPE, [normalize_line(m.group(0))])
     if ABORT_OUTPUT.search(output or ""):
@@ -252,7 +265,7 @@ def signature_of_error_record(failure_class: str, error: dict | None) -> Signatu
     etype = short_type(error.get("type"))
     message = error.get("message") or ""
     if etype == ABORT_TYPE:
-        m = UNCAUGHT_CPP.search(message) or UNCAUGHT_CPP.search(error.get("traceback") or "")
+        m = uncaught_cpp(message) or uncaught_cpp(error.get("traceback"))
         return Signature(failure_class, ABORT_TYPE, [normalize_line(m.group(0))] if m else [])
     if etype in WRAPPERS or etype is None:
         found = None

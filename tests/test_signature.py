@@ -87,6 +87,14 @@ def test_abort_output_is_one_rule_for_check_and_minify():
     assert sg.death_of(signal.SIGABRT, "terminate called recursively\n", compiled=False).kind == "crash"
     assert sg.death_of(signal.SIGKILL, "").kind == "oom" and sg.death_of(signal.SIGSEGV, "").signal == "SIGSEGV"
     assert sg.signal_name(250) == "250"
+    # other aborting threads write into the middle of the first one's line
+    line = "terminate called after throwing an instance of "
+    raced = sg.signature_of_abort(line + "'terminate called recursively\nint'\n")
+    assert raced.messages == [line + "'int'"]
+    for torn in (line + "'\nint'\n", line + "'int" + line + "''\nint\n"):   # an abort still, of a type unread
+        assert sg.signature_of_abort(torn).messages == [] and sg.signature_of_abort(torn).matches(raced)
+    assert sg.death_of(signal.SIGABRT, "terminate called after throwing an instance of 'terminate called "
+                       "recursively\nint'").thrown == "terminate called after throwing an instance of 'int'"
     out = "terminate called after throwing an instance of 'int'\n"
     assert sg.signature_of_abort(out).matches(sg.signature_of_abort("terminate called recursively\n"))
     # however the OpenMP threads raced, it is the same abort
