@@ -179,6 +179,9 @@ def test_source_flags_select_their_source_or_are_refused(tmp_path, bot):
     doc = json.loads((tmp_path / "r1" / "results.json").read_text())
     assert proc.returncode == 0 and doc["settings"]["source"] == "command"
     assert [r["model"] for r in doc["checks"]] == ["command"]          # the command, not the zoo
+    import torch  # the parent never imported it (it ran a program), yet it names its version
+
+    assert (doc["versions"]["torch"], doc["versions"]["torch_git"]) == (torch.__version__, torch.version.git_version)
     for argv in (["check", "--suite", "zoo", "--command", "true"],
                  ["check", "--command", "true", "--pytorch", str(tmp_path)],
                  ["check", "--suite", "yaml", "--csv", "x.csv"],
