@@ -207,6 +207,8 @@ def test_classifier_reads_the_common_ways_programs_report_a_mismatch():
     assert cls("accuracy mismatch between eager and compiled") == "accuracy"
     assert cls("cpu  relu_mlp  fail_accuracy") == "accuracy"
     assert cls("Accuracy failed for the AOT Autograd graph") == "accuracy"
+    assert cls("max abs diff 1.08\nFAIL: compiled encoder layer differs from eager") == "accuracy"
+    assert cls("ValueError: the checkpoint differs from the config") == "runtime_error"
     assert cls("RuntimeError: size mismatch for weight: copying a param with shape [4]") == "runtime_error"
     assert cls("torch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"
                "/tmp/x.cpp:3:5: error: 'foo' was not declared in this scope") == "compile_error"

@@ -283,7 +283,6 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     aborts = launcher is None and short_type((row.get("error") or {}).get("type")) == ABORT_TYPE
     result = None
     early: _EarlyVerify | None = None
-    bisects = opts.bisect and rec["stage"] == "inductor"
     for i, cand in enumerate(candidates):
         wdir = os.path.join(work, f"minify{i}")
         say(f"{fid}: minify: {'isolated ' if opts.isolate or aborts else ''}culprit search and reduction on "
@@ -299,9 +298,9 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
                 say(f"{fid}: minify: -> {e['nodes']} nodes")
             elif e.get("event") == "signature":
                 progress["signature"] = e.get("signature")
-            elif (e.get("event") == "final" and early is None and bisects
+            elif (e.get("event") == "final" and e.get("bisects") and early is None
                   and Signature.from_json(progress["signature"])):
-                # the worker still runs the bisector: verify the final repro meanwhile
+                # the worker runs the bisector next: verify the final repro meanwhile
                 say(f"{fid}: verify: {_verify_plan(opts, e.get('random_inputs_reproduce'))} (while the bisector runs)")
                 early = _EarlyVerify(e, Signature.from_json(progress["signature"]), opts, fdir, interps)
         job = {
@@ -309,7 +308,7 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
             "original_error": row.get("error"), "tolerance": (row.get("accuracy") or {}).get("tolerance") or 1e-4,
             "strict_accuracy": opts.strict_accuracy, "offload_to_disk": opts.offload_to_disk,
             "isolate": opts.isolate or aborts, "budget": opts.budget, "check_config": row.get("config") or {},
-            "bisect": bisects, "backend": stage_backend or "inductor",
+            "bisect": opts.bisect and rec["stage"] == "inductor", "backend": stage_backend or "inductor",
         }
         t = time.time()
         result = red.reduce(job, log_path, on_event=on_event)
@@ -341,6 +340,10 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
             early.discard()
         r.update(status=result.get("status") if result.get("status") in ("not_reproduced", "none") else "none",
                  reason=result.get("reason"))
+        if r["status"] == "not_reproduced" and row.get("classified_by") == "exit status":
+            r["reason"] = (f"{r['reason']}; the check's failure class ({fclass}) came from the program's exit "
+                           "status alone: if the program reports a wrong result in its own words, say which "
+                           "with --accuracy-pattern")
         say(f"{fid}: no repro: {r['reason']}")
         return
     partial = " (partial: " + str(result.get("reason")) + ")" if result["status"] == "partial" else ""

@@ -370,14 +370,16 @@ def cmd_minify(job_path: str) -> int:
         fh.write(src)
     result["random_inputs_reproduce"] = _random_inputs_reproduce(job, kind, pinned, final_gm,
                                                                  os.path.join(final_dir, "repro.py"), isolate)
+    bisects = bool(job.get("bisect")) and kind == "aot" and not isolate
     emit(event="final", path=os.path.join(final_dir, "repro.py"), config_diff=result["config_diff"],
-         config_minimal=result["config_minimal"], random_inputs_reproduce=result["random_inputs_reproduce"])
+         config_minimal=result["config_minimal"], random_inputs_reproduce=result["random_inputs_reproduce"],
+         bisects=bisects)
 
     with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
         t = time.time()
         # 5. bisect (optional)
         result["bisect"] = None
-        if job.get("bisect") and kind == "aot" and not isolate:
+        if bisects:
             from bot.torch_adapter import bisect as B
 
             if os.environ.get(BISECT_CRASH_ENV) == "1":

@@ -28,7 +28,8 @@ ACCURACY = re.compile(
     r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected|Tensor-likes are not close|"
     r"Scalars are not close|Tensor-likes are not equal|accuracy mismatch|"
     r"(?<!size )(?<!shape )(?<!dtype )(?<!type )(?<!device )\bmismatch(?:ed|es)?\b|\bnot close\b|"
-    r"outputs? (?:differ|do not match|don't match)", re.IGNORECASE)
+    r"outputs? (?:differ|do not match|don't match)|"
+    r"\bdiffers? from (?:the )?(?:eager|reference|expected|baseline)\b", re.IGNORECASE)
 ALLCLOSE = re.compile(r"\ballclose\b|\bisclose\b|\bassert_close\b")
 COMPILE = re.compile(r"BackendCompilerFailed|InductorError|CppCompileError|LoweringException|"
                      r"torch\._dynamo\.exc\.Unsupported|CompilationError|TritonError|"

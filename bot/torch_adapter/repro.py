@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import InfraError, UsageError
+from bot.torch_adapter.runtime import CPU_ISA_DETECTION
 
 # torch releases this adapter was verified against; newer ones are tried (feature-detected).
 MIN_TORCH = (2, 5)
@@ -52,7 +53,7 @@ CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "i
 # function exists (feature-detected: an older torch simply skips it).
 REPRO_PRELOAD = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
                  "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot",
-                 "torch._inductor.cpu_vec_isa:valid_vec_isa_list")
+                 CPU_ISA_DETECTION)
 
 def _torch():
     try:

@@ -237,6 +237,8 @@ def autocast_context(device: str):
     return torch.autocast(device_type=device, dtype=dtype)
 
 
+# inductor's CPU vector-ISA detection (private: feature-detected), as "module:function"
+CPU_ISA_DETECTION = "torch._inductor.cpu_vec_isa:valid_vec_isa_list"
 _ISA: dict = {}
 
 
@@ -245,14 +247,19 @@ def learn_cpu_isa_in_background() -> None:
     compiler's imports. Every new process that compiles for the CPU detects them once, by compiling
     and loading a probe library per ISA in child processes: about 1 s, mostly spent waiting. The
     result is cached in this process and in children forked from it (a fork waits for it:
-    :func:`bot.proc.background`); :func:`warm_up` waits for it too."""
-    if "job" in _ISA:
+    :func:`bot.proc.background`); :func:`warm_up` waits for it too. Not where a GPU is visible: a
+    process there compiles nothing (see :func:`warm_up`)."""
+    from bot.torch_adapter.device import cuda_device_count
+
+    if "job" in _ISA or cuda_device_count() > 0:
         return
+    module, _, name = CPU_ISA_DETECTION.partition(":")
     try:  # imported here, not in the thread: two threads importing the same modules can deadlock
-        from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401
+        from torch._inductor import codecache, cpp_builder  # noqa: F401
+
+        detect = getattr(importlib.import_module(module), name, None)
     except ImportError:
         return
-    detect = getattr(cpu_vec_isa, "valid_vec_isa_list", None)  # private: feature-detected
     if not callable(detect):
         return
 
@@ -275,8 +282,7 @@ def warm_up(device: str = "cpu") -> None:
     from bot.torch_adapter.device import cuda_device_count
 
     gpu = cuda_device_count() > 0
-    if not gpu:
-        learn_cpu_isa_in_background()
+    learn_cpu_isa_in_background()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -67,13 +67,12 @@ def collect() -> dict:
     info: dict = {"torch": None, "torch_git": None, "cuda": None, "cudnn": None, "triton": None, "gpus": [],
                   "driver": None, "python": platform.python_version(), "os": platform.platform(terse=False),
                   "cxx": cxx_compiler()}
-    try:
-        import torch
-    except ImportError:
+    info.update(torch_build())
+    if info["torch"] is None:  # no torch
         return info
-    info["torch"] = torch.__version__
-    info["torch_git"] = getattr(torch.version, "git_version", None)
-    info["cuda"] = getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None)
+    import torch
+
+    info["cuda"] = info["cuda"] or getattr(torch.version, "hip", None)
     if info["cuda"]:
         from bot.torch_adapter.device import cudnn_version
 
