@@ -13,10 +13,11 @@ Three ways to start one:
   its return value comes back as ``Result.value``. Only fork from a process that has not started
   OpenMP or compile-worker pools, and never after CUDA was initialized (checked); a fork first
   waits for the work this process runs in :func:`background` threads.
-- :func:`forkserver` starts a fresh interpreter *now* that imports some modules (torch) and then
-  runs scripts, each in a new session forked from it (:meth:`ForkServer.run`, several at once).
-  A script runs in a process that ran nothing but those imports - what ``python script.py``
-  would do first anyway - so the import is paid once, while the caller does other work.
+- :func:`forkserver` starts a fresh interpreter *now* that imports some modules (torch), may warm
+  them up, and then runs scripts or modules, each in a new session forked from it
+  (:meth:`ForkServer.run`, several at once). A script runs in a process that ran nothing but
+  those imports - what ``python script.py`` would do first anyway - so the import is paid once,
+  while the caller does other work.
 
 How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.signature`.
 """
@@ -284,17 +285,45 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
 # ---------------------------------------------------------------- fork server
 
 _SERVER = r"""
-import json, os, signal, socket, sys
+import importlib.util, json, os, re, signal, socket, sys, threading
 _sock = socket.socket(fileno=int(sys.argv[2]))
+_held, _threads = {}, []
+
+
+def _call(f):
+    try:  # a fact the script would compute itself, or a warm-up: if it fails here, it will there
+        f()
+    except Exception:
+        pass
+
+
+def _join():
+    for _t in _threads:
+        _t.join()
+    del _threads[:]
+
+
 for _m in json.loads(sys.argv[1]):
-    _mod, _, _fn = _m.partition(":")
-    __import__(_mod)
-    _f = getattr(sys.modules[_mod], _fn, None) if _fn else None
-    if callable(_f):
-        try:  # a fact the script would compute itself: if it fails here, it will there
-            _f()
-        except Exception:
-            pass
+    _bg = _m.endswith("&")
+    _m = _m.rstrip("&")
+    _mod, _fn = (_m.rsplit(":", 1) if re.search(r":[A-Za-z_][A-Za-z0-9_]*$", _m) else (_m, ""))
+    if _mod.endswith(".py"):  # a file of its own, not put among the modules a script could import
+        if _mod not in _held:
+            _spec = importlib.util.spec_from_file_location("_preload%d" % len(_held), _mod)
+            _held[_mod] = importlib.util.module_from_spec(_spec)
+            _spec.loader.exec_module(_held[_mod])
+        _o = _held[_mod]
+    else:
+        __import__(_mod)
+        _o = sys.modules[_mod]
+    _f = getattr(_o, _fn, None) if _fn else None
+    if callable(_f) and _bg:
+        _threads.append(threading.Thread(target=_call, args=(_f,), daemon=True))
+        _threads[-1].start()
+    elif callable(_f):
+        _join()
+        _call(_f)
+_join()
 _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
@@ -312,14 +341,22 @@ def _script(job, out_w):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if job["env"] is not None:
+        os.environ.clear()
+        os.environ.update(job["env"])
     if job["cwd"]:
         os.chdir(job["cwd"])
-    sys.argv = [job["script"], *job["args"]]
-    sys.path[0] = os.path.dirname(job["script"])
     code = 0
     try:
         import runpy
-        runpy.run_path(job["script"], run_name="__main__")
+        if job["module"]:  # python -m module args, with job["path"] first on sys.path
+            sys.argv = [job["module"], *job["args"]]
+            sys.path[0:1] = [*job["path"], os.getcwd()]
+            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [job["script"], *job["args"]]
+            sys.path[0] = os.path.dirname(job["script"])
+            runpy.run_path(job["script"], run_name="__main__")
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -342,7 +379,7 @@ def _script(job, out_w):
 
 
 while True:
-    _msg, _fds, _, _ = socket.recv_fds(_sock, 1 << 16, 2)
+    _msg, _fds, _, _ = socket.recv_fds(_sock, 1 << 20, 2)
     if not _msg:
         os._exit(0)
     if len(_fds) != 2:
@@ -371,9 +408,13 @@ while True:
 
 class ForkServer:
     """A fresh interpreter that imports ``preload`` (torch) once and then runs scripts, each in a
-    process of its own forked from it (a new session; several at a time). A ``preload`` entry
-    ``module:function`` also calls that function once (if it exists), for facts of the machine
-    that every script would compute the same way (errors are ignored: the script computes it).
+    process of its own forked from it (a new session; several at a time). ``preload`` entries, in
+    order: ``module`` imports it; ``module:function`` also calls that function once (if it
+    exists), for facts of the machine that every script would compute the same way, or a warm-up
+    (errors are ignored: the script computes it); ``path.py:function`` loads that file without
+    making it importable and calls the function; a trailing ``&`` calls it in a thread while the
+    next entries load (the server waits for it before the next call without ``&`` and before it
+    forks anything).
 
     Each script runs as ``python script args...`` would, in an interpreter that ran nothing but
     those imports - what the script would do first anyway - so the import is paid once, while
@@ -409,12 +450,16 @@ class ForkServer:
                 rc = self.proc.wait(timeout=2)
         return f"the fork server exited ({rc}) before it ran the script" + (f": {said}" if said else "")
 
-    def run(self, script: str, args: list[str] | tuple = (), *, timeout: float, cwd: str | None = None,
+    def run(self, script: str | None, args: list[str] | tuple = (), *, timeout: float, cwd: str | None = None,
+            module: str | None = None, path: list[str] | tuple = (), env: dict | None = None,
             log_path: str | None = None, log_mode: str = "a", announce: str | None = None, events: bool = False,
             on_event=None, on_line=None, tail_lines: int = TAIL_LINES, capture: int = 0,
             grace: float = GRACE_S) -> Result:
-        """Run ``script`` in a process forked from the server, in ``cwd``; the time limit counts from
-        now (an import still under way counts). ``Result.error`` when the server is gone."""
+        """Run ``script`` (or, given ``module``, ``python -m module`` with ``path`` first on its
+        ``sys.path``) in a process forked from the server, in ``cwd``; ``env`` replaces the
+        server's environment in it (what the imports read stays as the server read it). The time
+        limit counts from now (an import still under way counts). ``Result.error`` when the
+        server is gone."""
         import socket
 
         t0 = time.monotonic()
@@ -422,8 +467,9 @@ class ForkServer:
             return Result(None, 0.0, error=self.error or "the fork server is closed")
         if cwd:
             os.makedirs(cwd, exist_ok=True)
-        job = json.dumps({"script": os.path.abspath(script), "args": [str(a) for a in args],
-                          "cwd": os.path.abspath(cwd) if cwd else None}).encode()
+        job = json.dumps({"script": None if module else os.path.abspath(str(script)), "module": module,
+                          "path": [os.path.abspath(p) for p in path], "env": env,
+                          "args": [str(a) for a in args], "cwd": os.path.abspath(cwd) if cwd else None}).encode()
         out_r, out_w = os.pipe()
         st_r, st_w = os.pipe()
         try:

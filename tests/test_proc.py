@@ -222,12 +222,12 @@ def test_no_other_module_starts_processes_by_hand():
 
 def test_verification_runs_fork_from_one_server_and_start_cold_without_it(tmp_path):
     """bot.minify.verify: every run a process of its own, from the fork server while it lives."""
-    from bot.minify import verify
+    from bot.minify import procs, verify
 
     script = tmp_path / "repro.py"
     script.write_text("import os, sys\nprint('pid', os.getpid(), os.getppid(), sys.argv[1:], flush=True)\n"
                       "sys.exit(1)\n")
-    pool = verify.Interpreters(preload=("json",))  # the repro imports (torch) do not matter here
+    pool = procs.Interpreters(preload=("json",))  # the repro imports (torch) do not matter here
     outs = [verify.run_repro(str(script), interpreters=pool) for _ in range(2)]
     pool.close()
     outs.append(verify.run_repro(str(script), random_inputs=True, interpreters=pool))  # server gone: cold
@@ -247,15 +247,53 @@ def test_fork_server_calls_a_preloaded_function_once_and_ignores_its_failures(tm
     assert [(r.returncode, r.output.split()) for r in outs] == [(0, ["calls", "1"])] * 2
 
 
+def test_fork_server_loads_a_file_by_path_runs_threads_first_and_runs_modules(tmp_path):
+    """A ``path.py:function`` preload is called without becoming importable; ``&`` runs in a thread
+    that ends before the next call and before any fork; run(module=...) is ``python -m`` with its
+    own path and environment."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "prewarm_file.py").write_text(
+        "import time\nSEEN = []\n"
+        "def slow():\n    time.sleep(0.5)\n    SEEN.append('slow')\n"
+        "def after():\n    import json\n    json.SEEN = list(SEEN) + ['after']\n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text(
+        "import json, os, sys\n"
+        "print('@@ ' + json.dumps({'event': 'hello'}))\n"
+        "print('seen', json.SEEN, 'importable', 'prewarm_file' in sys.modules, os.environ.get('ONLY_HERE'),"
+        " sys.argv[1:])\n"
+        "sys.exit(4)\n")
+    f = elsewhere / "prewarm_file.py"
+    events = []
+    with proc.forkserver(preload=("json", f"{f}:slow&", f"{f}:after")) as server:
+        r = server.run(None, ["x", "y"], module="pkg.tool", path=[str(tmp_path)], env={"ONLY_HERE": "1"},
+                       cwd=str(tmp_path), timeout=30, capture=2000, events=True, on_event=events.append)
+    assert r.returncode == 4, r.output
+    assert "seen ['slow', 'after'] importable False 1 ['x', 'y']" in r.output
+    assert events == [{"event": "hello"}]
+
+
 def test_the_verification_preload_names_functions_this_torch_has():
-    """The fork server skips a missing function silently: this says when torch renamed one."""
+    """The fork server skips a missing function silently: this says when torch renamed one of
+    those the preload relies on (prewarm.py feature-detects them)."""
     import importlib
 
-    from bot.torch_adapter.repro import REPRO_PRELOAD
+    from torch._inductor import cpu_vec_isa
+
+    from bot.torch_adapter import prewarm
+    from bot.torch_adapter.repro import PREWARM, REPRO_PRELOAD
 
     for entry in REPRO_PRELOAD:
-        mod, _, fn = entry.partition(":")
-        assert not fn or callable(getattr(importlib.import_module(mod), fn, None)), entry
+        if ".py:" in entry:
+            path, _, fn = entry.rstrip("&").rpartition(":")
+            assert path == PREWARM and callable(getattr(prewarm, fn, None)), entry
+        else:
+            importlib.import_module(entry)
+    for name in ("valid_vec_isa_list", "x86_isa_checker", "supported_vec_isa_list"):
+        assert hasattr(cpu_vec_isa, name), name
 
 
 def test_a_fork_waits_for_background_work_and_results_come_back():

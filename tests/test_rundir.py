@@ -133,6 +133,7 @@ JSON_READERS = {
     "bot/minify/reduce.py": "the worker's result and signature files (minify-work/)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
     "bot/proc.py": "event lines and a forked child's messages over its pipe",
+    "bot/minify/procs.py": "the one line of torch facts a fork of the fork server prints",
     "bot/check/one.py": "the check request file",
     "bot/suites/harness_boot.py": "configuration overrides from the environment",
     "bot/slash.py": "a /minify request",

@@ -55,18 +55,29 @@ def _say(msg: str) -> None:
     print(f"minify: {msg}", file=sys.stderr, flush=True)
 
 
-def preflight() -> dict:
-    """Fail early (exit 3) on a torch without what minify needs; returns version facts."""
-    try:
-        from bot.torch_adapter import repro as R
-        from bot.torch_adapter import versions
+def preflight(servers) -> dict:
+    """Fail early (exit 3) on a torch without what minify needs; returns version facts. What torch
+    offers is learned in a fork of the command's fork server (``servers``), which imports torch
+    anyway: this process does not import it (a second import beside the server's would take a
+    core for some 3 s). Without a server, here."""
+    from bot.torch_adapter import repro as R
+    from bot.torch_adapter import versions
 
-        R.require_repro_api()
-    except InfraError:
-        raise
-    except Exception as exc:  # an import-time failure inside torch
-        raise InfraError(f"torch is not usable for minify: {type(exc).__name__}: {exc}") from exc
-    return versions.collect()
+    version = versions.torch_build()["torch"]
+    if version is not None:
+        R.check_repro_api(version, [])  # too old: no need to wait for the server
+    facts = servers.facts()
+    if facts is None:  # no server, or torch failed it: here, to say why
+        try:
+            from bot.torch_adapter.facts import gather
+
+            facts = gather()
+        except ImportError as exc:
+            raise InfraError(f"torch is not importable: {exc}") from exc
+        except Exception as exc:  # an import-time failure inside torch
+            raise InfraError(f"torch is not usable for minify: {type(exc).__name__}: {exc}") from exc
+    R.check_repro_api(facts.get("torch") or version, facts.get("missing") or [])
+    return versions.collect(facts)
 
 
 def run(args) -> int:
@@ -89,14 +100,11 @@ def execute(args) -> int:
                    localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
     run_dir = os.path.abspath(args.out)
     given = args.launcher or args.repro
-    from bot.minify.verify import Interpreters
+    from bot.minify.procs import Interpreters
 
-    # one verification fork server for all the failures of this command, started when the first
-    # reduction starts; with one given launcher, now, so that its torch import overlaps this
-    # process's own import and the reduction (each run is still a process of its own)
+    # one fork server for all the failures of this command (the minify workers and the
+    # verification runs fork from it), started once there is something to minify
     servers = Interpreters(opts.verify_runs)
-    if given and os.path.isfile(given):
-        servers.start()
     try:
         return _run(args, opts, run_dir, given, servers)
     finally:
@@ -145,8 +153,9 @@ def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
         from bot import known
 
         opts.known = known.load(run_dir)
-    versions = preflight()
     t0 = time.time()
+    servers.start()  # its torch import and warm-up overlap the checks below and the capture
+    versions = preflight(servers)
     found = 0
     records = []
     for i, (row, s, launcher) in enumerate(todo, 1):

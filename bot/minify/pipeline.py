@@ -14,8 +14,8 @@ from bot import rundir
 from bot.minify import capture as cap
 from bot.minify import localize as loc
 from bot.minify import package as pkg
+from bot.minify import procs, reuse
 from bot.minify import reduce as red
-from bot.minify import reuse
 from bot.minify import verify as ver
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
 
@@ -80,7 +80,7 @@ def base_record(row: dict) -> dict:
 
 def process(row: dict, settings: dict, run_dir: str, opts: Options, versions: dict,
             say: Callable[[str], None], launcher: str | None = None,
-            interpreters: ver.Interpreters | None = None) -> dict:
+            interpreters: procs.Interpreters | None = None) -> dict:
     """Minify one failure; always returns (and writes) a failure record. ``interpreters``: the
     caller's verification fork server (shared by its failures; the caller closes it)."""
     fid = row["id"]
@@ -261,10 +261,10 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
 
 def _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
                        interpreters=None):
-    # the verification fork server starts now (if it has not yet) and imports torch while
-    # reduction runs; each run is still a process of its own that runs the repro and nothing else.
+    # the fork server starts now (if it has not yet): the minify worker and each verification run
+    # are processes forked from it (each verification run still runs the repro and nothing else).
     # The run with random inputs is usually not needed (the worker decides it).
-    own = None if interpreters is not None else ver.Interpreters(opts.verify_runs)
+    own = None if interpreters is not None else procs.Interpreters(opts.verify_runs)
     try:
         _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend,
                             fclass, c, (interpreters or own).start())
@@ -311,7 +311,7 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
             "bisect": opts.bisect and rec["stage"] == "inductor", "backend": stage_backend or "inductor",
         }
         t = time.time()
-        result = red.reduce(job, log_path, on_event=on_event)
+        result = red.reduce(job, log_path, on_event=on_event, interpreters=interps)
         timings["reduce_total"] = round(timings.get("reduce_total", 0) + time.time() - t, 2)
         for k, v in (result.get("timings") or {}).items():
             timings[k] = round(timings.get(k, 0) + v, 2)

@@ -70,3 +70,105 @@ def warm_parent() -> None:
 
 def python() -> str:
     return sys.executable
+
+
+def repro_env() -> dict:
+    """The environment of a repro run: a child's, without minify-bot on the path (a repro needs
+    torch only; the user's own PYTHONPATH stays: it may be where their torch comes from)."""
+    env = child_env()
+    theirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+              if p and os.path.abspath(p) != REPO_ROOT]
+    if theirs:
+        env["PYTHONPATH"] = os.pathsep.join(theirs)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+class Interpreters:
+    """The minify command's one fork server (:class:`bot.proc.ForkServer`): a fresh interpreter
+    that does what every repro does first (:data:`bot.torch_adapter.repro.REPRO_PRELOAD`: import
+    torch, learn the CPU's vector ISAs, one throwaway compile) and then runs, each in a process
+    forked from it:
+
+    - the verification runs (:meth:`run_script`): each is its own process that ran nothing of the
+      minifier, as ``python repro.py`` would, without minify-bot's checkout on its path;
+    - the minify workers (:meth:`run_module`), as ``python -m bot.minify.worker`` would;
+    - what this torch offers (:meth:`facts`), so that the command's own process need not import
+      torch beside the server.
+
+    So torch is imported and warmed once per minify command, while this process does other work,
+    instead of once per run. :meth:`start` it ahead. A run returns None when there is no server
+    (never started, closed, or gone): the caller then starts a process of its own. Close it when
+    done."""
+
+    def __init__(self, runs: int = 1, preload: tuple[str, ...] | None = None):
+        self._wanted = runs > 0
+        self._preload = preload
+        self._server: proc.ForkServer | None = None
+
+    def start(self) -> "Interpreters":
+        if self._wanted and self._server is None:
+            from bot.torch_adapter.repro import REPRO_PRELOAD
+
+            self._server = proc.forkserver(preload=self._preload if self._preload is not None else REPRO_PRELOAD,
+                                           env=repro_env())
+        return self
+
+    def run_script(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:
+        """One run of a script that needs torch only (a repro) in a fork of the server, in a fresh
+        temporary directory."""
+        import shutil
+        import tempfile
+
+        if self.start()._server is None:
+            return None
+        cwd = tempfile.mkdtemp(prefix="minify-verify-")
+        try:
+            res = self._server.run(path, args, cwd=cwd, timeout=timeout, capture=REPRO_CAPTURE)
+        finally:
+            shutil.rmtree(cwd, ignore_errors=True)
+        return None if res.error else res
+
+    def facts(self, timeout: float = 300) -> dict | None:
+        """:func:`bot.torch_adapter.facts.gather`, run in a fork of the server (None without one)."""
+        import json
+
+        from bot.torch_adapter import facts
+
+        res = self.run_script(facts.__file__, [], timeout=timeout)
+        if res is None or res.returncode != 0:
+            return None
+        try:
+            found = json.loads((res.output.strip().splitlines() or ["null"])[-1])
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    def run_module(self, module: str, args: list[str], *, cwd: str, log_path: str, timeout: float,
+                   env: dict, on_event: Callable[[dict], None] | None = None) -> Outcome | None:
+        """``python -m module args`` in a fork of the server, with this repository first on its path
+        and ``env`` as its environment; logged and evented like :func:`run_logged`."""
+        if self._server is None:
+            return None
+        os.makedirs(cwd, exist_ok=True)
+        out = self._server.run(None, args, module=module, path=[REPO_ROOT], env=env, cwd=cwd, timeout=max(1.0, timeout),
+                               log_path=log_path, announce=f"$ (forked from the fork server) -m {module} "
+                               + " ".join(os.path.basename(a) for a in args), events=True, on_event=on_event)
+        return None if out.error else out
+
+    def close(self) -> None:
+        """Stop the server; later runs start processes of their own."""
+        self._wanted = False
+        if self._server is not None:
+            self._server.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+REPRO_CAPTURE = 1_000_000  # bytes of a repro run's output kept for the same-failure check

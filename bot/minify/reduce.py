@@ -25,16 +25,19 @@ def latest_checkpoint(workdir: str) -> str | None:
     return min(files, key=lambda f: int(os.path.basename(f)[:-3])) if files else None
 
 
-def _run_worker(job: dict, workdir: str, log_path: str, on_event, env_extra=None) -> procs.Outcome:
+def _run_worker(job: dict, workdir: str, log_path: str, on_event, interpreters=None) -> procs.Outcome:
     path = os.path.join(workdir, "job.json" if not job.get("isolate") else "job_isolated.json")
     with open(path, "w") as fh:
         json.dump(job, fh)
     timeout = max(10.0, job["deadline"] - time.time()) + GRACE_S
-    if job.get("fresh_process"):
-        return procs.run_logged([procs.python(), "-m", "bot.minify.worker", "minify", path], cwd=workdir,
-                                log_path=log_path, timeout=timeout,
-                                env=procs.child_env(env_extra, keep_hooks=True), on_event=on_event)
-    # forked from this warmed process: no interpreter start, no torch import
+    if interpreters is not None:
+        # forked from the command's fork server, which imported and warmed torch while this
+        # process did other work: as `python -m bot.minify.worker minify job.json` would run
+        out = interpreters.run_module("bot.minify.worker", ["minify", path], cwd=workdir, log_path=log_path,
+                                      timeout=timeout, env=procs.child_env(keep_hooks=True), on_event=on_event)
+        if out is not None:
+            return out
+    # no server (or it is gone): forked from this process, warmed first
     from bot.minify import worker
 
     procs.warm_parent()
@@ -42,16 +45,17 @@ def _run_worker(job: dict, workdir: str, log_path: str, on_event, env_extra=None
                              cwd=workdir, log_path=log_path, timeout=timeout, on_event=on_event)
 
 
-def reduce(job: dict, log_path: str, on_event=None) -> dict:
+def reduce(job: dict, log_path: str, on_event=None, interpreters=None) -> dict:
     """``job``: repro, workdir, class, original_error, tolerance, strict_accuracy, offload_to_disk,
-    isolate, budget, check_config, bisect, backend. Returns the worker's result dict plus
-    ``final`` (the repro file to package) and ``isolated`` / ``note``."""
+    isolate, budget, check_config, bisect, backend. The worker runs in a fork of ``interpreters``
+    (:class:`bot.minify.procs.Interpreters`) when given, else in a fork of this process. Returns
+    the worker's result dict plus ``final`` (the repro file to package) and ``isolated`` / ``note``."""
     workdir = job["workdir"]
     os.makedirs(workdir, exist_ok=True)
     t0 = time.time()
     job = dict(job, deadline=t0 + float(job.get("budget") or 600))
     result_path = os.path.join(workdir, "result.json")
-    out = _run_worker(job, workdir, log_path, on_event)
+    out = _run_worker(job, workdir, log_path, on_event, interpreters)
     note = None
     isolated = bool(job.get("isolate"))
     if not os.path.exists(result_path) and not out.timed_out and time.time() < job["deadline"] and not isolated:
@@ -62,7 +66,7 @@ def reduce(job: dict, log_path: str, on_event=None) -> dict:
         note = (f"the in-process minify worker died (exit {out.returncode}); resumed "
                 f"{resumed_from}with one process per query")
         job2 = dict(job, repro=ck or job["repro"], isolate=True, nodes_before=nodes_before)
-        out = _run_worker(job2, workdir, log_path, on_event)
+        out = _run_worker(job2, workdir, log_path, on_event, interpreters)
         isolated = True
     result: dict
     if os.path.exists(result_path):

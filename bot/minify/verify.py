@@ -1,86 +1,34 @@
 """Verify: run the final repro in N fresh processes (forks of one interpreter that only imported
-torch) and count how many fail the same way; run it once more with random inputs
-(``run --no-save-dir``) to learn whether the saved inputs matter."""
+and warmed torch: :class:`bot.minify.procs.Interpreters`) and count how many fail the same way;
+run it once more with random inputs (``run --no-save-dir``) to learn whether the saved inputs
+matter."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 
 from bot import proc
 from bot.minify import procs
+from bot.minify.procs import Interpreters
 from bot.signature import Signature, stderr_matches
-from bot.torch_adapter.repro import REPRO_PRELOAD
-
-
-def _repro_env() -> dict:
-    env = procs.child_env()
-    env.pop("PYTHONPATH", None)  # a repro needs torch only
-    return env
-
-
-class Interpreters:
-    """Where verification runs come from: one fresh interpreter that imports torch
-    (:data:`bot.torch_adapter.repro.REPRO_PRELOAD`) and then runs each repro in a process forked from it
-    (:class:`bot.proc.ForkServer`). Every run is its own process that ran nothing but those imports,
-    as ``python repro.py`` would; the import is paid once per minify command instead of once per
-    run. :meth:`start` it ahead (when reduction starts) so the import overlaps other work. If the
-    server is gone, a run starts a cold interpreter. Close it when done."""
-
-    def __init__(self, runs: int = 1, preload: tuple[str, ...] = REPRO_PRELOAD):
-        self._wanted = runs > 0
-        self._preload = preload
-        self._server: proc.ForkServer | None = None
-
-    def start(self) -> "Interpreters":
-        if self._wanted and self._server is None:
-            self._server = proc.forkserver(preload=self._preload, env=_repro_env())
-        return self
-
-    def run(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:
-        """One run in a fork of the server; None when there is no server to run it."""
-        if self.start()._server is None:
-            return None
-        cwd = tempfile.mkdtemp(prefix="minify-verify-")
-        try:
-            res = self._server.run(path, args, cwd=cwd, timeout=timeout, capture=_CAPTURE)
-        finally:
-            shutil.rmtree(cwd, ignore_errors=True)
-        return None if res.error else res
-
-    def close(self) -> None:
-        """Stop the server; later runs start cold interpreters."""
-        self._wanted = False
-        if self._server is not None:
-            self._server.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
               interpreters: Interpreters | None = None) -> tuple[int | None, str]:
     """One run of the repro in a fresh process: (exit code, -signal, or None at the timeout; output)."""
     args = ["run", "--no-save-dir"] if random_inputs else []
-    res = interpreters.run(os.path.abspath(path), args, timeout=timeout) if interpreters is not None else None
+    res = interpreters.run_script(os.path.abspath(path), args, timeout=timeout) if interpreters is not None else None
     if res is None:  # no server, or it is gone: a cold interpreter
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
-            res = proc.run([procs.python(), os.path.abspath(path), *args], cwd=cwd, env=_repro_env(),
-                           timeout=timeout, capture=_CAPTURE)
+            res = proc.run([procs.python(), os.path.abspath(path), *args], cwd=cwd, env=procs.repro_env(),
+                           timeout=timeout, capture=procs.REPRO_CAPTURE)
     if res.timed_out:
         return None, "timeout"
     if res.error:
         return None, res.error
     return res.returncode, res.output
-
-
-_CAPTURE = 1_000_000
 
 
 def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:

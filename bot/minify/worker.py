@@ -90,6 +90,8 @@ class Evaluator:
 
         if self.kind == "dynamo":
             return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
+        if self.kind == "backend":
+            return M.compile_backend(gm, args, self.backend)
         return M.compile_aot(gm, args)
 
     def observe(self, gm, args) -> Signature | None:
@@ -387,7 +389,9 @@ def cmd_minify(job_path: str) -> int:
 
             remaining = (job.get("deadline") or (time.time() + 120)) - time.time()
             if remaining > 10:
-                ev = Evaluator({**job, "deadline": None}, "dynamo", pinned)
+                # each of the bisector's backends (eager ... inductor) straight on the aten graph;
+                # through dynamo where the graph has symbolic sizes (dynamo keeps them symbolic)
+                ev = Evaluator({**job, "deadline": None}, "dynamo" if job.get("dynamic") else "backend", pinned)
                 try:
                     result["bisect"] = B.bisect_graph(final_gm, final_args, lambda g, a, b: _bisect_probe(ev, g, a, b),
                                                       budget=min(remaining - 5, float(job.get("bisect_budget") or 60)))

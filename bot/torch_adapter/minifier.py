@@ -94,6 +94,17 @@ def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], 
     return lambda inputs: opt(*inputs)
 
 
+def compile_backend(gm, args, backend: str) -> Callable[[list], Any]:
+    """Hand a graph straight to a registered torch.compile backend (``eager``, ``aot_eager``,
+    ``inductor``...), as dynamo would after tracing it, without the tracing: an aten-level graph
+    traces to itself. About half the cost of :func:`compile_dynamo` on a small graph (the
+    bisector compiles one graph some 16 times). Static shapes only; returns f(list)."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    compiled = lookup_backend(backend)(copy.deepcopy(gm), list(args))
+    return lambda inputs: compiled(*inputs)
+
+
 def run_eager(gm, args):
     return gm(*clone_inputs(args))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import InfraError, UsageError
-from bot.torch_adapter.runtime import CPU_ISA_DETECTION
+from bot.torch_adapter.prewarm import CPU_ISA_IMPORTS
 
 # torch releases this adapter was verified against; newer ones are tried (feature-detected).
 MIN_TORCH = (2, 5)
@@ -47,13 +47,18 @@ CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "i
 
 
 # What a packaged repro (torch's repro format) does first in a fresh process, the same way every
-# time: the verification fork server does it once before it forks the runs. The imports; and the
-# CPU's vector ISAs, which inductor learns in every new process by compiling and loading a probe
-# library per ISA in child processes (about 1 s). "module:function" entries are called once if the
-# function exists (feature-detected: an older torch simply skips it).
-REPRO_PRELOAD = ("torch", "torch.fx", "torch._dynamo", "torch._dynamo.testing", "torch._inductor.config",
-                 "torch._inductor.inductor_prims", "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot",
-                 CPU_ISA_DETECTION)
+# time: the minify command's fork server (bot.minify.procs.Interpreters) does it once before it
+# forks the verification runs and the minify workers (see bot.proc.ForkServer for the syntax).
+# The imports; the CPU's vector ISAs, which inductor learns in every new process by compiling and
+# loading a probe library per ISA in child processes (about 1 s; here in a thread, while the other
+# imports load); and one throwaway compile of a function of its own (about 0.9 s of one-time
+# costs that every first compile pays). Both in prewarm.py, loaded by path: minify-bot's modules
+# stay out of the server, so a repro that needed them would fail its verification.
+PREWARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
+REPRO_PRELOAD = ("torch", *CPU_ISA_IMPORTS, f"{PREWARM}:learn_cpu_isa&", "torch.fx", "torch._dynamo",
+                 "torch._dynamo.testing", "torch._inductor.config", "torch._inductor.inductor_prims",
+                 "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot", f"{PREWARM}:compile_once")
+
 
 def _torch():
     try:
@@ -64,8 +69,12 @@ def _torch():
 
 
 def torch_version() -> tuple[int, int]:
-    torch = _torch()
-    parts = torch.__version__.split("+")[0].split(".")
+    return version_tuple(_torch().__version__)
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as ``2.13.0+cpu``; (0, 0) when unreadable."""
+    parts = version.split("+")[0].split(".")
     try:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
@@ -73,33 +82,21 @@ def torch_version() -> tuple[int, int]:
 
 
 def require_repro_api() -> None:
-    """Raise InfraError unless this torch has what capture/minify need."""
-    if torch_version() < MIN_TORCH:
-        raise InfraError(
-            f"torch {_torch().__version__} is too old for minify (need >= {'.'.join(map(str, MIN_TORCH))})"
-        )
-    missing = []
-    checks = [
-        ("torch._dynamo.repro.after_aot", ("save_graph_repro", "run_repro")),
-        ("torch._dynamo.debug_utils", ("InputReader", "NopInputReader", "same_two_models", "cast_to_fp64")),
-        ("torch._functorch.fx_minifier", ("minifier",)),
-        ("torch._inductor.compile_fx", ("compile_fx_inner",)),
-        ("torch._dynamo.utils", ("same",)),
-        ("torch.fx.experimental.proxy_tensor", ("make_fx",)),
-    ]
-    import importlib
+    """Raise InfraError unless this torch has what capture/minify need (imports torch here)."""
+    from bot.torch_adapter.facts import missing_repro_api
 
-    for modname, names in checks:
-        try:
-            mod = importlib.import_module(modname)
-        except Exception:  # noqa: BLE001 - feature detection: a private module failing to import is missing
-            missing.append(modname)
-            continue
-        missing += [f"{modname}.{n}" for n in names if not hasattr(mod, n)]
+    check_repro_api(_torch().__version__, missing_repro_api())
+
+
+def check_repro_api(version: str | None, missing: list[str]) -> None:
+    """Raise InfraError for a torch too old for minify, or lacking a private API it uses
+    (``missing``, as :func:`bot.torch_adapter.facts.missing_repro_api` found it)."""
+    if version is None:
+        raise InfraError("torch is not installed (minify needs it)")
+    if version_tuple(version) < MIN_TORCH:
+        raise InfraError(f"torch {version} is too old for minify (need >= {'.'.join(map(str, MIN_TORCH))})")
     if missing:
-        raise InfraError(
-            f"torch {_torch().__version__} lacks the repro API minify needs: {', '.join(missing)}"
-        )
+        raise InfraError(f"torch {version} lacks the repro API minify needs: {', '.join(missing)}")
 
 
 # --------------------------------------------------------------------------------------------

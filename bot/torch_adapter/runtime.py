@@ -237,8 +237,6 @@ def autocast_context(device: str):
     return torch.autocast(device_type=device, dtype=dtype)
 
 
-# inductor's CPU vector-ISA detection (private: feature-detected), as "module:function"
-CPU_ISA_DETECTION = "torch._inductor.cpu_vec_isa:valid_vec_isa_list"
 _ISA: dict = {}
 
 
@@ -253,19 +251,17 @@ def learn_cpu_isa_in_background() -> None:
 
     if "job" in _ISA or cuda_device_count() > 0:
         return
-    module, _, name = CPU_ISA_DETECTION.partition(":")
-    try:  # imported here, not in the thread: two threads importing the same modules can deadlock
-        from torch._inductor import codecache, cpp_builder  # noqa: F401
+    from bot.torch_adapter import prewarm
 
-        detect = getattr(importlib.import_module(module), name, None)
+    try:  # imported here, not in the thread
+        for m in prewarm.CPU_ISA_IMPORTS:
+            importlib.import_module(m)
     except ImportError:
-        return
-    if not callable(detect):
         return
 
     def run():
         try:
-            detect()
+            prewarm.learn_cpu_isa()
         except Exception:  # noqa: BLE001 - the compile that needs it detects again, and says why
             pass
 
@@ -277,55 +273,33 @@ def learn_cpu_isa_in_background() -> None:
 def warm_up(device: str = "cpu") -> None:
     """Pay the one-time costs (lazy imports, CPU ISA detection, first C++ compile) once, in a
     process that will fork the checks, without starting thread pools or touching CUDA."""
-    import torch
-
+    from bot.torch_adapter import prewarm
     from bot.torch_adapter.device import cuda_device_count
 
     gpu = cuda_device_count() > 0
     learn_cpu_isa_in_background()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
-        from torch._inductor import config as inductor_config
 
         if gpu:
             # A compile here would initialize CUDA (dynamo saves the CUDA RNG state around every
             # compile when a GPU is visible), and CUDA does not survive a fork: every forked check
             # would fail with "Cannot re-initialize CUDA in forked subprocess". Imports only.
             return
-
         if "job" in _ISA:
             _ISA["job"].wait()
-
-        def f(x):
-            return (x.sin() + 1).sum(0)
-
-        # no compile worker pools in a process that will fork
-        with inductor_config.patch(compile_threads=1):
-            torch.compile(f, backend="inductor")(torch.randn(4, 4))
-        reset()
+        prewarm.compile_once_on_cpu()
     finally:
-        torch.set_num_threads(threads)
         after_fork()
 
 
 def after_fork() -> None:
     """Forget compile thread/process pools inherited from a parent: their threads did not survive
     the fork, and waiting on them deadlocks. Called in every forked check."""
-    try:
-        from torch._inductor import async_compile
-    except ImportError:  # pragma: no cover
-        return
-    reset_fn = getattr(async_compile, "after_fork", None)
-    if callable(reset_fn):
-        reset_fn()
-    ac = getattr(async_compile, "AsyncCompile", None)
-    for name in ("pool", "process_pool"):
-        fn = getattr(ac, name, None)
-        if hasattr(fn, "cache_clear"):
-            fn.cache_clear()
+    from bot.torch_adapter.prewarm import forget_compile_pools
+
+    forget_compile_pools()
 
 
 def dynamo_stats() -> dict:

@@ -16,15 +16,9 @@ def _run(cmd: list[str]) -> str | None:
     return out if p.returncode == 0 and out else None
 
 
-def cxx_compiler() -> str | None:
-    name = None
-    try:
-        from torch._inductor import cpp_builder
-
-        if hasattr(cpp_builder, "get_cpp_compiler"):
-            name = cpp_builder.get_cpp_compiler()
-    except Exception:  # noqa: BLE001
-        name = None
+def cxx_version(name: str | None) -> str | None:
+    """The first line of ``--version`` of the C++ compiler ``name`` (inductor's choice, see
+    :func:`bot.torch_adapter.facts.cxx_compiler_name`), or of the first one on PATH."""
     name = name or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if not name:
         return None
@@ -63,26 +57,27 @@ def torch_build() -> dict:
     return {k: getattr(mod, v, None) for k, v in keys.items()}
 
 
-def collect() -> dict:
+def collect(facts: dict | None = None) -> dict:
+    """``facts``: :func:`bot.torch_adapter.facts.gather` as another process found it (then torch
+    is not imported here); without them, gathered here."""
     info: dict = {"torch": None, "torch_git": None, "cuda": None, "cudnn": None, "triton": None, "gpus": [],
                   "driver": None, "python": platform.python_version(), "os": platform.platform(terse=False),
-                  "cxx": cxx_compiler()}
+                  "cxx": None}
     info.update(torch_build())
     if info["torch"] is None:  # no torch
+        info["cxx"] = cxx_version(None)
         return info
-    import torch
+    if facts is None:
+        from bot.torch_adapter.facts import gather
 
-    info["cuda"] = info["cuda"] or getattr(torch.version, "hip", None)
+        facts = gather()
+    info["cxx"] = cxx_version(facts.get("cxx"))
+    info["cuda"] = info["cuda"] or facts.get("hip")
+    info["triton"] = facts.get("triton")
     if info["cuda"]:
         from bot.torch_adapter.device import cudnn_version
 
         info["cudnn"] = cudnn_version()
-    try:
-        import triton  # noqa: F401
-
-        info["triton"] = getattr(triton, "__version__", None)
-    except Exception:  # noqa: BLE001
-        pass
     # nvidia-smi, not the CUDA runtime: minify forks its stages from this process afterwards
     from bot.torch_adapter.device import driver_version, gpu_names
 
