@@ -175,3 +175,5 @@ def test_a_worker_that_dies_in_the_bisector_still_ends_with_one_verified_repro(s
     assert "inject_relu_bug_TESTING_ONLY = 'accuracy'" in src
     log = (out / "failures" / "repro" / "minifier.log").read_text()
     assert log.count("verify run 1/3") == 1, log[-3000:]   # verified once, not twice
+    # both workers (the one that died and the resumed one) forked from the command's fork server
+    assert log.count("(forked from the fork server) -m bot.minify.worker minify") == 2, log[-3000:]

@@ -6,6 +6,8 @@ import json
 import os
 import textwrap
 
+import pytest
+
 from bot.minify.configdiff import ddmin, true_diff
 from bot.minify.package import clean_source
 from bot.signature import Signature, message_keys, signature_of_error_record, stderr_matches
@@ -217,3 +219,24 @@ def test_a_process_that_aborts_on_a_thrown_cpp_exception_fails_like_the_check_re
     # a repro run that aborts the same way verifies; one that raises RuntimeError does not
     assert stderr_matches(original, "terminate called after throwing an instance of 'int'\n")
     assert not stderr_matches(original, "RuntimeError: unhandled error\n")
+
+
+@pytest.mark.slow  # the fork server warms up with one compile
+def test_minify_learns_what_torch_offers_in_its_fork_server_and_never_imports_torch_itself(tmp_path):
+    """The command's own process does not import torch beside its fork server (a second import
+    would take a core for seconds); the facts it records come from a fork of that server."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from bot.commands.minify import preflight\n"
+            "from bot.minify.procs import Interpreters\n"
+            "with Interpreters(1).start() as servers:\n"
+            "    v = preflight(servers)\n"
+            "print(v['torch'], bool(v['cxx']), 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(_root())))
+    import torch
+
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == [torch.__version__, "True", "False"], p.stdout

@@ -63,6 +63,38 @@ def test_the_culprit_of_a_1000_node_graph_is_found_in_about_log2_n_queries(relu_
     assert torch.equal(st2.gm(*st2.args)[0], torch.relu(st2.args[0]))
 
 
+def test_the_search_compiles_graphs_that_shrink_with_every_query():
+    """Each query after the first compiles only the half still in question (the compile cost of
+    a query is about its size), not a prefix that stays near the whole graph."""
+    st = _deep(100, 92)
+    sizes = []
+    oracle = P.Oracle(lambda g, a: sizes.append(len(P.call_nodes(g))) or _computes_relu(g, a))
+    _, culprit = P.find_culprit(st, oracle)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+    n = len(P.call_nodes(st.gm))
+    assert sizes[0] <= n // 2 + 1 and sizes[-1] == 1, sizes
+    assert sum(sizes) < 1.2 * n, (sum(sizes), n, sizes)   # prefixes would compile about n/2 * log2(n)
+
+
+def test_a_failure_that_needs_its_surroundings_is_found_by_the_prefix_search():
+    """A bug that shows only when the relu and the tanh before it are compiled together: no node
+    fails alone, so the window search's answer does not count and the prefix search decides."""
+    st = _deep(30, 20)
+
+    def needs_both(g, a) -> bool:
+        targets = [n.target for n in g.graph.nodes if n.op == "call_function"]
+        if torch.ops.aten.relu.default not in targets:
+            return False
+        return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
+
+    oracle = P.Oracle(needs_both)
+    found, culprit = P.find_culprit(st, oracle)
+    assert culprit.method == "graph" and culprit.ops == ["aten.relu.default"]
+    assert needs_both(found.gm, found.args)
+    n = len(P.call_nodes(st.gm))
+    assert oracle.asked <= 2 * math.ceil(math.log2(n)) + 4, oracle.asked
+
+
 def test_no_candidate_is_asked_twice():
     st = _deep(10, 4)
     seen = []

@@ -7,11 +7,15 @@ fail" for free on a graph with no computation left.
 
 The order, and why:
 
-1. :func:`find_culprit` - a binary search over graph prefixes for the first node whose compiled
-   prefix fails (``ceil(log2 N)`` queries on an N-node graph), then one query on that node compiled
-   alone, fed its real eager inputs. When that fails, the repro *is* the culprit op plus its inputs
-   and output: nothing else can be removed. This runs first because it is the only step whose cost
-   grows with log N rather than N; everything after it works on a graph that is already small.
+1. :func:`find_culprit` - a binary search for the culprit node (``ceil(log2 N)`` queries on an
+   N-node graph), then one query on that node compiled alone, fed its real eager inputs. When that
+   fails, the repro *is* the culprit op plus its inputs and output: nothing else can be removed.
+   The search first compiles only the half of the range still in question, fed the eager values
+   it reads (:func:`window_state`: compiles that shrink with every query); when the node it ends on
+   does not fail alone (a failure that needs its surroundings), it searches over graph prefixes,
+   which holds for any failure that shows at a prefix's outputs. This runs first because it is
+   the only step whose cost grows with log N rather than N; everything after it works on a graph
+   that is already small.
 2. :func:`remove_dead` - drop call nodes whose results nobody uses, including those FX keeps
    because it treats them as impure (``_scaled_dot_product_flash_attention_for_cpu`` with unused
    outputs): they are deleted explicitly, not through ``eliminate_dead_code``. One query for all.
@@ -313,15 +317,84 @@ def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | Non
     if hint is not None and hint.hi is not None and 0 <= hint.lo < hint.hi <= len(calls) \
             and (hint.lo, hint.hi) != (0, len(calls)):
         log(f"culprit search: {hint.source} puts the culprit in call nodes {hint.lo + 1}..{hint.hi} of {len(calls)}")
-        found = _search(st, oracle, log, calls, hint.lo, hint.hi, asked0)
-        if found is not None and found[1].method == "compiled-alone":
+        _, kinds = eager_values(st.gm, st.args, lambda n: False)
+        found = _window_search(st, oracle, log, calls, hint.lo, hint.hi, kinds, asked0)
+        if found is not None:
             return found
         log("culprit search: not in the hinted range; searching the whole graph")
-    return _search(st, oracle, log, calls, 0, len(calls), asked0)
+        return _search(st, oracle, log, calls, 0, len(calls), asked0)
+    # the window search is tried once: a failure it misses is not local, and prefixes decide
+    return _search(st, oracle, log, calls, 0, len(calls), asked0, windows=True)
 
 
-def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int):
+def window_state(st: State, lo: int, k: int, kinds: dict):
+    """Call nodes ``lo``..``k-1`` on their own: the values they read from earlier call nodes become
+    inputs fed their real eager values, and their frontier the outputs (:func:`prefix_state` when
+    ``lo`` is 0). None when a cut would need a non-tensor input or output."""
+    if lo == 0:
+        return prefix_state(st, k, kinds)
+    calls = call_nodes(st.gm)
+    window = calls[lo:k]
+    inside, earlier = set(window), set(calls[:lo])
+    cut = [n for n in dict.fromkeys(x for w in window for x in w.all_input_nodes) if n in earlier]
+    if any(kinds.get(n.name) != "tensor" for n in cut):
+        return None
+    frontier = []
+    for n in window:
+        if any(u not in inside for u in n.users):
+            if kinds.get(n.name) == "scalar":
+                continue
+            if kinds.get(n.name) != "tensor":
+                return None
+            frontier.append(n)
+    if not frontier:
+        return None
+    values, _ = eager_values(st.gm, st.args, lambda n: n in cut)
+    gm, sources = _rebuild(st.gm, window, frontier, new_inputs={n: f"cut_{n.name}" for n in cut}, values=values)
+    return State(gm, _args_for(sources, st.args, values))
+
+
+def _window_search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, kinds: dict, asked0: int):
+    """The prefix search's halving, but each query compiles only the part of the range still in
+    question, ``lo``..``mid``, fed the eager values of what it reads from before: a graph that
+    halves with every query instead of a prefix that stays large (a compile costs about its size:
+    on a 90-node graph the search's compiles shrink from some 80 nodes each to 45, 22, 11...).
+    It assumes the failure is local (a part of the range that holds the culprit fails on its own),
+    so its answer counts only when the node it ends on fails compiled alone; otherwise None and the
+    prefix search decides."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        cand, k = None, None
+        for j in sorted(range(lo + 1, hi), key=lambda j: abs(j - mid)):
+            cand = window_state(st, lo, j, kinds)
+            if cand is not None:
+                k = j
+                break
+        if cand is None:
+            return None
+        if oracle(cand):
+            hi = k
+        else:
+            lo = k
+    node = calls[hi - 1]
+    node = _multi_output_source(node) or node
+    alone = alone_state(st, node)
+    if alone is not None and oracle(alone):
+        queries = oracle.asked - asked0
+        log(f"culprit search: the window search ends on node {hi} of {len(calls)}, {node.name} = {op_name(node)}; "
+            f"it fails compiled alone ({queries} queries)")
+        return alone, Culprit([op_name(node)], "compiled-alone", node.name, queries)
+    log(f"culprit search: the window search ends on {node.name}, which does not fail compiled alone; "
+        "searching prefixes")
+    return None
+
+
+def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int, windows: bool = False):
     _, kinds = eager_values(st.gm, st.args, lambda n: False)
+    if windows:
+        found = _window_search(st, oracle, log, calls, lo, hi, kinds, asked0)
+        if found is not None:
+            return found
     best_prefix = None
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -393,8 +393,10 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
 
 
 def _verify_plan(opts: Options, random_known) -> str:
+    n = opts.verify_runs + (random_known is None)
+    at_once = ver.side_by_side(n)
     return (f"{opts.verify_runs} fresh runs{' + 1 with random inputs' if random_known is None else ''}, "
-            "2 at a time")
+            + ("all at once" if at_once >= n else f"{at_once} at a time"))
 
 
 def _package_and_verify(final: str, config, sig: Signature, random_known, opts: Options, fdir: str, vlog,

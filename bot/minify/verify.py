@@ -39,17 +39,25 @@ def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
     return rc != 0 and stderr_matches(sig, output)
 
 
+def side_by_side(n: int) -> int:
+    """How many of ``n`` verification runs go at once: all of them, but one at a time on a
+    one-core machine. Each is one small compile and a run, forked from a warm server; they usually
+    run beside the bisector, and a run that waits for a slot leaves a core idle (a compile error's
+    runs each wait for the C++ compiler)."""
+    return max(1, n if (os.cpu_count() or 1) > 1 else 1)
+
+
 def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None,
            random_known: bool | None = None, interpreters: Interpreters | None = None) -> dict:
-    """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default: 2, or 1 on a
-    one-core machine). Each run is its own process that ran nothing of the minifier: that is the
+    """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default:
+    :func:`side_by_side`). Each run is its own process that ran nothing of the minifier: that is the
     point. Plus one run with random inputs, unless ``random_known`` already says whether random
     inputs reproduce. ``interpreters``: the fork server started earlier (see :class:`Interpreters`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.time()
-    jobs = jobs or max(1, min(2, os.cpu_count() or 1))
     plan = [False] * runs + ([True] if random_known is None else [])
+    jobs = jobs or side_by_side(len(plan))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         outs = list(pool.map(lambda rnd: run_repro(path, random_inputs=rnd, timeout=timeout,
                                                 interpreters=interpreters), plan))
