@@ -41,8 +41,8 @@ except Exception:
     import traceback; traceback.print_exc()
     print("benchmark: the compiled model did not build"); sys.exit(1)
 """, "compile_error"),
+    # the bug comes from the check's --config (see CONFIG), not from the program
     "rerr": (HEADER + """
-ic.cpp.inject_relu_bug_TESTING_ONLY = "runtime_error"
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
 torch.compile(m)(torch.randn(4, 8))
 """, "runtime_error"),
@@ -61,6 +61,9 @@ with torch.no_grad():
 assert torch.allclose(out, ref, atol=1e-4), "compiled and eager differ"
 """, "accuracy"),
 }
+
+# --config given to the check (the environment hook sets it in the program's process)
+CONFIG = {"rerr": ["--config", "inductor.cpp.inject_relu_bug_TESTING_ONLY=runtime_error"]}
 
 # programs that are not compiler failures: name -> (program, expected class, words in the reason)
 NOT_COMPILER = {
@@ -110,7 +113,7 @@ def _combined_run(tmp_path, docs, name="combined"):
 def test_benchmark_programs_end_with_a_verified_repro_of_the_culprit_op(tmp_path, bot):
     docs = []
     for name, (src, cls) in PROGRAMS.items():
-        proc, doc = _check(bot, tmp_path, name, src)
+        proc, doc = _check(bot, tmp_path, name, src, *CONFIG.get(name, []))
         row = doc["checks"][0]
         assert proc.returncode == 1, proc.stderr[-2000:]
         assert row["failure_class"] == cls, (name, row["status"], row.get("classified_by"), row["error"])

@@ -8,12 +8,16 @@ Environment (read in the program's process):
                              one: eager, aot_eager, aot_eager_decomp_partition, inductor,
                              module:function, or "none" (do not compile at all)
   MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here
+  MINIFY_BOT_CONFIG          the check's --config overrides (JSON), set on torch's config modules
+                             as the program imports torch._dynamo (what the program sets itself
+                             afterwards wins)
 
 Events: {"event": "hook"}  the hook loaded in a Python process of the program,
         {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based),
         {"event": "exit", "graphs": n}  graphs dynamo produced in a process that exited normally,
         {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
-        {"event": "forced", "backend": ...}, {"event": "unsupported", "what": ...}.
+        {"event": "forced", "backend": ...}, {"event": "config", "keys": [...]},
+        {"event": "unsupported", "what": ...}.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ def on_import(name: str, module) -> None:
         return
     _STATE["done"].add(name)
     if name == "torch._dynamo":
+        _apply_config()
         _count_graphs()
         import atexit
 
@@ -52,6 +57,25 @@ def on_import(name: str, module) -> None:
             _force_backend(module, forced)
     elif name == "torch._dynamo.repro.after_aot" and os.environ.get("MINIFY_BOT_LAUNCHER_DIR"):
         _keep_launchers(module)
+
+
+def _apply_config() -> None:
+    """The check's ``--config`` overrides, on the live config modules of the program's process:
+    a program checked with ``--config inductor.x=y`` compiles with it, as a zoo model or the
+    harness would, without reading ``MINIFY_BOT_CONFIG`` itself."""
+    raw = os.environ.get("MINIFY_BOT_CONFIG")
+    if not raw:
+        return
+    try:
+        from bot.torch_adapter.config import apply_overrides, validate_overrides
+
+        overrides = validate_overrides(safejson.loads(raw))
+        apply_overrides(overrides)
+    except Exception as exc:  # noqa: BLE001 - the program runs on; the check says what was not applied
+        _emit(event="unsupported", what=f"--config in the program: {type(exc).__name__}: {exc}")
+        return
+    if overrides:
+        _emit(event="config", keys=sorted(overrides))
 
 
 def _unique_graphs() -> int | None:
