@@ -40,10 +40,11 @@ WRAPPERS = {
 ABORT_TYPE = "UncaughtCppException"
 UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^'\n]*'")
 # what other OpenMP threads write while the first one reports: it can land inside that line
-_INTERLEAVED = re.compile(r"terminate called (?:recursively|without an active exception)\s*")
+_OTHER_TERMINATE = r"terminate called (?:recursively|without an active exception)"
+_INTERLEAVED = re.compile(_OTHER_TERMINATE + r"\s*")
 # ... or several OpenMP threads threw at once and the abort came before the first one's line
 # (libstdc++'s handler prints one of these; which one depends on how the threads raced)
-ABORT_OUTPUT = re.compile(r"terminate called (?:after throwing an instance of|recursively|without an active exception)")
+ABORT_OUTPUT = re.compile(r"terminate called after throwing an instance of|" + _OTHER_TERMINATE)
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "`": "'"})
 

@@ -131,7 +131,7 @@ def test_dead_attention_calls_fx_keeps_are_removed_and_the_result_is_1_minimal()
 
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agrees():
-    from bot.minify.worker import Evaluator
+    from bot.minify.worker import Evaluator, _bisect_probe
     from bot.torch_adapter import bisect as B
 
     st = _deep(12, 9)
@@ -143,17 +143,17 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
         alone, culprit = P.find_culprit(st, oracle)
         assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
         assert oracle.asked <= 2 * math.ceil(math.log2(len(st.gm.graph.nodes))) + 4
-        ev2 = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, "dynamo", ev.pinned)
-
-        def good(g, a, backend):
-            ev2.backend = backend
-            sig = ev2.observe(g, a)
-            return not (sig is not None and ev2.pinned.matches(sig))
-
-        res = B.bisect_graph(alone.gm, alone.args, good, budget=120)
-    if res is not None and not res.get("incomplete"):
-        assert P.agrees_with_bisect(culprit.ops, res) is not False, res
-        assert "relu" in (bisect_words(res) or "")
+        answers = {}
+        for kind in ("backend", "dynamo"):  # the worker's way (each backend on the aten graph), and dynamo's
+            ev2 = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, kind, ev.pinned)
+            answers[kind] = B.bisect_graph(alone.gm, alone.args, lambda g, a, b, ev2=ev2: _bisect_probe(ev2, g, a, b),
+                                           budget=120)
+    res = answers["backend"]
+    assert res is not None and not res.get("incomplete"), res
+    assert (res["backend"], res["subsystem"], res["detail"]) == ("inductor", "lowerings", "relu"), res
+    assert P.agrees_with_bisect(culprit.ops, res) is True and bisect_words(res) == "lowerings: relu"
+    assert {k: v for k, v in answers["dynamo"].items() if k != "runs"} == \
+        {k: v for k, v in res.items() if k != "runs"}, answers   # skipping the tracing changes nothing
 
 
 # ------------------------------------------------------------------------------------------

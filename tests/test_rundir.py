@@ -135,7 +135,6 @@ JSON_READERS = {
     "bot/proc.py": "event lines and a forked child's messages over its pipe",
     "bot/minify/procs.py": "the one line of torch facts a fork of the fork server prints",
     "bot/check/one.py": "the check request file",
-    "bot/suites/harness_boot.py": "configuration overrides from the environment",
     "bot/slash.py": "a /minify request",
     "bot/gha.py": "the GitHub event payload",
     "bot/fingerprint.py": "the issue-body marker",

@@ -357,7 +357,7 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
 
     final = result["final"]
     rnd_known = result.get("random_inputs_reproduce")
-    config = rec["config"]["minimal"] if rec["config"]["minimal"] is not None else (rec["config"]["diff"] or None)
+    config = _repro_config(rec["config"]["minimal"], rec["config"]["diff"])
     done = early.outcome(final, config, rnd_known, vlog) if early is not None else None
     if done is None:
         say(f"{fid}: verify: {_verify_plan(opts, rnd_known)}")
@@ -390,6 +390,12 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
         pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
                              else (rec["config"]["diff"] or None), final)
         r["standalone_path"] = "repro_standalone.py"
+
+
+def _repro_config(minimal: list | None, diff: list | None) -> list | None:
+    """The config lines a packaged repro carries: the minimal config when it was found, else the
+    whole diff (None: none)."""
+    return minimal if minimal is not None else (diff or None)
 
 
 def _verify_plan(opts: Options, random_known) -> str:
@@ -435,9 +441,7 @@ class _EarlyVerify:
         self.digest = _digest(event["path"])  # the worker wrote it before it announced it
         self.fdir = fdir
         self.lines: list[str] = []
-        config = event.get("config_minimal")
-        config = config if config is not None else (event.get("config_diff") or None)
-        self.config = config
+        self.config = config = _repro_config(event.get("config_minimal"), event.get("config_diff"))
         self.job = proc.background(lambda: _package_and_verify(
             event["path"], config, sig, event.get("random_inputs_reproduce"), opts, fdir, self.lines.append,
             interps), name="verify")

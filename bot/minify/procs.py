@@ -149,7 +149,7 @@ class Interpreters:
                    env: dict, on_event: Callable[[dict], None] | None = None) -> Outcome | None:
         """``python -m module args`` in a fork of the server, with this repository first on its path
         and ``env`` as its environment; logged and evented like :func:`run_logged`."""
-        if self._server is None:
+        if self.start()._server is None:
             return None
         os.makedirs(cwd, exist_ok=True)
         out = self._server.run(None, args, module=module, path=[REPO_ROOT], env=env, cwd=cwd, timeout=max(1.0, timeout),

@@ -1,9 +1,10 @@
 """PyTorch's own benchmark harness (benchmarks/dynamo/{torchbench,huggingface,timm_models}.py).
 
 Given a pytorch checkout, each model runs as
-    python -m bot.suites.harness_boot benchmarks/dynamo/<suite>.py --accuracy --<mode> --<dtype>
+    python benchmarks/dynamo/<suite>.py --accuracy --<mode> --<dtype>
            --devices <device> --only <model> --output <csv> (--inductor | --backend <b>) --timeout <s>
-from the checkout's root; the bootstrap applies --config overrides before the harness starts.
+from the checkout's root with the environment hook loaded, which applies the --config overrides
+as the harness imports torch._dynamo (bot.torch_adapter.hook).
 The row it appends to the CSV is the verdict; a run that wrote none is judged by bot.suites.classify
 from its exit status and output. The harness's model lists (`name,batch` or `name batch`) give `--list`.
 """
@@ -78,7 +79,7 @@ def harness_models(pytorch: str | None, suite: str | None, batch_size: int | Non
 
 def harness_argv(spec: dict, settings, csv_path: str) -> list[str]:
     script = os.path.join(spec["pytorch"], "benchmarks", "dynamo", f"{spec['suite']}.py")
-    argv = [sys.executable, "-m", "bot.suites.harness_boot", script, "--accuracy", f"--{settings.mode}",
+    argv = [sys.executable, script, "--accuracy", f"--{settings.mode}",
             f"--{settings.dtype}", "--devices", settings.device, "--only", spec["model"], "--output", csv_path,
             "--timeout", str(int(settings.timeout))]
     argv += ["--inductor"] if settings.backend == "inductor" else [f"--backend={settings.backend}"]
@@ -106,7 +107,7 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     if os.path.exists(csv_path):
         os.remove(csv_path)
     argv = harness_argv(spec, settings, csv_path)
-    env = {"MINIFY_BOT_HARNESS_CONFIG": json.dumps(settings.config),
+    env = {"MINIFY_BOT_CONFIG": json.dumps(settings.config),  # set by the environment hook, as for a command
            # the harness turns the compiled-graph caches back on when imported (huggingface.py);
            # these variables win over that, and a cache hit would skip repro-after capture
            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}

@@ -16,14 +16,3 @@ Submodules:
 """
 
 from __future__ import annotations
-
-
-def torch_version() -> tuple[int, int]:
-    """(major, minor) of the installed torch, without importing more than torch.version."""
-    import torch
-
-    parts = torch.__version__.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return (0, 0)

@@ -68,10 +68,6 @@ def _torch():
     return torch
 
 
-def torch_version() -> tuple[int, int]:
-    return version_tuple(_torch().__version__)
-
-
 def version_tuple(version: str) -> tuple[int, int]:
     """(major, minor) of a torch version string such as ``2.13.0+cpu``; (0, 0) when unreadable."""
     parts = version.split("+")[0].split(".")
