@@ -14,6 +14,7 @@ count where this torch has it) or ``nvidia-smi``, never the CUDA runtime, and
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -97,11 +98,23 @@ def fork_hooks(name: str) -> dict:
     return {"guard": lambda: assert_fork_safe(name), "child_setup": after_fork}
 
 
+@functools.lru_cache(maxsize=1)
+def _gpu_visible() -> bool:
+    """Whether this process sees a CUDA device (asked once: it does not change while it runs)."""
+    return cuda_device_count() > 0
+
+
 def cuda_initialized() -> bool:
-    """True when this process has touched CUDA in a way that forked children cannot survive."""
+    """True when this process has touched CUDA in a way that forked children cannot survive.
+
+    Never where no GPU is visible: a CUDA build of torch on a machine without NVIDIA's driver has
+    no NVML to ask, so ``torch.cuda.is_available()`` - which dynamo calls around every frame it
+    compiles - falls back to the CUDA runtime's device count, and that registers torch's fork
+    handler ("bad fork" in every child). With no device there is nothing a child could fail to
+    use, and the check, localize and capture children run on the CPU as on a CPU build."""
     import torch
 
-    if not torch.backends.cuda.is_built():
+    if not torch.backends.cuda.is_built() or not _gpu_visible():
         return False
     try:
         if torch.cuda.is_initialized():
