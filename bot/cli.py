@@ -23,6 +23,7 @@ COMMANDS = {
     "run": "bot.commands.run",
     "selftest": "bot.commands.selftest",
     "merge": "bot.commands.merge",
+    "bisect": "bot.commands.bisect",
     "action": "bot.commands.action",
 }
 

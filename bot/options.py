@@ -193,6 +193,23 @@ class ReportStageOptions(_Options):
     dashboard: bool | None = opt(True, flag="--dashboard", off="--no-dashboard")
 
 
+@dataclass
+class BisectOptions(_Options):
+    """`minify-bot bisect` (and the bisect step of `run --build ...`)."""
+
+    STAGE = "bisect"
+
+    out: str | None = opt("minify-out")
+    failure: list[str] = opt(kind=APPEND)
+    build: list[str] = opt(kind=APPEND)
+    builds_file: str | None = opt()
+    verify_runs: int | None = opt(3)
+    need: int | None = opt()
+    timeout: float | None = opt(600.0)
+    cache_dir: str | None = opt()
+    no_write: bool | None = opt(False)
+
+
 STAGE_OPTIONS = {cls.STAGE: cls for cls in (CheckOptions, MinifyOptions, ReportStageOptions)}
 
 

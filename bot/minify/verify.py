@@ -16,13 +16,16 @@ from bot.signature import Signature, stderr_matches
 
 
 def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
-              interpreters: Interpreters | None = None) -> tuple[int | None, str]:
-    """One run of the repro in a fresh process: (exit code, -signal, or None at the timeout; output)."""
+              interpreters: Interpreters | None = None, build=None) -> tuple[int | None, str]:
+    """One run of the repro in a fresh process: (exit code, -signal, or None at the timeout; output).
+    ``build``: a :class:`bot.builds.Prepared` whose Python (and environment) runs it instead of ours."""
     args = ["run", "--no-save-dir"] if random_inputs else []
     res = interpreters.run_script(os.path.abspath(path), args, timeout=timeout) if interpreters is not None else None
     if res is None:  # no server, or it is gone: a cold interpreter
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
-            res = proc.run([procs.python(), os.path.abspath(path), *args], cwd=cwd, env=procs.repro_env(),
+            cmd = [os.path.abspath(path), *args]
+            res = proc.run(build.command(cmd, cwd=cwd) if build else [procs.python(), *cmd], cwd=cwd,
+                           env={**procs.repro_env(), **(build.env if build else {})},
                            timeout=timeout, capture=procs.REPRO_CAPTURE)
     if res.timed_out:
         return None, "timeout"
@@ -48,7 +51,7 @@ def side_by_side(n: int) -> int:
 
 
 def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None,
-           random_known: bool | None = None, interpreters: Interpreters | None = None) -> dict:
+           random_known: bool | None = None, interpreters: Interpreters | None = None, build=None) -> dict:
     """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default:
     :func:`side_by_side`). Each run is its own process that ran nothing of the minifier: that is the
     point. Plus one run with random inputs, unless ``random_known`` already says whether random
@@ -60,7 +63,7 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
     jobs = jobs or side_by_side(len(plan))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         outs = list(pool.map(lambda rnd: run_repro(path, random_inputs=rnd, timeout=timeout,
-                                                interpreters=interpreters), plan))
+                                                interpreters=interpreters, build=build), plan))
     same = 0
     last_output = ""
     for i, (rc, out) in enumerate(outs[:runs]):
@@ -79,4 +82,5 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
     else:
         rnd = bool(random_known)
     return {"runs": runs, "failed_same_way": same, "random_inputs_reproduce": rnd,
-            "seconds": round(time.time() - t0, 2), "last_output_tail": last_output[-2000:]}
+            "seconds": round(time.time() - t0, 2), "last_output_tail": last_output[-2000:],
+            "exits": [rc for rc, _ in outs[:runs]]}
