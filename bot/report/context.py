@@ -172,10 +172,48 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
         "first_seen": state.first_seen, "last_seen": state.last_seen, "occurrences": state.occurrences,
         "torch_versions": state.torch or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
+        "builds": builds_context(state, f),
         "failure_dir": rel_dir,
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
         "log_excerpt": None, "overflow": [],
     }
+
+
+_GIT = re.compile(r"[0-9a-f]{7,40}")
+_BUILD_NAME = re.compile(r"[A-Za-z0-9_.+:/@=-]{1,100}")
+
+
+def builds_context(state: IssueState, failure: dict) -> dict | None:
+    """"Present in / not present in": the torch versions the issue's runs failed on, and what
+    `minify-bot bisect` found (failure.json's "builds"), with the commit range where it is known.
+    Untrusted text passes strict patterns or is left out."""
+    from bot.builds import version_word
+
+    rec = failure.get("builds") if isinstance(failure.get("builds"), dict) else {}
+
+    def names(key):
+        vals = rec.get(key) if isinstance(rec.get(key), list) else []
+        return [v for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)]
+
+    present = list(dict.fromkeys([f"torch {v}" for v in state.torch if version_word(v)] + names("present_in")))
+    absent = names("absent_in")
+    bounds = []
+    for b in rec.get("boundaries") if isinstance(rec.get("boundaries"), list) else []:
+        if not isinstance(b, dict) or b.get("kind") not in ("introduced", "fixed"):
+            continue
+        before, after = b.get("before"), b.get("after")
+        if not (isinstance(before, str) and _BUILD_NAME.fullmatch(before) and isinstance(after, str)
+                and _BUILD_NAME.fullmatch(after)):
+            continue
+        c = b.get("commits") if isinstance(b.get("commits"), dict) else {}
+        lo, hi = c.get("from"), c.get("to")
+        ok = isinstance(lo, str) and isinstance(hi, str) and _GIT.fullmatch(lo) and _GIT.fullmatch(hi)
+        bounds.append({"kind": b["kind"], "before": before, "after": after,
+                       "commits": f"{lo}..{hi}" if ok else None,
+                       "url": f"https://github.com/pytorch/pytorch/compare/{lo}...{hi}" if ok else None})
+    if not (present or absent or bounds):
+        return None
+    return {"present": present, "absent": absent, "skipped": names("skipped"), "boundaries": bounds}
 
 
 def _summary(parts, check, accuracy, err, group) -> str:

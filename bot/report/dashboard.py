@@ -235,6 +235,8 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
     again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
     configs = {config_key(c): [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
     entry = {"id": run["id"], "when": run.get("when"), "url": run.get("url"), "configs": configs}
+    if run.get("torch"):
+        entry["torch"] = run["torch"]  # the torch version the run checked (bot.builds.version_word)
     if again:
         s["runs"][-1] = entry
     else:
@@ -370,7 +372,8 @@ def build_view(board: Board, state: dict, rows: list[dict], actions: list[dict],
     chart = {"x": [_chart_label(r.get("when"), k) for k, r in enumerate(chart_runs, 1)],
              "lines": [[(r["configs"].get(key) or [0, 0])[0] for r in chart_runs] for key in keys],
              "ymax": max([1] + [(r["configs"].get(key) or [0, 0])[1] for r in chart_runs for key in keys]),
-             "names": keys}
+             "names": keys,
+             "torch": [r.get("torch") if isinstance(r.get("torch"), str) else None for r in chart_runs]}
     reminify = sorted({i["issue"] for i in new + known if i["issue"]})
     boxable = [i["id"] for i in new + known + flaky + muted if _box_ok(i["id"])]
     return {"run": run, "configs": configs, "new": new, "known": known, "fixed": fixed, "flaky": flaky,
@@ -427,8 +430,10 @@ def after_report(board: Board, rep, results: dict) -> dict:
     fingerprints = {}
     for f in board.failures + board.muted:
         fingerprints[f.check["id"]] = f.fingerprint.primary
+    from bot.builds import results_torch
+
     run = {"id": rep.run_id, "when": results.get("finished") or results.get("started"), "url": rep.opts.run_url,
-           "artifact_url": rep.opts.artifact_url}
+           "artifact_url": rep.opts.artifact_url, "torch": results_torch(results)}
     muted_ids = {f.check["id"] for f in board.muted}
     issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
     state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)

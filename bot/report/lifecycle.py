@@ -64,6 +64,7 @@ class Lifecycle:
         self.report_path = run_dir / rundir.REPORT
         self.configs = configs or []  # pass counts per configuration (bot.report.dashboard.configuration_counts)
         self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.report.dashboard.after_report)
+        self.torch: str | None = None  # the torch version this run checked (results.json's versions)
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -102,6 +103,9 @@ class Lifecycle:
     # -- steps
     def run(self, results: dict, failures: list[Failure], passing: list[dict]) -> None:
         when = str(results.get("finished") or results.get("started") or _dt.datetime.now(_dt.timezone.utc).isoformat())
+        from bot.builds import results_torch
+
+        self.torch = results_torch(results)
         self.tracker.ensure_label(self.opts.label, "5319e7", "Filed and maintained by minify-bot")
         me = self.tracker.bot_login()
         issues = self._bot_issues(me)
@@ -247,6 +251,8 @@ class Lifecycle:
             self.record("unchanged", group, issue, "this run was already reported")
             return
         new_state, events = merge_state(state, group, self.run_id, when)
+        if reopen:
+            events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
         labels = labels_for(new_state, group, issue.labels, self.opts.label)
         self.tracker.edit_issue(issue.number, body=body, state="open" if reopen else None,
@@ -279,11 +285,12 @@ class Lifecycle:
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.sig)
                 continue
-            new = with_passing_run(state, {"run": self.run_id, "link": self.run_link(), "checks": ids[:20]})
+            new = with_passing_run(state, {"run": self.run_id, "link": self.run_link(), "checks": ids[:20],
+                                           **({"torch": self.torch} if self.torch else {})})
             body = _replace_marker(issue.body, new)
             if len(new.passing_runs) >= self.opts.close_after:
                 self.comment(issue, "close", "close_comment.md.j2",
-                             {"passing_runs": new.passing_runs, "sig": state.sig})
+                             {"passing_runs": new.passing_runs, "sig": state.sig, **fixed_in(new)})
                 self.tracker.edit_issue(issue.number, body=body, state="closed", state_reason="completed")
                 self.record("closed", None, issue, f"passed in {len(new.passing_runs)} consecutive runs",
                             checks=ids, commented=True, fingerprint=state.sig)
@@ -292,6 +299,30 @@ class Lifecycle:
                 self.record("updated", None, issue,
                             f"passing ({len(new.passing_runs)}/{self.opts.close_after} runs to close)",
                             checks=ids, fingerprint=state.sig)
+
+
+def fixed_in(state: IssueState) -> dict:
+    """Which torch build fixed it, as the close comment says: the torch versions of the passing
+    runs that it never failed on (``fixed_in``), and those it failed on (``failed_on``)."""
+    from bot.builds import version_word
+
+    failed_on = [v for v in state.torch if version_word(v)]
+    passing = list(dict.fromkeys(v for r in state.passing_runs if (v := version_word(r.get("torch")))))
+    return {"fixed_in": [v for v in passing if v not in failed_on], "passing_torch": passing,
+            "failed_on": failed_on}
+
+
+def _back_in(state: IssueState, group) -> list[str]:
+    """The reopen comment's line on builds: the torch it fails on again, and the one it had passed on."""
+    from bot.builds import version_word
+
+    now = list(dict.fromkeys(v for f in group if (v := version_word(((f.failure or {}).get("versions") or {})
+                                                                        .get("torch")))))
+    passed = fixed_in(state)["passing_torch"]
+    if not now:
+        return []
+    line = f"back in torch {', '.join(now)}"
+    return [line + (f" (it had passed on torch {', '.join(passed)})" if passed else "")]
 
 
 def _replace_marker(body: str, state: IssueState) -> str:

@@ -140,7 +140,7 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
         if torch_v and torch_v not in s.torch:
             s.torch.append(torch_v)
             if not new:
-                events.append(f"new torch version: {torch_v}")
+                events.append(f"new torch version: {torch_v} (still present in {torch_v})")
         rank = list(repro_rank(f.failure))
         if is_reuse(f) and s.best_repro is not None:
             continue  # the issue's own repro, rerun: never news (its one verify run is not "more verified")
