@@ -37,6 +37,10 @@ def add_arguments(p) -> None:
     m.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector")
     m.add_argument("--reminify", action="store_true",
                    help="minify every failure again, even those whose open issue has a verified repro")
+    b = p.add_argument_group("bisect (which torch build introduced or fixed each bug; see minify-bot bisect)")
+    b.add_argument("--build", action="append", default=[], metavar="BUILD",
+                   help="a torch build to run each verified repro in, oldest first (repeatable)")
+    b.add_argument("--builds-file", metavar="FILE", help="a YAML list of builds, oldest first")
     r = p.add_argument_group("report")
     r.add_argument("--tracker", choices=["local", "github"], default=None,
                    help="local (default without a token) or github (default with GITHUB_TOKEN and --repo)")
@@ -93,6 +97,14 @@ def run(args) -> int:
         rc_minify = call_stage(minify)  # it says what known repros saved
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
+
+    if (args.build or args.builds_file) and not args.no_minify and _has_failures(out):
+        from bot.options import BisectOptions
+
+        _stage("bisect")
+        if call_stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
+                                    verify_runs=args.verify_runs)) != EXIT_OK:
+            print("bisect failed; reporting the failures without the builds' answer", file=sys.stderr)
 
     if args.no_report:
         return rc_check
