@@ -16,6 +16,9 @@ from bot.torch_adapter.repro import CONFIG_LINE, ENV_LINE, SAVE_DIR_ARG, STORAGE
 INPUTS_LINE = "_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'inputs')"
 HEADER = "# Minimized by minify-bot. Run: python {name}   (inputs: {inputs})\n"
 _ABS = re.compile(r"""(['"])(/(?:[^'"\s]+/)+[^'"\s]*)\1""")
+# torch's after_aot files register their source with linecache when exec'd from a string; a
+# repro run as a file never is: 9 lines a maintainer would only have to read past
+_COMPILE_SOURCE_BLOCK = re.compile(r'\nif "__compile_source__" in globals\(\):\n(?:[ \t]+\S.*\n)+')
 _MACHINE_COMMENT = re.compile(r"^#.*(/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\)")
 
 
@@ -26,29 +29,37 @@ def config_line(key: str, value) -> str:
     return f"{mod}.{name} = {value!r}"
 
 
-def clean_source(source: str, config: list[dict] | None, *, standalone: bool, name: str) -> str:
-    """Rewrite a torch-format repro. ``config``: [{key, value}] to set (None: keep the file's)."""
+def clean_source(source: str, config: list[dict] | None, *, standalone: bool, name: str,
+                 judge: list[dict] | None = None) -> str:
+    """Rewrite a torch-format repro. ``config``: [{key, value}] to set (None: keep the file's);
+    ``judge``: [{key, value}] that say how the repro judges its result (written after the config,
+    so they hold either way)."""
     repl = "save_dir=None" if standalone else "save_dir=_INPUTS"
     lines = SAVE_DIR_ARG.sub(repl, source).splitlines()
     out: list[str] = []
-    config_done = False
     for line in lines:
         s = line.strip()
         if ENV_LINE.match(s):
             continue  # machine-specific: cache dirs, debug dirs, internal pointers
         if config is not None and CONFIG_LINE.match(s):
-            if not config_done:
-                out += [config_line(d["key"], d["value"]) for d in config]
-                config_done = True
-            continue
+            continue  # replaced by the config the failure needs
         if _MACHINE_COMMENT.match(s):
             continue
         out.append(line)
-    text = "\n".join(out) + "\n"
-    if config is not None and not config_done and config:
+    text = _drop_blank_runs(_COMPILE_SOURCE_BLOCK.sub("\n", "\n".join(out) + "\n"))
+    extra = "".join(config_line(d["key"], d["value"]) + "\n" for d in (config or []))
+    if judge:
+        extra += "# judged like the check: " + ", ".join(f"{d['key'].partition('.')[2]}={d['value']!r}"
+                                                         for d in judge) + "\n"
+        extra += "".join(config_line(d["key"], d["value"]) + "\n" for d in judge)
+    if extra:
         anchor = "import torch.fx.experimental._config\n"
-        extra = "".join(config_line(d["key"], d["value"]) + "\n" for d in config)
-        text = text.replace(anchor, anchor + "\n" + extra, 1) if anchor in text else extra + text
+        if anchor in text and config is not None:
+            text = text.replace(anchor, anchor + extra, 1)
+        else:  # after the file's own config lines (they are kept), before the graph
+            marker = "\nclass Repro("
+            i = text.find("\nfrom torch.nn import *") if "\nfrom torch.nn import *" in text else text.find(marker)
+            text = text[:i + 1] + extra + text[i + 1:] if i >= 0 else extra + text
     if not standalone:
         marker = "mod = Repro()\n"
         text = text.replace(marker, INPUTS_LINE + "\n" + marker, 1)
@@ -58,6 +69,11 @@ def clean_source(source: str, config: list[dict] | None, *, standalone: bool, na
     # no absolute paths may survive (they are machine-specific)
     text = _ABS.sub(lambda m: m.group(1) + os.path.basename(m.group(2)) + m.group(1), text)
     return text
+
+
+def _drop_blank_runs(text: str) -> str:
+    """At most one blank line in a row (removed config and env lines leave runs of them)."""
+    return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def copy_inputs(source: str, save_dir: str | None, dest_dir: str) -> tuple[int, int]:
@@ -75,20 +91,21 @@ def copy_inputs(source: str, save_dir: str | None, dest_dir: str) -> tuple[int, 
     return copied, missing
 
 
-def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: list[dict] | None) -> str:
+def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: list[dict] | None,
+                judge: list[dict] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
     copy_inputs(source, save_dir, os.path.join(out_dir, "inputs"))
     path = os.path.join(out_dir, "repro.py")
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(clean_source(source, config, standalone=False, name="repro.py"))
+        fh.write(clean_source(source, config, standalone=False, name="repro.py", judge=judge))
     return path
 
 
-def write_standalone(out_dir: str, config: list[dict] | None, final_path: str) -> str:
+def write_standalone(out_dir: str, config: list[dict] | None, final_path: str, judge: list[dict] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
     path = os.path.join(out_dir, "repro_standalone.py")
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(clean_source(source, config, standalone=True, name="repro_standalone.py"))
+        fh.write(clean_source(source, config, standalone=True, name="repro_standalone.py", judge=judge))
     return path

@@ -160,17 +160,32 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             rec["repro"]["reason"] = ("the check already fails with the eager backend: the bug is in dynamo's "
                                       "tracing, before a graph reaches a compiler; graph minification does not apply")
             return
-        # 2. capture
-        if program:
-            if not _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend):
+        # 2. capture, then reduce and verify; torch's level-4 accuracy check can miss a real
+        # accuracy failure (it dumps nothing, or a graph that passes on its own): then every graph
+        # is captured at level 3 and judged by the worker's own predicate
+        levels = _capture_levels(fclass, opts)
+        for i, level in enumerate(levels):
+            wk = work if i == 0 else os.path.join(work, f"level{level}")
+            if program:
+                ok = _capture_program(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
+                c = rec.pop("_capture", None)
+                candidates = c.candidates[:8] if ok else None
+            else:
+                c = None
+                candidates = _capture_built(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
+            if i > 0:
+                _note(rec, f"torch's level-{levels[0]} accuracy check gave no graph that fails on its own; every "
+                      f"graph was captured at level {level} and judged by minify-bot's predicate (fp64 reference, "
+                      "the check's tolerance)")
+            if candidates is not None:
+                _reduce_and_verify(rec, row, fdir, wk, log_path, opts, say, None, candidates, stage_backend, fclass,
+                                   c, interpreters)
+            if (rec["repro"]["status"] not in ("none", "not_reproduced") or rec["flaky"] or i == len(levels) - 1
+                    or (rec["repro"].get("capture") or {}).get("repro_after") != "aot"):
                 return
-            c = rec.pop("_capture")
-            candidates = c.candidates[:8]
-        else:
-            c = None
-            candidates = _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend)
-            if candidates is None:
-                return
+            say(f"{fid}: capture: torch's level-{level} check found no graph that fails on its own; capturing "
+                f"every graph at level {levels[i + 1]}")
+        return
     else:
         c = None
         candidates = [launcher]
@@ -182,7 +197,22 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                        interpreters)
 
 
-def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend) -> bool:
+def _capture_levels(fclass: str | None, opts: Options) -> list[int | None]:
+    """The repro levels a failure is captured at, in order: the user's, or the one that fits the
+    class; an accuracy failure at level 4 falls back to level 3 (every graph with real inputs)."""
+    if opts.repro_level is not None:
+        return [opts.repro_level]
+    level = cap.level_for(fclass)
+    return [level, 3] if level == 4 else [level]
+
+
+def _note(rec: dict, text: str) -> None:
+    capture = rec["repro"].get("capture")
+    if capture is not None:
+        capture["note"] = "; ".join(x for x in (capture.get("note"), text) if x)
+
+
+def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stage_backend, level=None) -> bool:
     """Capture a command / harness failure through the environment; False (reason set) when no graph."""
     fid = row["id"]
     timings = rec["repro"]["timings"]
@@ -193,25 +223,37 @@ def _capture_program(rec, row, settings, work, log_path, opts, say, fclass, stag
             "TORCHDYNAMO_REPRO_AFTER=dynamo and `minify-bot minify --repro`")
         say(f"{fid}: {rec['repro']['reason']}")
         return False
-    level = opts.repro_level or cap.level_for(fclass)
+    level = level or opts.repro_level or cap.level_for(fclass)
     say(f"{fid}: capture: rerunning the program with TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL={level}")
     t = time.time()
     c = cap.run_capture_program(row, settings, work, log_path, failure_class=fclass, level=level,
                                 timeout=opts.check_timeout)
-    timings["capture"] = round(time.time() - t, 2)
+    timings["capture"] = round(timings.get("capture", 0) + time.time() - t, 2)
     rec["repro"]["capture"] = {"repro_after": "aot", "repro_level": level, "method": "environment",
                                "note": c.note, "graph": None, "graphs": c.graphs}
     if c.launcher is None:
-        _no_graph_captured(rec, c.row, "program", (
-            f"the capture run wrote no graph (status {(c.row or {}).get('status')}, "
-            f"{c.graphs if c.graphs is not None else 'an unknown number of'} graphs compiled): the failure "
-            "happened outside the graphs inductor compiles (repro_after=aot wraps inductor's graph compiler "
-            "only), or the program does not pass torch's environment variables on"), lambda m: say(f"{fid}: {m}"))
+        _no_graph_captured(rec, c.row, "program", _no_launcher_reason(c, level), lambda m: say(f"{fid}: {m}"))
         return False
     say(f"{fid}: capture: {len(c.candidates)} launcher(s) from {c.graphs if c.graphs is not None else '?'} "
         "compiled graph(s)")
     rec["_capture"] = c
     return True
+
+
+def _no_launcher_reason(c: cap.Capture, level: int) -> str:
+    """Why a program's capture run left no launcher, in what is known: torch's level-4 check found
+    no compiled graph wrong; the program compiled graphs but torch wrote nothing for them; or no
+    graph was compiled through the environment torch was given."""
+    status = (c.row or {}).get("status")
+    if c.graphs == 0:
+        return (f"the capture run (status {status}) compiled no graph with inductor: the program does not "
+                "pass torch's environment variables on to the process that compiles, or it failed before compiling")
+    graphs = f"{c.graphs} graph(s)" if c.graphs is not None else "its graphs"
+    if level == 4:
+        return (f"torch's level-4 accuracy check passed each of the {graphs} the capture run compiled "
+                f"(status {status}): the wrong result appears outside what inductor compiled, or only in how "
+                "the program combines the graphs")
+    return (f"torch wrote no launcher for the {graphs} the capture run compiled at level {level} (status {status})")
 
 
 def _no_graph_captured(rec: dict, cap_row: dict | None, rerun: str, no_graph_reason: str, say) -> None:
@@ -225,7 +267,7 @@ def _no_graph_captured(rec: dict, cap_row: dict | None, rerun: str, no_graph_rea
     say(rec["repro"]["reason"])
 
 
-def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend):
+def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_backend, level=None):
     fid = row["id"]
     timings = rec["repro"]["timings"]
     mode = opts.repro_after or ("aot" if rec["stage"] == "inductor" and stage_backend == "inductor" else "dynamo")
@@ -243,12 +285,13 @@ def _capture_built(rec, row, settings, work, log_path, opts, say, fclass, stage_
                 f"here ({reason}); captured with minify-bot's own dynamo-level capture backend instead")
             mode = "project"
             say(f"{fid}: {note}")
+    level = level or opts.repro_level
     say(f"{fid}: capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
-        f"{'' if mode == 'project' else ' level ' + str(opts.repro_level or cap.level_for(fclass))}")
+        f"{'' if mode == 'project' else ' level ' + str(level or cap.level_for(fclass))}")
     t = time.time()
     c = cap.run_capture(row, settings, work, log_path, failure_class=fclass, stage_backend=stage_backend,
-                        repro_after=mode, level=opts.repro_level, timeout=opts.check_timeout, probe_note=note)
-    timings["capture"] = round(time.time() - t, 2)
+                        repro_after=mode, level=level, timeout=opts.check_timeout, probe_note=note)
+    timings["capture"] = round(timings.get("capture", 0) + time.time() - t, 2)
     rec["repro"]["capture"] = {"repro_after": c.repro_after, "repro_level": c.repro_level, "method": c.method,
                                "note": c.note}
     if c.launcher is None:
@@ -305,6 +348,7 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
                 early = _EarlyVerify(e, Signature.from_json(progress["signature"]), opts, fdir, interps)
         job = {
             "repro": cand, "workdir": wdir, "class": fclass if launcher is None else _class_of_launcher(cand),
+            "class_uncertain": _class_uncertain(row, launcher, cand),
             "original_error": row.get("error"), "tolerance": (row.get("accuracy") or {}).get("tolerance") or 1e-4,
             "strict_accuracy": opts.strict_accuracy, "offload_to_disk": opts.offload_to_disk,
             "isolate": opts.isolate or aborts, "budget": opts.budget, "check_config": row.get("config") or {},
@@ -321,8 +365,9 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
             break
     assert result is not None
     sig = Signature.from_json(result.get("signature"))
-    if launcher is not None and sig is not None:
-        rec["class"] = sig.failure_class
+    judge = result.get("judge") or {}
+    if sig is not None and (launcher is not None or job["class_uncertain"]):
+        rec["class"] = sig.failure_class  # learned from the graph: the check could not tell
     rec["bisect"] = result.get("bisect")
     rec["culprit"] = result.get("culprit")
     if result.get("graph_role"):
@@ -357,23 +402,29 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
 
     final = result["final"]
     rnd_known = result.get("random_inputs_reproduce")
+    judge_lines = judge.get("config") or None
     config = _repro_config(rec["config"]["minimal"], rec["config"]["diff"])
-    done = early.outcome(final, config, rnd_known, vlog) if early is not None else None
+    done = early.outcome(final, config, rnd_known, vlog, judge_lines) if early is not None else None
     if done is None:
         say(f"{fid}: verify: {_verify_plan(opts, rnd_known)}")
-        done = _package_and_verify(final, config, sig, rnd_known, opts, fdir, vlog, interps)
+        done = _package_and_verify(final, config, sig, rnd_known, opts, fdir, vlog, interps, judge_lines)
     path, v = done
     timings["package"] = v.pop("package_seconds")
     timings["verify"] = v["seconds"]
-    if v["failed_same_way"] == 0 and rec["config"]["minimal"] is not None and rec["config"]["diff"]:
+    for fallback, why in _config_fallbacks(rec["config"], config):
+        if v["failed_same_way"]:
+            break
         from bot.torch_adapter.repro import parse_repro_file
 
-        vlog("the repro with the minimal config did not reproduce; retrying with the full config diff")
-        pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, rec["config"]["diff"])
+        vlog(f"the repro did not reproduce with {why}; retrying with {_config_words(fallback)}")
+        pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, fallback, judge_lines)
         v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
         timings["verify"] = round(timings["verify"] + v["seconds"], 2)
         if v["failed_same_way"]:
+            config = fallback
             rec["config"]["minimal"] = None
+            if fallback is None:
+                rec["config"]["repro_keeps_file_config"] = True
     r["verification"] = {"runs": v["runs"], "failed_same_way": v["failed_same_way"],
                          "random_inputs_reproduce": v["random_inputs_reproduce"]}
     r.update(path="repro.py", inputs_dir="inputs")
@@ -387,15 +438,39 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     r["reason"] = result.get("reason")
     rec["signature"] = verified_signature(sig, rec).to_json()
     if v["random_inputs_reproduce"]:
-        pkg.write_standalone(fdir, rec["config"]["minimal"] if rec["config"]["minimal"] is not None
-                             else (rec["config"]["diff"] or None), final)
+        pkg.write_standalone(fdir, config, final, judge_lines)
         r["standalone_path"] = "repro_standalone.py"
 
 
-def _repro_config(minimal: list | None, diff: list | None) -> list | None:
+def _repro_config(minimal: list | None, diff: list | None) -> list:
     """The config lines a packaged repro carries: the minimal config when it was found, else the
-    whole diff (None: none)."""
-    return minimal if minimal is not None else (diff or None)
+    whole diff of non-default settings (empty: none at all; torch's repro files carry every
+    setting, hundreds of lines that say nothing about the failure)."""
+    return list(minimal) if minimal is not None else list(diff or [])
+
+
+def _config_fallbacks(cfg: dict, tried: list | None) -> list[tuple[list | None, str]]:
+    """What a repro that did not reproduce with ``tried`` is packaged with next, in order: the
+    whole diff, then every setting the captured file carried (None)."""
+    out: list[tuple[list | None, str]] = []
+    if tried is not None and cfg.get("diff") and list(cfg["diff"]) != list(tried):
+        out.append((list(cfg["diff"]), _config_words(tried)))
+    out.append((None, _config_words(out[-1][0] if out else tried)))
+    return out
+
+
+def _config_words(config: list | None) -> str:
+    if config is None:
+        return "every setting of the captured file"
+    return f"{len(config)} non-default setting(s)" if config else "no settings"
+
+
+def _class_uncertain(row: dict, launcher: str | None, cand: str) -> bool:
+    """The check's class may not be the graph's: a program judged by its exit status alone, or a
+    launcher written without torch's accuracy check (the worker then judges the result too)."""
+    if launcher is not None:
+        return _class_of_launcher(cand) != "accuracy"
+    return row.get("classified_by") == "exit status"
 
 
 def _verify_plan(opts: Options, random_known) -> str:
@@ -406,13 +481,13 @@ def _verify_plan(opts: Options, random_known) -> str:
 
 
 def _package_and_verify(final: str, config, sig: Signature, random_known, opts: Options, fdir: str, vlog,
-                        interps) -> tuple[str, dict]:
+                        interps, judge_lines=None) -> tuple[str, dict]:
     """Write failures/<id>/repro.py (+ inputs) from the worker's final repro and verify it in fresh
     processes; (path, verification) with the packaging time in ``package_seconds``."""
     from bot.torch_adapter.repro import parse_repro_file
 
     t = time.time()
-    path = pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, config)
+    path = pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, config, judge_lines)
     package_seconds = round(time.time() - t, 2)
     v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=random_known, interpreters=interps)
     return path, dict(v, package_seconds=package_seconds)
@@ -442,11 +517,12 @@ class _EarlyVerify:
         self.fdir = fdir
         self.lines: list[str] = []
         self.config = config = _repro_config(event.get("config_minimal"), event.get("config_diff"))
+        self.judge_lines = judge_lines = (event.get("judge") or {}).get("config") or None
         self.job = proc.background(lambda: _package_and_verify(
             event["path"], config, sig, event.get("random_inputs_reproduce"), opts, fdir, self.lines.append,
-            interps), name="verify")
+            interps, judge_lines), name="verify")
 
-    def outcome(self, final: str, config, random_known, vlog) -> tuple[str, dict] | None:
+    def outcome(self, final: str, config, random_known, vlog, judge_lines=None) -> tuple[str, dict] | None:
         """The verification, when it verified this very repro; None (and what it wrote is gone)
         when the worker's result is another one (it died while bisecting; a checkpoint was kept)."""
         try:
@@ -456,7 +532,8 @@ class _EarlyVerify:
             self.discard()
             return None
         if not (os.path.realpath(final) == os.path.realpath(self.event["path"]) and _digest(final) == self.digest
-                and config == self.config and random_known == self.event.get("random_inputs_reproduce")):
+                and config == self.config and random_known == self.event.get("random_inputs_reproduce")
+                and judge_lines == self.judge_lines):
             self.discard()
             return None
         for line in self.lines:

@@ -12,6 +12,7 @@ minifier log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -79,6 +80,9 @@ class Evaluator:
         self.pinned = pinned
         self.tol = float(job.get("tolerance") or 1e-4)
         self.strict = bool(job.get("strict_accuracy"))
+        # integer and bool outputs are compared exactly when the failure is in them (the sanity
+        # step learns it), or under --strict-accuracy
+        self.ignore_non_fp = not (self.strict or job.get("compare_non_fp"))
         self.queries = 0
         self.last_error = ""
         self.deadline = job.get("deadline")
@@ -127,7 +131,7 @@ class Evaluator:
         fp64 = M.fp64_reference(gm, args)
         if fp64 is None and not self.strict:
             return None
-        if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=not self.strict):
+        if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
             return Signature("accuracy")
         return None
 
@@ -240,6 +244,57 @@ def _acc_mode(job: dict) -> str:
 # ------------------------------------------------------------------------------------------
 
 
+def judge_of(job: dict) -> dict:
+    """How this worker judges a candidate, for the parent and for the repro it writes: the
+    failure class, and for accuracy failures the check's tolerance and whether integer outputs
+    are compared (torch's ``repro_tolerance`` / ``repro_ignore_non_fp`` in the repro)."""
+    out = {"class": job["class"], "config": []}
+    if job["class"] == "accuracy":
+        out.update(tolerance=float(job.get("tolerance") or 1e-4),
+                   compare_non_fp=bool(job.get("strict_accuracy") or job.get("compare_non_fp")))
+        from bot.torch_adapter import repro as R
+
+        out["config"] = R.judge_config(out["tolerance"], out["compare_non_fp"])
+    return out
+
+
+def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | None, str]:
+    """Does the captured graph fail on its own, the way the check failed? (signature, "") or
+    (None, why not). Updates ``job`` with what it learns, in this order:
+
+    1. the check's own class and error (a wrong type or message is another failure);
+    2. a class the check could not know (a program judged by its exit status, a launcher written
+       without torch's accuracy check): a graph that raises nothing but computes a wrong result
+       is an accuracy failure;
+    3. an accuracy failure whose floating-point outputs agree: integer and bool outputs compared
+       exactly (an int32 overflow, an index off by one).
+    """
+    def observe():
+        ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
+        return ev.observe(gm, args)
+
+    uncertain = bool(job.get("class_uncertain"))
+    original = None if uncertain else signature_of_error_record(job["class"], job.get("original_error"))
+    sig = observe()
+    if sig is None and uncertain and job["class"] != "accuracy":
+        log(f"sanity: the graph raises nothing as {job['class']}; judging its result against fp64")
+        job["class"] = "accuracy"
+        sig = observe()
+    if sig is None and job["class"] == "accuracy" and not (job.get("strict_accuracy") or job.get("compare_non_fp")):
+        job["compare_non_fp"] = True
+        sig = observe()
+        if sig is None:
+            job["compare_non_fp"] = False
+        else:
+            log("sanity: the floating-point outputs agree; an integer or bool output differs")
+    if sig is None:
+        return None, "the captured graph does not fail when run on its own"
+    if not consistent(original, sig):
+        return None, (f"the captured graph fails differently ({sig.describe()}) than the check "
+                      f"({original.describe()})")
+    return sig, ""
+
+
 def cmd_minify(job_path: str) -> int:
     import torch
 
@@ -276,30 +331,26 @@ def cmd_minify(job_path: str) -> int:
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job["dynamic"] = bool(kind == "aot" and R.symbolic_placeholders(gm))
     emit(event="loaded", nodes=nodes_start, kind=kind, dynamic=job["dynamic"])
-    original = signature_of_error_record(job["class"], job.get("original_error"))
-
     pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
 
     with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
         t = time.time()
         # 1. sanity: the captured graph must fail, and the same way as the check
         if pinned is None:
-            if isolate:
-                sig = IsolatedEvaluator(job, kind, None).observe(gm, args)
-            else:
-                sig = Evaluator(job, kind, None).observe(gm, args)
+            sig, why_not = sanity(job, kind, gm, args, isolate)
             if sig is None:
-                return _finish(job, result, "not_reproduced",
-                               "the captured graph does not fail when run on its own", t0, nodes_before)
-            if not consistent(original, sig):
-                return _finish(job, result, "not_reproduced",
-                               f"the captured graph fails differently ({sig.describe()}) than the check "
-                               f"({original.describe()})", t0, nodes_before)
+                return _finish(job, result, "not_reproduced", why_not, t0, nodes_before)
             pinned = sig
             with open(sig_path, "w") as fh:
                 json.dump(pinned.to_json(), fh)
+            with open(os.path.join(workdir, "judge.json"), "w") as fh:
+                json.dump(judge_of(job), fh)
+        else:  # resumed (isolated after a crash): judged as the first worker learned
+            with contextlib.suppress(OSError, ValueError):
+                job.update(json.load(open(os.path.join(workdir, "judge.json"))))
         emit(event="signature", signature=pinned.to_json())
         result["signature"] = pinned.to_json()
+        result["judge"] = judge_of(job)
         timings["sanity"] = round(time.time() - t, 2)
         t = time.time()
 
@@ -375,7 +426,7 @@ def cmd_minify(job_path: str) -> int:
     bisects = bool(job.get("bisect")) and kind == "aot" and not isolate
     emit(event="final", path=os.path.join(final_dir, "repro.py"), config_diff=result["config_diff"],
          config_minimal=result["config_minimal"], random_inputs_reproduce=result["random_inputs_reproduce"],
-         bisects=bisects)
+         bisects=bisects, judge=result.get("judge"))
 
     with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
         t = time.time()

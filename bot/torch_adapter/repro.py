@@ -369,6 +369,21 @@ def set_config(key: str, value: Any) -> None:
     setattr(config_module(prefix), name, value)
 
 
+def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
+    """The config lines that make torch's ``run_repro(..., accuracy=...)`` judge a repro the way
+    the minify worker judged it: the check's tolerance (torch's default ``repro_tolerance`` is
+    1e-3, looser than most checks) and whether integer outputs count. Keys this torch lacks are
+    left out (its run_repro then judges with its own defaults)."""
+    out = []
+    for key, value in (("dynamo.repro_tolerance", float(tolerance)), ("dynamo.repro_ignore_non_fp", not compare_non_fp)):
+        try:
+            config_default(key)
+        except KeyError:
+            continue
+        out.append({"key": key, "value": value})
+    return out
+
+
 def config_lines(config: dict[str, Any]) -> list[str]:
     inv = {v: k for k, v in _PREFIX.items()}
     out = []
