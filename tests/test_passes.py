@@ -373,3 +373,56 @@ def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsy
         print(f"\nfp64 divergence: {len(st.gm.graph.nodes)} nodes, range {hint.hi - hint.lo} call nodes, "
               f"{1 + oracle.asked} queries")
     assert 1 + oracle.asked <= 1 + math.ceil(math.log2(max(2, hint.hi - hint.lo))) + 1
+
+
+def _feeds_in_graph(src, dst):
+    """A predicate: the graph computes ``dst`` from ``src`` inside the graph (a path of call nodes
+    from a ``src`` node to a ``dst`` node): a bug of several connected ops, lost when the path is
+    cut at any node."""
+    def fails(g, a) -> bool:
+        for n in g.graph.nodes:
+            if n.op != "call_function" or n.target is not dst:
+                continue
+            seen, stack = set(), list(n.all_input_nodes)
+            while stack:
+                m = stack.pop()
+                if m in seen or m.op != "call_function":
+                    continue
+                if m.target is src:
+                    return True
+                seen.add(m)
+                stack.extend(m.all_input_nodes)
+        return False
+    return fails
+
+
+@pytest.mark.parametrize("layers,relu_at", [(30, 20), (100, 7), (100, 95)])
+def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(layers, relu_at):
+    """The failure needs the linear (addmm) whose result reaches the relu through the layer norm's
+    ops: where it shows (the prefix search), how far back it reaches, then 1-minimal, within
+    2*ceil(log2 N) + 2*(final nodes) + 4 queries, and no node of the chain is lost."""
+    from bot.minify.worker import reduce_graph
+
+    st = _deep(layers, relu_at)
+    fails = _feeds_in_graph(torch.ops.aten.addmm.default, torch.ops.aten.relu.default)
+    assert fails(st.gm, st.args)
+    asked = []
+    oracle_fails = lambda g, a: asked.append(1) or fails(g, a)  # noqa: E731
+
+    class Ev:
+        kind, deadline, queries = "aot", None, 0
+
+        def __call__(self, g, a):
+            return oracle_fails(g, a)
+
+    gm, args, culprit = reduce_graph({"class": "error", "use_hints": False}, st.gm, st.args, Ev(),
+                                     lambda g, a: None, "/nonexistent")
+    final_nodes = len(gm.graph.nodes)
+    n = len(st.gm.graph.nodes)
+    assert fails(gm, args)
+    ops = P.culprit_ops(P.State(gm, args))
+    assert "aten.addmm.default" in ops and "aten.relu.default" in ops, ops
+    assert culprit.method == "graph"
+    assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
+    # 1-minimal: no single node can go
+    assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))

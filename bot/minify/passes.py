@@ -423,6 +423,58 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
     return best_prefix, Culprit([op_name(node)], "graph", node.name, queries)
 
 
+def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> State | None:
+    """How far back a failure that needs its surroundings reaches. ``st`` is the smallest failing
+    prefix and ``end_name`` its last node, where the failure shows (the prefix search found it in
+    log2 N queries). First only ``end``'s own output and what it depends on (one query); then a
+    binary search for the latest cut point: the ancestors of ``end`` from there on, fed the eager
+    values of what they read from before, still fail (log2 of the ancestors). The result is the
+    connected piece of data flow the failure needs, plus at most the nodes between its first node
+    and ``end`` that also feed ``end``; the cleanup makes it 1-minimal. None when ``end``'s output
+    alone does not show the failure (the caller falls back to torch's delta debugging)."""
+    end = next((n for n in call_nodes(st.gm) if n.name == end_name), None)
+    if end is None:
+        return None
+    end = _multi_output_source(end) or end
+    outs = [u for u in end.users if _multi_output_source(u) is end] or [end]
+    cand = _restrict(st, outs)
+    if not oracle(cand):
+        log(f"culprit search: {end_name}'s own output does not show the failure")
+        return None
+    anc = call_nodes(cand.gm)
+    best = cand
+    good, bad = 0, len(anc) - 1   # cut before the first (fails) .. before the end node (did not fail alone)
+    _, kinds = eager_values(cand.gm, cand.args, lambda n: False)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        cut, k = None, None
+        for j in sorted(range(good + 1, bad), key=lambda j: abs(j - mid)):
+            cut = _cut_before(cand, anc, j, kinds)
+            if cut is not None:
+                k = j
+                break
+        if cut is None:
+            break
+        if oracle(cut):
+            good, best = k, cut
+        else:
+            bad = k
+    log(f"culprit search: the failure reaches back {len(anc) - good} of {len(anc)} call nodes before "
+        f"{end_name}")
+    return best
+
+
+def _cut_before(st: State, anc: list, k: int, kinds: dict) -> State | None:
+    """``anc[k:]`` on its own: what it reads from ``anc[:k]`` becomes inputs fed the eager values
+    (None when such a value is not a tensor)."""
+    later = set(anc[k:])
+    cut = [n for n in anc[:k] if any(u in later for u in n.users)]
+    if not cut or any(kinds.get(n.name) != "tensor" for n in cut):
+        return None
+    values, _ = eager_values(st.gm, st.args, lambda n: n in set(cut))
+    return _restrict(st, _outputs(st.gm), new_inputs={n: f"cut_{n.name}" for n in cut}, values=values)
+
+
 def alone_state(st: State, node) -> State | None:
     """``node`` compiled alone: its tensor inputs become placeholders fed their real eager values,
     its outputs (every tensor it returns) the graph's outputs."""
@@ -610,20 +662,22 @@ def remove_nodes(st: State, oracle: Oracle) -> State:
     changed = True
     while changed:
         changed = False
-        for n in reversed(call_nodes(st.gm)):
-            if _multi_output_source(n) is not None:
-                continue  # a getitem goes with its op
+        # one pass, last to first, goes on after a removal (a restart would ask the nodes after
+        # it again); passes repeat until one removes nothing: that pass proves 1-minimality
+        for name in [n.name for n in reversed(call_nodes(st.gm))]:
+            n = next((m for m in call_nodes(st.gm) if m.name == name), None)
+            if n is None or _multi_output_source(n) is not None:
+                continue  # gone with an earlier removal; a getitem goes with its op
             cand = _drop_node(st, n)
             if cand is not None and oracle(cand):
                 st, changed = cand, True
-                break
+                continue
             values, kinds = eager_values(st.gm, st.args, lambda m, n=n: m is n)
             if kinds.get(n.name) != "tensor":
                 continue
             cand = _restrict(st, _outputs(st.gm), new_inputs={n: f"in_{n.name}"}, values={n.name: values[n.name]})
             if oracle(cand):
                 st, changed = cand, True
-                break
     return st
 
 

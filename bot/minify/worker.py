@@ -484,6 +484,14 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
         final = P.cleanup(found[0], oracle)
         dump_state(final.gm, final.args)
         return final.gm, final.args, found[1]
+    if found is not None:
+        # a culprit of several connected nodes: where the failure shows (the prefix search, log N),
+        # how far back it reaches (log N), then 1-minimal
+        window = P.reach_back(found[0], oracle, found[1].node, log=log)
+        if window is not None:
+            final = P.cleanup(window, oracle)
+            dump_state(final.gm, final.args)
+            return final.gm, final.args, P.Culprit(P.culprit_ops(final), "graph", found[1].node)
     start = found[0] if found is not None else st
     if found is not None:
         dump_state(start.gm, start.args)
