@@ -431,8 +431,12 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     say(f"{fid}: verify: {v['failed_same_way']}/{v['runs']} fresh runs fail the same way; random inputs "
         f"{'reproduce' if v['random_inputs_reproduce'] else 'do not reproduce'}")
     if v["failed_same_way"] == 0:
+        # the worker's culprit and the bisector's answer are not proven: they stay in the log only
+        named = ", ".join((rec.get("culprit") or {}).get("ops") or [])
+        rec["culprit"], rec["bisect"] = None, None
         r.update(status="not_reproduced",
-                 reason=f"the minimized repro did not fail the same way in {v['runs']} fresh processes")
+                 reason=f"the minimized repro did not fail the same way in {v['runs']} fresh processes"
+                        + (f" (the minify worker's candidate culprit, {named}, is not verified)" if named else ""))
         return
     r["status"] = result["status"]
     r["reason"] = result.get("reason")

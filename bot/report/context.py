@@ -40,6 +40,12 @@ _DEVICE = re.compile(r"(cpu|cuda|xpu|mps)(:\d{1,3})?")
 HARNESS_SUITES = ("torchbench", "huggingface", "timm_models")
 
 
+def _capture_note(repro: dict) -> str | None:
+    """How the failing graph was captured, when it was not the ordinary way (rendered escaped)."""
+    note = (repro.get("capture") or {}).get("note")
+    return note.strip().rstrip(".")[:500] if isinstance(note, str) and note.strip() else None
+
+
 def _bisect_words(failure: dict) -> str | None:
     """The bisector's one-line answer: from the culprit record, else from the raw bisect result."""
     c = failure.get("culprit") or {}
@@ -166,7 +172,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
                   "queries": repro.get("queries"),
                   "reused": isinstance(repro.get("reused"), dict),
                   "graph": (repro.get("capture") or {}).get("graph"),
-                  "graphs": (repro.get("capture") or {}).get("graphs")},
+                  "graphs": (repro.get("capture") or {}).get("graphs"),
+                  "capture_note": _capture_note(repro)},
         "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
         "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
         "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
