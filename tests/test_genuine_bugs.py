@@ -1,0 +1,90 @@
+"""Genuine (not injected) inductor bugs end to end, on the mechanisms they need: torch's level-4
+accuracy check can pass a wrong graph (then every graph is captured at level 3 and judged by the
+worker's own predicate), a program judged by its exit status alone can hide an accuracy failure,
+and the repro must judge like the worker and carry only the settings the failure needs.
+
+The program is tests/data/genuine/index_add_expanded.py (pytorch/pytorch#183986, present in
+torch 2.13): it runs as a real subprocess through `minify-bot run`, with real inductor compiles."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.minify.package import clean_source
+
+PROGRAM = Path(__file__).parent / "data" / "genuine" / "index_add_expanded.py"
+CONFIG_LINE = re.compile(r"^torch\.(_dynamo|_inductor|_functorch)\.config\.\w", re.M)
+
+
+def _failure(out: Path) -> dict:
+    (fdir,) = (out / "failures").iterdir()
+    return json.loads((fdir / "failure.json").read_text()) | {"_dir": str(fdir)}
+
+
+@pytest.mark.slow
+def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_verified(workdir, bot):
+    out = workdir / "level4"
+    proc = bot("run", "--command", f"{sys.executable} {PROGRAM}", "--out", out, "--issues-dir", workdir / "issues4",
+               "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert f["class"] == "accuracy"
+    cap = f["repro"]["capture"]
+    assert cap["repro_level"] == 3 and "level-4" in cap["note"], cap
+    assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    assert f["repro"]["verification"]["failed_same_way"] == 3
+    ops = {n["op"] for n in f["repro"]["graph"]}
+    assert "aten.index_put.default" in ops and "aten.expand.default" in ops, ops
+    repro = (Path(f["_dir"]) / "repro.py").read_text()
+    # only the judge's settings: the check's tolerance, not torch's looser default, and nothing else
+    assert CONFIG_LINE.findall(repro) == ["_dynamo", "_dynamo"], CONFIG_LINE.findall(repro)
+    assert "repro_tolerance = 0.0001" in repro and len(repro) < 4000, len(repro)
+    body = next((workdir / "issues4").glob("1.md")).read_text()
+    assert "index_put" in body.split("\n", 1)[0]                          # the title
+    assert "class Repro(" in body and "level-4 accuracy check" in body   # inlined; says which capture
+    assert "unlocalized" not in body
+
+
+@pytest.mark.slow
+def test_a_program_judged_by_its_exit_status_alone_gets_its_wrong_result_minified(workdir, bot):
+    out = workdir / "exit"
+    proc = bot("run", "--command", f"{sys.executable} {PROGRAM} --quiet", "--out", out, "--issues-dir",
+               workdir / "issues-exit", "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert f["check"]["classified_by"] == "exit status"
+    assert f["class"] == "accuracy", f["repro"]["reason"]   # learned from the graph
+    assert f["repro"]["status"] == "minimized" and f["repro"]["verification"]["failed_same_way"] == 3
+
+
+LAUNCHER_TAIL = """
+mod = Repro()
+if __name__ == '__main__':
+    from torch._dynamo.repro.after_aot import run_repro
+    with torch.no_grad():
+        run_repro(mod, load_args, accuracy='accuracy', command='run', save_dir='/abs/dir', tracing_mode='real')
+"""
+
+
+def test_a_repro_carries_the_settings_the_failure_needs_and_how_it_is_judged():
+    torch_lines = "\n".join(f"torch._inductor.config.k{i} = {i}" for i in range(700))
+    src = ("import torch\nimport torch._dynamo.config\nimport torch._inductor.config\nimport torch._functorch.config\n"
+           "import torch.fx.experimental._config\n" + torch_lines + "\n"
+           'if "__compile_source__" in globals():\n    import linecache\n    linecache.cache[0] = (\n        1,\n    )\n'
+           "class Repro(torch.nn.Module):\n    pass\n" + LAUNCHER_TAIL)
+    judge = [{"key": "dynamo.repro_tolerance", "value": 0.0001}, {"key": "dynamo.repro_ignore_non_fp", "value": True}]
+    out = clean_source(src, [{"key": "inductor.k7", "value": 7}], standalone=False, name="repro.py", judge=judge)
+    assert CONFIG_LINE.findall(out) == ["_inductor", "_dynamo", "_dynamo"]
+    assert "torch._inductor.config.k7 = 7" in out and "k8 = 8" not in out
+    assert "repro_tolerance = 0.0001" in out and "__compile_source__" not in out
+    # no settings needed: none written; the judge still is
+    out = clean_source(src, [], standalone=False, name="repro.py", judge=judge)
+    assert CONFIG_LINE.findall(out) == ["_dynamo", "_dynamo"]
+    # the file's own settings kept (the last fallback): the judge comes after them, so it holds
+    out = clean_source(src, None, standalone=False, name="repro.py", judge=judge)
+    assert out.index("k699 = 699") < out.index("repro_tolerance = 0.0001")
