@@ -169,7 +169,8 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             if program:
                 ok = _capture_program(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
                 c = rec.pop("_capture", None)
-                candidates = c.candidates[:8] if ok else None
+                # level 3 dumps every graph: a program of many graphs can fail in any of them
+                candidates = c.candidates[:8 if i == 0 else 16] if ok else None
             else:
                 c = None
                 candidates = _capture_built(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
