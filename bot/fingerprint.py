@@ -231,20 +231,42 @@ def make_marker(state: dict) -> str:
     return f"{MARKER_PREFIX}{VERSION} {_json_for_comment(state)} -->"
 
 
-def parse_marker(body: str | None) -> dict | None:
-    """The state stored in the marker, which must be the body's final line. Anything that only
-    looks like a marker elsewhere in the body (e.g. inside a pasted log) is ignored."""
-    if not body:
-        return None
-    last_line = body.rstrip().rsplit("\n", 1)[-1]
-    m = _MARKER_RX.fullmatch(last_line.strip())
+MAX_MARKER_CHARS = 65536  # GitHub's body limit: a longer marker line was not written by the bot
+MAX_MARKER_DEPTH = 12  # the deepest state the bot writes is 5 levels
+
+
+def read_marker(body: str | None) -> tuple[dict | None, str | None]:
+    """The state stored in the marker, which must be the body's final line, and why it was not
+    read: (state, None); (None, None) when the body carries no marker; (None, reason) when it carries
+    one that is malformed (too long, nested too deeply, not JSON, not an object). Bounded: the body
+    is cut to its last line before anything is parsed. Anything that only looks like a marker
+    elsewhere in the body (e.g. inside a pasted log) is ignored."""
+    if not body or not isinstance(body, str):
+        return None, None
+    last_line = body.rstrip()
+    cut = last_line.rfind("\n")
+    last_line = last_line[cut + 1:].strip() if cut >= 0 else last_line.strip()
+    if not last_line.startswith(MARKER_PREFIX):
+        return None, None
+    if len(last_line) > MAX_MARKER_CHARS:
+        return None, f"marker of {len(last_line)} characters (at most {MAX_MARKER_CHARS})"
+    m = _MARKER_RX.fullmatch(last_line)
     if not m:
-        return None
+        return None, None
+    from bot import safejson
+
     try:
-        state = json.loads(m.group(2))
-    except ValueError:
-        return None
-    return state if isinstance(state, dict) and isinstance(state.get("sigs"), list) else None
+        state = safejson.loads(m.group(2), max_depth=MAX_MARKER_DEPTH)
+    except ValueError as exc:
+        return None, f"marker is {exc}"
+    if not isinstance(state, dict) or not isinstance(state.get("sigs"), list):
+        return None, "marker is not an object with a list of signatures"
+    return state, None
+
+
+def parse_marker(body: str | None) -> dict | None:
+    """The state stored in the marker (see read_marker), or None when there is none or it is malformed."""
+    return read_marker(body)[0]
 
 
 def comment_tag(kind: str, run_id: str, sig: str) -> str:

@@ -74,7 +74,8 @@ def unpack(packed: str) -> str | None:
 def block_of(failure: dict | None, repro_text: str | None) -> dict | None:
     """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
     reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), or
-    it is too large for the marker."""
+    it is too large for the marker. Only a run of trusted code may record one (the report never
+    calls this for a pull-request run: bot/report/state.py's ``merge_state``)."""
     failure = failure or {}
     repro = failure.get("repro") or {}
     ver = repro.get("verification") or {}
@@ -94,7 +95,102 @@ def block_of(failure: dict | None, repro_text: str | None) -> dict | None:
                    "status": repro.get("status"), "nodes_before": repro.get("nodes_before"),
                    "nodes_after": repro.get("nodes_after"), "capture": repro.get("capture")},
         "minify_seconds": round(float(seconds), 2) if isinstance(seconds, (int, float)) else None,
+        "torch": _version_of(failure),
+        "check_config": _check_config(failure.get("check")),
     }
+
+
+def _version_of(failure: dict) -> str | None:
+    from bot.builds import version_word
+
+    return version_word((failure.get("versions") or {}).get("torch") if isinstance(failure.get("versions"), dict)
+                        else None)
+
+
+def _check_config(check) -> dict:
+    config = check.get("config") if isinstance(check, dict) else None
+    return {str(k)[:200]: _config_value(v) for k, v in (config or {}).items()} if isinstance(config, dict) else {}
+
+
+def _config_value(v) -> str:
+    """A config value as compared between a known bug and a check (True, "true" and "True" alike)."""
+    return (str(v).lower() if isinstance(v, bool) else str(v))[:400]
+
+
+# ---------------------------------------------------------------------------- checking a stored block
+# The block comes back from an issue body that people can edit: every field is checked here (types and
+# sizes, the same bounds as known.schema.json) before it is used; a bad block is dropped on its own.
+
+_SIG_TEXT = {"failure_class": 40, "exc_type": 4096, "bisect": 4096, "stage": 100, "device": 40, "dtype": 40,
+             "culprit_method": 40}
+_RECORD_TEXT = {"class": 40, "stage": 100, "status": 40}
+
+
+def _bad_text(v, limit: int, none: bool = True) -> bool:
+    return not ((v is None and none) or (isinstance(v, str) and len(v) <= limit))
+
+
+def _bad_texts(v, items: int, limit: int) -> bool:
+    return not (isinstance(v, list) and len(v) <= items and all(isinstance(x, str) and len(x) <= limit for x in v))
+
+
+def _bad_count(v) -> bool:
+    return not (v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10 ** 9))
+
+
+def _bad_config(c) -> bool:
+    if c is None:
+        return False
+    if not isinstance(c, dict):
+        return True
+    for name in ("diff", "minimal"):
+        rows = c.get(name)
+        if rows is None and name == "minimal":
+            continue
+        if not isinstance(rows, list) or len(rows) > 1000:
+            return True
+        if any(not isinstance(r, dict) or not isinstance(r.get("key"), str) or len(r["key"]) > 200
+               or len(str(r.get("value"))) > 4096 for r in rows):
+            return True
+    return False
+
+
+def check_block(block) -> str | None:
+    """Why a stored ``known`` block cannot be used (None when it can)."""
+    if not isinstance(block, dict):
+        return "the known block is not an object"
+    if not isinstance(block.get("z"), str) or len(block["z"]) > MAX_PACKED:
+        return f"the known repro is not a packed string of at most {MAX_PACKED} characters"
+    if not isinstance(block.get("sha"), str) or len(block["sha"]) != 16:
+        return "the known repro has no digest"
+    sig = block.get("signature")
+    if not isinstance(sig, dict) or not sig.get("failure_class") or any(
+            _bad_text(sig.get(k), n) for k, n in _SIG_TEXT.items()) or any(
+            k in sig and _bad_texts(sig[k], 1000, 4096) for k in ("messages", "culprit_ops")):
+        return "the known signature is malformed"
+    rec = block.get("record")
+    if not isinstance(rec, dict) or any(_bad_text(rec.get(k), n) for k, n in _RECORD_TEXT.items()) \
+            or _bad_count(rec.get("nodes_before")) or _bad_count(rec.get("nodes_after")) \
+            or _bad_config(rec.get("config")):
+        return "the known record is malformed"
+    culprit = rec.get("culprit")
+    if culprit is not None and not (isinstance(culprit, dict) and not _bad_texts(culprit.get("ops") or [], 1000, 400)
+                                    and not _bad_text(culprit.get("bisect"), 4096)
+                                    and not _bad_text(culprit.get("method"), 40)):
+        return "the known culprit is malformed"
+    capture = rec.get("capture")
+    if capture is not None and not isinstance(capture, dict):
+        return "the known capture is malformed"
+    secs = block.get("minify_seconds")
+    if secs is not None and (isinstance(secs, bool) or not isinstance(secs, (int, float)) or not 0 <= secs < 1e7):
+        return "the known minify time is not a number of seconds"
+    if _bad_text(block.get("torch"), 100):
+        return "the known torch version is malformed"
+    cc = block.get("check_config")
+    if cc is not None and not (isinstance(cc, dict) and len(cc) <= 200 and all(
+            isinstance(k, str) and len(k) <= 200 and isinstance(v, str) and len(v) <= 400 for k, v in cc.items())):
+        return "the known check configuration is malformed"
+    return None
 
 
 def merge_block(old: dict | None, new: dict | None) -> dict | None:
@@ -108,16 +204,45 @@ def merge_block(old: dict | None, new: dict | None) -> dict | None:
 
 
 def from_state(number: int, state: dict) -> KnownRepro | None:
-    block = state.get("known")
-    if not isinstance(block, dict) or not isinstance(block.get("z"), str):
+    """The known repro of a (bot-authored, already validated) issue state, or None when it has
+    none or its block is malformed (bot.known.check_block)."""
+    block = state.get("known") if isinstance(state, dict) else None
+    if block is None or check_block(block) is not None:
         return None
     text = unpack(block["z"])
     if text is None or hashlib.sha256(text.encode()).hexdigest()[:16] != block.get("sha"):
         return None
     if sg.Signature.from_json(block.get("signature")) is None:
         return None
-    return KnownRepro(number, [str(c) for c in state.get("checks") or []], block["signature"],
-                      block.get("record") or {}, text, block.get("minify_seconds"))
+    record = dict(block.get("record") or {})
+    record["torch"] = block.get("torch")
+    if block.get("check_config") is not None:
+        record["check_config"] = block["check_config"]
+    checks = [str(c)[:200] for c in state.get("checks") or []][:1000]
+    return KnownRepro(number, checks, block["signature"], record, text, block.get("minify_seconds"))
+
+
+def torch_allows(entry: KnownRepro, torch: str | None) -> bool:
+    """A known repro stands in only on the torch build it was minified on or a newer one (a bug of
+    a newer build is not assumed to be in an older one); unknown versions on either side: no."""
+    from bot.builds import version_word
+
+    then, now = version_word(entry.record.get("torch")), version_word(torch)
+    if then is None or now is None:
+        return False
+    return _version_key(now) >= _version_key(then)
+
+
+def _version_key(v: str) -> tuple:
+    import re
+
+    base = v.split("+", 1)[0]
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(?:(a|b|rc|\.dev)(\d+))?", base)
+    if not m:
+        return (0,)
+    major, minor, patch, pre, pren = m.groups()
+    # a pre-release or nightly comes before the release of the same number
+    return (int(major), int(minor), int(patch or 0), 0 if pre else 1, int(pren or 0))
 
 
 # ---------------------------------------------------------------------------- known.json
@@ -129,18 +254,45 @@ def write(run_dir, entries: list[KnownRepro], reminify: list[int] | None = None)
 # ---------------------------------------------------------------------------- the minify side
 
 def load(run_dir) -> list[KnownRepro]:
-    """known.json of a run directory (bounded, validated); [] when there is none or it is bad."""
+    """known.json of a run directory (bounded, validated); [] when there is none or it is bad. An
+    entry that does not read is skipped alone."""
     doc = rundir.read_known(run_dir)
-    return [KnownRepro.from_json(d) for d in (doc or {}).get("known") or []]
+    out = []
+    for d in (doc or {}).get("known") or []:
+        try:
+            out.append(KnownRepro.from_json(d))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def config_allows(entry: KnownRepro, row: dict) -> bool:
+    """Whether the known bug's minimal configuration is part of the check's configuration now: every
+    setting the bug needs is set the same way in the check's config overrides. A bug whose minimal
+    set was not found (``minimal`` null) needs the check's configuration to be the one it was
+    minified under. A config-carried bug A says nothing about a check that no longer sets A's key."""
+    now = {str(k): _config_value(v) for k, v in (row.get("config") or {}).items()} \
+        if isinstance(row.get("config"), dict) else {}
+    config = entry.record.get("config") if isinstance(entry.record.get("config"), dict) else {}
+    minimal = config.get("minimal")
+    if isinstance(minimal, list):
+        return all(isinstance(d, dict) and now.get(str(d.get("key"))) == _config_value(d.get("value"))
+                   for d in minimal)
+    then = entry.record.get("check_config")
+    if isinstance(then, dict):
+        return then == now
+    return not config.get("diff") and not now
 
 
 def match(entries: list[KnownRepro], row: dict) -> KnownRepro | None:
-    """The known repro for a failing check: the issue was seen on this check, and the check fails
-    the way the repro does (bot.signature.consistent)."""
+    """The known repro for a failing check: the issue was seen on this check, the bug's minimal
+    configuration is part of the check's configuration (``config_allows``), and the check fails the
+    way the repro does (bot.signature.consistent). The torch build was checked by the side that wrote
+    known.json (``torch_allows``)."""
     key = fp.check_key(row)
     cls = row.get("failure_class")
     for e in entries:
-        if key not in e.checks:
+        if key not in e.checks or not config_allows(e, row):
             continue
         stored = sg.Signature.from_json(e.signature)
         if stored is None or stored.failure_class != cls and not (

@@ -37,8 +37,15 @@ def _failure(**repro_over) -> dict:
     repro.update(repro_over)
     return {"class": "accuracy", "stage": "inductor", "culprit": {"ops": ["aten.relu"], "bisect": None,
                                                                    "method": "culprit"},
-            "config": {"diff": [], "minimal": None}, "repro": repro,
-            "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}}
+            "config": {"diff": [], "minimal": None}, "repro": repro, "versions": {"torch": "2.13.0+cpu"},
+            "check": ROW, "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}}
+
+
+def _run_dir(path: Path) -> Path:
+    """A run directory whose results.json says which torch it checked (known repros need it)."""
+    from tests.ghstub.rundir import write_run
+
+    return write_run(path, [])
 
 
 def _issue_body(state: IssueState) -> str:
@@ -91,7 +98,7 @@ def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     board = (f"- [x] <!-- minify-box:reminify:{numbers[1]} --> re-minify\n\n"
              + fp.make_marker(dashboard.empty_state()) + "\n")
     tracker.create_issue(dashboard.TITLE, board, [dashboard.LABEL], [], dashboard.SIG)
-    run = tmp_path / "run"
+    run = _run_dir(tmp_path / "run")
 
     assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None) == 1
     doc = json.loads((run / rundir.KNOWN).read_text())
@@ -210,6 +217,7 @@ def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_pa
         number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
         env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}
         inputs = Inputs(stage="all", tracker="github", token=BOT_TOKEN, labels=["minify-bot"])
+        _run_dir(tmp_path)
         assert trusted.for_action(tmp_path, inputs, env) == 1
         assert [(k.issue, k.repro) for k in known.load(tmp_path)] == [(number, REPRO)]
         for change in ({"stage": "check", "token": ""}, {"reminify": True}):

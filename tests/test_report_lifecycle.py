@@ -38,7 +38,8 @@ def test_file_update_close_after_two_passes_then_reopen(tmp_path):
     report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"), issues)
     [rec] = records(issues)
     assert rec["state"] == "open"
-    assert {"minify-bot", "accuracy", "inductor", "regression"} <= set(rec["labels"])
+    # a first sighting: labelled new, never regression (nothing says the check ever passed)
+    assert {"minify-bot", "accuracy", "inductor", "new"} <= set(rec["labels"]) and "regression" not in rec["labels"]
     # the bug is still there: the body is updated, nobody is pinged (nothing new happened)
     report(failing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"), issues)
     [rec] = records(issues)
@@ -55,6 +56,8 @@ def test_file_update_close_after_two_passes_then_reopen(tmp_path):
     [rec] = records(issues)
     assert rec["state"] == "open" and len(rec["comments"]) == 2
     assert rec["comments"][1]["body"].startswith("Reopening")
+    # its check passed in the runs before: now it is a regression, no longer new
+    assert "regression" in rec["labels"] and "new" not in rec["labels"]
 
 
 def test_a_passing_streak_is_broken_by_a_failure(tmp_path):

@@ -151,14 +151,70 @@ def parse_requests(body: str | None) -> Requests:
 
 # ---------------------------------------------------------------------------- the tracker side
 
-def find_all(tracker: Tracker) -> list[tuple[Issue, dict]]:
-    """Every dashboard issue authored by the bot with its state: open before closed, then the oldest."""
+def _bad_history(state) -> str | None:
+    """Why a dashboard marker's state does not have the shape this version writes (None when it does):
+    the types and sizes of every field ``record_run``, ``previous_status`` and the view read."""
+    def text(v, n=4096, none=True):
+        return (v is None and none) or (isinstance(v, str) and len(v) <= n)
+
+    def count(v):
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10 ** 12
+
+    if not isinstance(state, dict) or state.get("kind") != KIND:
+        return "not a dashboard state"
+    runs = state.get("runs", [])
+    if not isinstance(runs, list) or len(runs) > 10 * MAX_RUNS:
+        return "runs is not a list of runs"
+    for i, r in enumerate(runs):
+        if not (isinstance(r, dict) and text(r.get("id"), 200, none=False) and text(r.get("when"), 100)
+                and text(r.get("url"), 2000) and text(r.get("torch"), 100)):
+            return f"runs[{i}] is malformed"
+        configs = r.get("configs")
+        if not isinstance(configs, dict) or len(configs) > 10000 or not all(
+                isinstance(k, str) and len(k) <= 400 and isinstance(v, list) and len(v) == 3 and all(map(count, v))
+                for k, v in configs.items()):
+            return f"runs[{i}].configs is not pass counts per configuration"
+    older = state.get("older", {"runs": 0, "first": None})
+    if not (isinstance(older, dict) and count(older.get("runs", 0)) and text(older.get("first"), 100)):
+        return "older is malformed"
+    if not text(state.get("passing", ""), 10 ** 6, none=False):
+        return "passing is not a string"
+    checks = state.get("checks", {})
+    if not isinstance(checks, dict) or len(checks) > 100000:
+        return "checks is not an object"
+    for cid, e in checks.items():
+        if not (isinstance(cid, str) and len(cid) <= 400 and isinstance(e, dict)):
+            return "checks holds a malformed entry"
+        if not (all(text(e.get(k), n) for k, n in (("h", 200), ("s", 60), ("b", 60), ("c", 60), ("f", 200),
+                                                   ("k", 400), ("m", 400)))
+                and (e.get("i") is None or count(e.get("i")))):
+            return f"checks[{cid[:60]!r}] is malformed"
+    return None
+
+
+def find_all(tracker: Tracker, say=None) -> list[tuple[Issue, dict]]:
+    """Every dashboard issue authored by the bot with its state: open before closed, then the oldest.
+    The author is checked before the marker is read; a dashboard whose hidden history is malformed
+    (edited by hand) is kept with an empty history and a warning naming the issue."""
+    import sys
+
+    say = say or (lambda m: print(m, file=sys.stderr))
     me = tracker.bot_login()
     found = []
     for issue in tracker.list_issues(LABEL):
-        state = fp.parse_marker(issue.body)
-        if issue.author == me and issue.title.startswith(TITLE) and state and state.get("kind") == KIND:
-            found.append((issue.state != "open", issue.number, issue, state))
+        if issue.author != me or not issue.title.startswith(TITLE):
+            continue
+        state, why = fp.read_marker(issue.body)
+        if state is None and why is None:
+            continue  # no marker: not a dashboard the bot wrote
+        if state is not None and state.get("kind") != KIND:
+            continue
+        why = why or _bad_history(state)
+        if why:
+            say(f"warning: dashboard issue #{issue.number}: its hidden history is malformed and was ignored ({why}); "
+                "it starts again from this run")
+            state = empty_state()
+        found.append((issue.state != "open", issue.number, issue, state))
     found.sort(key=lambda t: t[:2])
     return [(t[2], t[3]) for t in found]
 

@@ -7,20 +7,42 @@ from __future__ import annotations
 import sys
 
 from bot import fingerprint as fp
+from bot import known as kn
 from bot.known import KnownRepro, from_state, write
 
 
-def collect(tracker, label: str, skip: set[int] = frozenset()) -> list[KnownRepro]:
-    """The open bot issues with a reusable repro, less those in ``skip`` (re-minify requested)."""
+def collect(tracker, label: str, skip: set[int] = frozenset(), *, torch: str | None = None,
+            say=lambda m: print(m, file=sys.stderr)) -> list[KnownRepro]:
+    """The open bot issues with a reusable repro, less those in ``skip`` (re-minify requested) and
+    those minified on a newer torch than ``torch`` (this run's). Only issues the bot wrote are read
+    (author first, then the marker); a malformed state or known block is skipped with a warning
+    naming the issue, the others are kept."""
+    from bot.report.state import read
+
     me = tracker.bot_login()
     out = []
     for issue in tracker.list_issues(label):
         if issue.state != "open" or issue.author != me or issue.number in skip:
             continue
-        state = fp.parse_marker(issue.body)
-        entry = from_state(issue.number, state) if state else None
-        if entry is not None:
-            out.append(entry)
+        state, why = read(issue.body)
+        if state is None:
+            if why:
+                say(f"warning: issue #{issue.number}: its hidden state is malformed and was ignored ({why})")
+            continue
+        raw = (fp.parse_marker(issue.body) or {}).get("known")
+        if raw is None:
+            continue
+        bad = kn.check_block(raw)
+        entry = from_state(issue.number, {"known": raw, "checks": state.checks}) if bad is None else None
+        if entry is None:
+            say(f"warning: issue #{issue.number}: its known repro is malformed and was ignored"
+                f" ({bad or 'it does not unpack to its digest'}); its failures are minified afresh")
+            continue
+        if not kn.torch_allows(entry, torch):
+            say(f"known bug #{issue.number}: minified on torch {entry.record.get('torch') or 'unknown'}, this run "
+                f"checked torch {torch or 'unknown'}: minified afresh")
+            continue
+        out.append(entry)
     return sorted(out, key=lambda k: k.issue)
 
 
@@ -28,8 +50,8 @@ def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = Fal
             say=lambda m: print(m, file=sys.stderr)) -> int:
     """The trusted side's one call before minify: write known.json (an empty list for --reminify;
     without the issues whose dashboard re-minify box is ticked). Returns how many repros it holds.
-    Any tracker failure leaves an empty known.json: the run minifies everything."""
-    from bot.errors import BotError
+    Any tracker failure leaves an empty known.json: the run minifies everything; a malformed issue
+    is skipped alone (``collect``). Only repros minified on this run's torch or an older one count."""
     from bot.report import dashboard
 
     entries: list[KnownRepro] = []
@@ -37,14 +59,25 @@ def prepare(run_dir, tracker, label: str = "minify-bot", *, reminify: bool = Fal
     if not reminify:
         try:
             boxes = dashboard.requests_from(tracker).reminify
-            entries = collect(tracker, label, boxes)
-        except BotError as exc:
-            say(f"known bugs not read (every failure is minified): {exc}")
+            entries = collect(tracker, label, boxes, torch=_run_torch(run_dir), say=say)
+        except Exception as exc:  # noqa: BLE001 - known bugs only save time: never stop the run for them
+            say(f"known bugs not read (every failure is minified): {type(exc).__name__}: {exc}")
     write(run_dir, entries, sorted(boxes))
     if entries or boxes:
         say(f"known bugs: {len(entries)} open issue(s) with a verified repro"
             + (f"; re-minify asked for #{', #'.join(map(str, sorted(boxes)))}" if boxes else ""))
     return len(entries)
+
+
+def _run_torch(run_dir) -> str | None:
+    from bot import rundir
+    from bot.builds import results_torch
+    from bot.errors import UsageError
+
+    try:
+        return results_torch(rundir.read_results(run_dir))
+    except (UsageError, OSError):
+        return None
 
 
 def for_action(run_dir, inputs, env) -> int:

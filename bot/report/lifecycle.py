@@ -10,11 +10,11 @@ from pathlib import Path
 
 from bot import fingerprint as fp
 from bot import known, rundir
-from bot.errors import BotError, UsageError
+from bot.errors import BotError, InfraError, UsageError
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
-from bot.report.state import IssueState, is_flaky, is_reuse, labels_for, merge_state, parse, with_passing_run
+from bot.report.state import IssueState, is_flaky, labels_for, merge_state, read, with_passing_run
 from bot.tracker.base import Issue, Tracker
 
 REPORT_SCHEMA = rundir.REPORT_SCHEMA
@@ -65,6 +65,14 @@ class Lifecycle:
         self.configs = configs or []  # pass counts per configuration (bot.report.dashboard.configuration_counts)
         self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.report.dashboard.after_report)
         self.torch: str | None = None  # the torch version this run checked (results.json's versions)
+        self.warnings: list[str] = []  # hidden state that was malformed and ignored, one line per issue
+
+    def warn(self, message: str) -> None:
+        import sys
+
+        if message not in self.warnings:
+            self.warnings.append(message)
+            print(f"warning: {message}", file=sys.stderr)
 
     # -- bookkeeping
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
@@ -80,6 +88,8 @@ class Lifecycle:
         data = {"run_id": self.run_id, "tracker": self.tracker.name,
                 "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
                 "counts": count_actions(self.actions), "actions": self.actions, "error": error}
+        if self.warnings:
+            data["warnings"] = self.warnings[:100]
         if self.dashboard:
             data["dashboard"] = self.dashboard
         rundir.write_report(self.run_dir, data)
@@ -164,11 +174,18 @@ class Lifecycle:
                     commented=commented)
 
     def _bot_issues(self, me: str) -> list[tuple[Issue, IssueState]]:
+        """The bot's own issues and their states. The author is checked before the marker is read
+        (anyone who can label an issue can put a marker in it); a malformed state is ignored with a
+        warning naming the issue."""
         out = []
         for issue in self.tracker.list_issues(self.opts.label):
-            state = parse(issue.body)
-            if state is not None and issue.author == me:
+            if issue.author != me:
+                continue
+            state, why = read(issue.body)
+            if state is not None:
                 out.append((issue, state))
+            elif why:
+                self.warn(f"issue #{issue.number}: its hidden state is malformed and was ignored ({why})")
         return out
 
     def _close_duplicates(self, issues):
@@ -200,10 +217,8 @@ class Lifecycle:
            it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
         ranked = sorted(issues, key=lambda t: (t[0].state != "open", t[0].number))
-        reused = {f.failure["repro"]["reused"].get("issue") for f in group if is_reuse(f)}
-        for issue, state in ranked:  # a known repro was reused: the issue it came from, if it is this bug's
-            if issue.number in reused and fpr.check_key in state.checks:
-                return issue, state
+        # an artifact's "repro.reused" (which issue a known repro came from) is never used to match: a
+        # reused record carries the issue's own verified signature, so it matches by its primary
         for issue, state in ranked:
             if fpr.primary in state.sigs:
                 return issue, state
@@ -221,7 +236,7 @@ class Lifecycle:
         return None
 
     def _create(self, group, when, me) -> Issue:
-        state, _ = merge_state(None, group, self.run_id, when)
+        state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run)
         body, overflow = self.body(group, state)
         ctx = issue_context(group, state, self.opts, self.run_dir)
         title = self.renderer.title(ctx)
@@ -250,7 +265,7 @@ class Lifecycle:
         if self.run_id in state.runs:
             self.record("unchanged", group, issue, "this run was already reported")
             return
-        new_state, events = merge_state(state, group, self.run_id, when)
+        new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run)
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
@@ -352,11 +367,17 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
         rep.run(results, failures, passing)
         if board is not None:
             dashboard.after_report(board, rep, results)
-    except BotError as exc:
-        rep.write_report(error=str(exc))
-        result.error = str(exc)
-        result.summary_path = write_summary(rep, failures)
-        raise
+    except Exception as exc:  # noqa: BLE001 - the cause goes to report.json (the action's summary shows it)
+        reason = str(exc) if isinstance(exc, BotError) else f"internal error: {type(exc).__name__}: {exc}"[:500]
+        rep.write_report(error=reason)
+        result.error = reason
+        try:
+            result.summary_path = write_summary(rep, failures)
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            pass
+        if isinstance(exc, BotError):
+            raise
+        raise InfraError(reason) from exc
     rep.write_report()
     result.summary_path = write_summary(rep, failures)
     return result

@@ -73,10 +73,109 @@ class IssueState:
         return isinstance(rank, list) and len(rank) >= 2 and rank[0] <= 1 and rank[1] == 0
 
 
+class BadState(ValueError):
+    """A marker whose state does not have the shape this version writes (edited by hand or by
+    someone else): the issue's state is ignored, with a warning naming the issue."""
+
+
+MAX_LIST = 1000
+MAX_TEXT = 4096
+MAX_EXTRA_CHARS = 20000
+
+
+def _text(v, where: str, *, none: bool = False, limit: int = MAX_TEXT) -> None:
+    if v is None and none:
+        return
+    if not isinstance(v, str) or len(v) > limit:
+        raise BadState(f"{where} is not a string of at most {limit} characters")
+
+
+def _count(v, where: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 10 ** 12:
+        raise BadState(f"{where} is not a count")
+
+
+def _texts(v, where: str, limit: int = MAX_LIST) -> None:
+    if not isinstance(v, list) or len(v) > limit:
+        raise BadState(f"{where} is not a list of at most {limit} strings")
+    for i, x in enumerate(v):
+        _text(x, f"{where}[{i}]")
+
+
+def _objects(v, where: str, limit: int, fields: dict) -> None:
+    """A list of objects whose ``fields`` (name -> check(value, where)) are all present and valid."""
+    if not isinstance(v, list) or len(v) > limit:
+        raise BadState(f"{where} is not a list of at most {limit} objects")
+    for i, row in enumerate(v):
+        if not isinstance(row, dict):
+            raise BadState(f"{where}[{i}] is not an object")
+        for name, ok in fields.items():
+            ok(row.get(name), f"{where}[{i}].{name}")
+
+
+def _opt_text(v, where):
+    _text(v, where, none=True)
+
+
+_AFFECTED = {**{k: _text for k in ("model", "backend", "mode", "dtype", "device", "check_key", "check_id")},
+             "first_seen": _opt_text, "last_seen": _opt_text, "occurrences": _count}
+_PASSING = {"run": _text, "link": _opt_text, "torch": _opt_text,
+            "checks": lambda v, w: _texts(v, w, 100) if v is not None else None}
+
+
+def validate(d: dict) -> dict:
+    """The marker's JSON checked against the shape this version writes (every field's type and a
+    bound on its size); raises BadState naming the first field that is wrong. A ``known`` block is
+    checked on its own (bot/known.py): a bad one is dropped, the rest of the state stays."""
+    if not isinstance(d, dict):
+        raise BadState("the state is not an object")
+    _text(d.get("sig", ""), "sig", limit=200)
+    for name in ("sigs", "alt", "checks", "runs", "torch"):
+        if name in d:
+            _texts(d[name], name)
+    for name in ("first_seen", "last_seen"):
+        _opt_text(d.get(name), name)
+    if "occurrences" in d:
+        _count(d["occurrences"], "occurrences")
+    if "affected" in d:
+        _objects(d["affected"], "affected", MAX_LIST, _AFFECTED)
+    if "passing_runs" in d:
+        _objects(d["passing_runs"], "passing_runs", MAX_LIST, _PASSING)
+    best = d.get("best_repro")
+    if best is not None and not (isinstance(best, list) and len(best) == 3
+                                 and all(isinstance(x, int) and not isinstance(x, bool) for x in best)):
+        raise BadState("best_repro is not three integers")
+    for name in ("flaky", "regression"):
+        if name in d and not isinstance(d[name], bool):
+            raise BadState(f"{name} is not true or false")
+    if d.get("repro") is not None and not isinstance(d["repro"], bool):
+        raise BadState("repro is not true, false or null")
+    return d
+
+
+def read(body: str | None) -> tuple[IssueState | None, str | None]:
+    """(state, None) for a body with a well-formed marker; (None, None) without one; (None, reason)
+    when the marker or its state is malformed. A malformed ``known`` block is dropped alone
+    (reason: None, the state stands; ``known.check_block`` says why when asked)."""
+    d, why = fp.read_marker(body)
+    if d is None:
+        return None, why
+    try:
+        validate(d)
+    except BadState as exc:
+        return None, str(exc)
+    if d.get("known") is not None and known.check_block(d["known"]) is not None:
+        d = {k: v for k, v in d.items() if k != "known"}
+    extra = {k: v for k, v in d.items() if k not in _FIELDS}
+    if len(fp.make_marker(extra)) > MAX_EXTRA_CHARS:
+        d = {k: v for k, v in d.items() if k in _FIELDS}  # unknown keys this large were not ours
+    return IssueState.from_json(d), None
+
+
 def parse(body: str | None) -> IssueState | None:
-    """The state in an issue body's marker, or None when the body carries none."""
-    d = fp.parse_marker(body)
-    return IssueState.from_json(d) if d is not None else None
+    """The state in an issue body's marker, or None when the body carries none or a malformed one.
+    Call it only on issues the bot wrote (check the author first)."""
+    return read(body)[0]
 
 
 def repro_rank(failure: dict | None) -> tuple:
@@ -105,13 +204,24 @@ def is_flaky(group: list[Failure]) -> bool:
     return all(bool((f.failure or {}).get("flaky")) for f in group)
 
 
+def passed_before(check: dict) -> bool:
+    """The check passed in an earlier run (the baseline's status for it: --baseline or the dashboard's
+    history). A check failing in its first run, or one with no earlier result, did not."""
+    from bot.check.results import PASS_STATUSES
+
+    return check.get("baseline") == "new" and check.get("baseline_status") in PASS_STATUSES
+
+
 def is_regression(group: list[Failure]) -> bool:
-    return (not is_flaky(group)) and any(f.check.get("baseline") == "new" for f in group)
+    """A regression: not flaky, and one of its checks passed in an earlier run and fails now."""
+    return (not is_flaky(group)) and any(passed_before(f.check) for f in group)
 
 
 def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
-                when: str) -> tuple[IssueState, list[str]]:
-    """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment)."""
+                when: str, *, trusted: bool = True) -> tuple[IssueState, list[str]]:
+    """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment).
+    ``trusted``: the failures come from a run of trusted code. Only such a run may record the repro
+    that later runs execute instead of minifying (``known``); a pull-request run's artifact never does."""
     new = state is None
     s = copy.deepcopy(state) if state is not None else IssueState.new(group[0].fingerprint.primary, when)
     events: list[str] = []
@@ -154,9 +264,12 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     s.last_seen = when
     s.runs = (s.runs + [run_id])[-MAX_RUNS:]
     s.flaky = bool(s.flaky) and is_flaky(group)
-    s.regression = bool(s.regression) or is_regression(group)
+    # passing runs recorded since its last failure: its checks passed in an earlier run, so failing
+    # again is a regression (whatever the baseline says)
+    back = bool(s.passing_runs) and not is_flaky(group)
+    s.regression = bool(s.regression) or is_regression(group) or back
     s.passing_runs = []
-    for f in sorted(group, key=lambda f: repro_rank(f.failure)):  # the best fresh verified repro is kept
+    for f in sorted(group, key=lambda f: repro_rank(f.failure)) if trusted else ():  # the best verified repro
         block = known.block_of(f.failure, f.repro_text)
         if block is not None:
             s.known = known.merge_block(s.known, block)
@@ -171,14 +284,34 @@ def with_passing_run(state: IssueState, run: dict) -> IssueState:
     return new
 
 
+# Labels the bot sets come from these words only: an artifact's class or stage never becomes a label
+# (a label is created on first use and shown to everyone).
+CLASS_LABELS = ("accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom", "eager_error",
+                "setup_error")
+STAGE_LABELS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
+NEW_LABEL = "new"
+
+
 def labels_for(state: IssueState, group: list[Failure], base: list[str], bot_label: str) -> list[str]:
+    """The issue's labels: the bot's, the failure class and stage (allowlisted words), ``flaky``, and
+    ``regression`` when a check of it passed in an earlier run, else ``new`` when the issue is filed
+    (a first sighting is never a regression). Labels people added are kept."""
     rep = group[0]
-    wanted = [bot_label, rep.fingerprint.parts["class"]]
-    if rep.fingerprint.parts.get("stage") not in (None, "unlocalized"):
+    wanted = [bot_label]
+    if rep.fingerprint.parts.get("class") in CLASS_LABELS:
+        wanted.append(rep.fingerprint.parts["class"])
+    if rep.fingerprint.parts.get("stage") in STAGE_LABELS:
         wanted.append(rep.fingerprint.parts["stage"])
-    out = [x for x in base if x not in ("flaky", "regression")]
-    regression = ["regression"] if state.regression and not state.flaky else []
-    for x in wanted + (["flaky"] if state.flaky else []) + regression:
+    out = [x for x in base if x not in ("flaky", "regression", NEW_LABEL)]
+    regression = bool(state.regression) and not state.flaky
+    if regression:
+        wanted.append("regression")
+    elif not state.flaky and (not base or NEW_LABEL in base):
+        wanted.append(NEW_LABEL)  # a first sighting (kept until it is known to have regressed)
+    for x in wanted + (["flaky"] if state.flaky else []):
         if x not in out:
             out.append(x)
     return out
+
+
+_FIELDS = {f.name for f in dataclasses.fields(IssueState)} - {"extra"}
