@@ -240,3 +240,18 @@ def test_minify_learns_what_torch_offers_in_its_fork_server_and_never_imports_to
 
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == [torch.__version__, "True", "False"], p.stdout
+
+
+def test_each_query_gets_inputs_with_the_strides_the_graph_was_compiled_for():
+    """An expanded (stride-0) input, a channels-last one and a strided slice keep their strides in
+    the copies every query runs on: the repro file reads them back with those strides, so the
+    worker and `python repro.py` run the same inputs."""
+    import torch
+
+    from bot.torch_adapter.minifier import clone_inputs
+
+    cases = [torch.zeros(1, 8).expand(4, -1), torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last),
+             torch.randn(6, 6)[:, ::2]]
+    for x, c in zip(cases, clone_inputs(cases)):
+        assert c.stride() == x.stride() and torch.equal(c, x)
+        assert c.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()   # a copy, not a view

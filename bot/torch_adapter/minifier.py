@@ -27,13 +27,24 @@ def clone_inputs(args) -> list:
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            c = a.detach().clone()
+            c = _clone_strided(a.detach())
             if a.requires_grad and a.is_leaf:
                 c.requires_grad_(True)
             out.append(c)
         else:
             out.append(a)
     return out
+
+
+def _clone_strided(a):
+    """A copy with ``a``'s strides, overlapping ones included: ``clone()`` keeps the strides of a
+    dense tensor only, and an expanded (stride-0) or sliced input that became contiguous would be
+    another input than the one the graph was compiled for and the repro file reads back."""
+    c = a.clone()
+    if c.stride() == a.stride() or a.layout is not c.layout or a.numel() <= 1 or c.is_sparse:
+        return c
+    span = 1 + sum((size - 1) * stride for size, stride in zip(a.shape, a.stride()))
+    return a.as_strided((span,), (1,), a.storage_offset()).clone().as_strided(a.shape, a.stride())
 
 
 def compile_aot(gm, args) -> Callable[[list], Any]:
