@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import proc
+from bot import proc, safejson
 from bot.errors import InfraError, UsageError
 
 KINDS = ("pip", "python", "venv", "image")
@@ -157,7 +157,8 @@ class Prepared:
             return [*self.prefix, *args]
         docker = self.prefix[0]
         cmd = [docker, "run", "--rm", "--network", "none"]
-        for m in dict.fromkeys(self.mounts + ([cwd] if cwd else [])):
+        files = [os.path.dirname(a) for a in args if os.path.isabs(a) and os.path.exists(a)]  # the repro's folder
+        for m in dict.fromkeys(self.mounts + files + ([cwd] if cwd else [])):
             cmd += ["-v", f"{m}:{m}"]
         if cwd:
             cmd += ["-w", cwd]
@@ -258,8 +259,9 @@ class BuildCache:
         for line in res.output.splitlines():
             if line.startswith("@@build "):
                 with contextlib.suppress(ValueError):
-                    d = json.loads(line[len("@@build "):])
-                    return Info(d.get("torch"), d.get("git"), d.get("cuda"))
+                    d = safejson.loads(line[len("@@build "):])  # printed by a process of the build
+                    if isinstance(d, dict):
+                        return Info(*(v if isinstance(v, str) else None for v in map(d.get, ("torch", "git", "cuda"))))
         last = [ln for ln in res.output.strip().splitlines() if ln.strip()][-1:] or [res.error or "no output"]
         why = "timed out" if res.timed_out else last[0][:300]
         return Info(error=f"torch does not import: {why}")

@@ -96,6 +96,18 @@ def test_the_probe_reads_the_builds_torch_version_and_commit(tmp_path):
     assert (info.torch, info.git, info.error) == (torch.__version__, torch.version.git_version, None)
 
 
+def test_an_image_build_runs_the_repro_in_a_container_that_sees_its_folder_and_nothing_of_the_network(tmp_path):
+    repro = tmp_path / "failure" / "repro.py"
+    repro.parent.mkdir()
+    repro.write_text("")
+    b = bl.build_from_json({"name": "img", "image": "ghcr.io/org/torch:2.15", "env": {"TORCHINDUCTOR_FREEZING": "1"}})
+    cmd = bl.Prepared(b, ["docker"], dict(b.env)).command([str(repro), "run"], cwd=str(tmp_path / "cwd"))
+    assert cmd[:5] == ["docker", "run", "--rm", "--network", "none"]
+    assert f"{repro.parent}:{repro.parent}" in cmd and ["-w", str(tmp_path / "cwd")] == cmd[cmd.index("-w"):][:2]
+    assert cmd[-4:] == ["ghcr.io/org/torch:2.15", "python", str(repro), "run"]
+    assert "TORCHINDUCTOR_FREEZING=1" in cmd
+
+
 @pytest.mark.parametrize("value, shown", [("2.15.0+cu132", "2.15.0+cu132"), ("2.16.0.dev20261120+cpu",
                                           "2.16.0.dev20261120+cpu"), ("@team <b>", None), (3, None)])
 def test_only_version_words_reach_an_issue(value, shown):
