@@ -46,6 +46,7 @@ def programs(corpus: Path, only: list[str]) -> list[dict]:
     corpus.yaml or manifest.yaml: a list or {programs: [...]}, each with name and program/path and
     optionally fixed_in) when there is one; else every ``*/prog.py`` and top-level ``*.py`` that
     is not a script of the corpus itself."""
+    corpus = corpus.resolve()
     entries = _manifest(corpus)
     if entries is None:
         found = sorted(corpus.glob("*/prog.py")) + sorted(p for p in corpus.glob("*.py")
@@ -98,6 +99,17 @@ def run_bot(python: str, prog: dict, out: Path, issues: Path, close_after: int, 
         (out.parent / f"{out.name}.stderr.txt").write_text(res.stderr)
     return {"rc": res.returncode, "status": status, "seconds": seconds,
             "actions": [a for a in report.get("actions") or [] if a.get("fingerprint")]}
+
+
+def plain_exit(python: str, prog: dict, env: dict) -> int | None:
+    """The program's own exit status under a build, without the bot: the ground truth of whether
+    the build has the bug (exit 1: compiled differs from eager) when the corpus does not say."""
+    try:
+        res = subprocess.run([python, prog["path"].name], cwd=prog["cwd"], env=env, capture_output=True, text=True,
+                             timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None
+    return res.returncode
 
 
 def issue_of(issues: Path, name: str) -> dict | None:
@@ -156,6 +168,11 @@ def main(argv=None) -> int:
             new_runs.append(r)
             if "pass" not in r["status"]:
                 break  # still failing: its issue is updated; no more runs needed to tell
+        if prog["fixed_in"] is None:
+            rc = plain_exit(pythons["new"], prog, env)
+            prog["plain_new"] = rc
+            if rc is not None:
+                prog["fixed_in"] = versions["new"] if rc == 0 else "later"
         rows.append(_row(prog, old, new_runs, issue_of(issues, prog["name"]), versions["new"]))
     _print(rows, versions)
     print(f"\nrun directories and issues: {work}")
