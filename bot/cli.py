@@ -123,6 +123,13 @@ def guarded(name: str, fn, *args) -> int:
     except KeyboardInterrupt:
         print(f"minify-bot {name}: interrupted", file=sys.stderr)
         return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never 1 ("failures found")
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        first = (str(exc).splitlines() or [""])[0][:300]
+        print(f"minify-bot {name}: internal error: {type(exc).__name__}: {first}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -234,8 +234,9 @@ def find_secrets(text: str) -> list[str]:
 
 
 def secret_like_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Environment entries whose name says they hold a secret."""
-    return {k: v for k, v in env.items() if _SECRET_NAME.search(k) and v}
+    """Environment entries that hold a secret: by name (TOKEN, SECRET, ...) or by value (a GitHub
+    token's ghp_/gho_/ghu_/ghs_/ghr_/github_pat_ form, other known key formats), whatever the name."""
+    return {k: v for k, v in env.items() if v and (_SECRET_NAME.search(k) or find_secrets(v))}
 
 
 def scrubbed_env(env: Mapping[str, str]) -> dict[str, str]:

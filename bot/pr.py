@@ -56,13 +56,13 @@ def bot_login(gh: github.Github, override: str | None = None) -> str:
     """The login our comments are posted as: explicit, else GET /user, else the Actions bot.
 
     An Actions GITHUB_TOKEN cannot call GET /user; its comments are by `github-actions[bot]`.
+    Transient errors are retried; anything else fails closed (bot.tracker.github.resolve_login).
     """
     if override:
         return override
-    try:
-        return gh.get_user().login
-    except GithubException:
-        return ACTIONS_BOT_LOGIN
+    from bot.tracker.github import resolve_login
+
+    return resolve_login(lambda: gh.get_user().login)
 
 
 # ---------------------------------------------------------------- authorization

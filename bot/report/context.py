@@ -21,17 +21,87 @@ CLASS_WORDS = {
 
 
 
+# Every artifact field that reaches a title, a label or a line of the body outside the escaping
+# filters passes one of these allowlists first (an artifact may come from a pull request's job).
+_OP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,119}")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
+_STAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,59}(?::[A-Za-z_][A-Za-z0-9_]{0,59})?")
+_EXC = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,119}")
+DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "meta")
+GRAPH_ROLES = ("forward", "backward", "inference")
+CULPRIT_METHODS = ("compiled-alone", "graph")
+TITLE_OPS = 3
+_KERNEL = re.compile(r"\b(?:cpp|triton_[a-z]+|cuda)_fused_([a-z0-9_]{1,200}?)_\d+\b")
+_OVERLOADS = ("default", "Tensor", "Scalar", "int", "out", "self", "dim", "float")
+
+
+def safe(value, rx: re.Pattern, fallback):
+    """``value`` when it is a string matching ``rx`` exactly, else ``fallback``."""
+    return value if isinstance(value, str) and rx.fullmatch(value) else fallback
+
+
+def _op_names(values) -> list[str]:
+    """Op names (no argument lists) that pass the allowlist, in order, once each."""
+    out = []
+    for v in values if isinstance(values, list) else []:
+        name = v.split("(", 1)[0] if isinstance(v, str) else None
+        if safe(name, _OP, None) and name not in out:
+            out.append(name)
+    return out
+
+
+def _short(op: str) -> str:
+    """aten.relu.default -> relu; aten.relu -> relu"""
+    parts = op.split(".")
+    if len(parts) >= 3 and parts[0] in ("aten", "prims", "quantized"):
+        return parts[1]
+    if len(parts) >= 2 and parts[-1] in _OVERLOADS:
+        return parts[-2]
+    return parts[-1]
+
+
+def title_ops(parts: dict, failure: dict | None) -> tuple[list[str], int]:
+    """At most TITLE_OPS op names for the title, chosen by what is known, and how many more the body
+    names: first the bisector's lowering (an op of the culprit or graph whose name it gives), then
+    the op(s) the culprit proved (compiled alone), then the op of the crashing kernel (inductor's
+    fused kernel name in the error), then the rest of the culprit or the minimized graph's ops less
+    data movement. Ops come only from a verified record; names only through the allowlist."""
+    f = failure or {}
+    culprit = f.get("culprit") if isinstance(f.get("culprit"), dict) else {}
+    ops = _op_names(parts.get("ops")) or _op_names(culprit.get("ops"))
+    repro = f.get("repro") if isinstance(f.get("repro"), dict) else {}
+    graph = repro.get("graph") if isinstance(repro.get("graph"), list) else []
+    graph_ops = [o for o in _op_names([n.get("op") for n in graph if isinstance(n, dict)])
+                 if o not in sg.PLUMBING_OPS]
+    pool = ops or graph_ops
+    if not pool:
+        return [], 0
+    chosen: list[str] = []
+
+    def take(cands):
+        chosen.extend(o for o in cands if o not in chosen)
+
+    words = parts.get("bisect") or culprit.get("bisect")
+    if isinstance(words, str) and words.startswith("lowering"):
+        names = set(re.findall(r"[a-z_][a-z0-9_]*", words.split(":", 1)[-1].lower()))
+        take([o for o in pool if _short(o).lower() in names])
+    if culprit.get("method") == "compiled-alone":
+        take(ops)
+    error = f.get("error") if isinstance(f.get("error"), dict) else {}
+    text = " ".join(str(error.get(k) or "")[:20000] for k in ("message", "traceback"))
+    for m in _KERNEL.finditer(text):
+        fused = "_" + m.group(1) + "_"
+        take([o for o in pool if f"_{_short(o).lower()}_" in fused])
+    take(pool)
+    return chosen[:TITLE_OPS], max(0, len(chosen) - TITLE_OPS)
+
+
 def _ops_summary(parts: dict, failure: dict | None = None) -> str | None:
-    """The ops to name in the title: the fingerprint's culprit ops, else (for display only) the
-    minimized graph's ops less data movement."""
-    ops = parts.get("ops")
-    if not ops and failure:
-        graph = (failure.get("repro") or {}).get("graph") or []
-        ops = [str(n.get("op")) for n in graph if isinstance(n, dict) and n.get("op") not in sg.PLUMBING_OPS]
-    if not ops:
+    """The ops named in the title (``title_ops``), with how many more the body lists."""
+    names, more = title_ops(parts, failure)
+    if not names:
         return None
-    names = list(dict.fromkeys(o.split("(")[0] for o in ops))
-    return ", ".join(names[:3]) + (f" (+{len(names) - 3} ops)" if len(names) > 3 else "")
+    return ", ".join(names) + (f" (+{more} more ops)" if more else "")
 
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,400}")
@@ -48,10 +118,11 @@ def _capture_note(repro: dict) -> str | None:
 
 def _bisect_words(failure: dict) -> str | None:
     """The bisector's one-line answer: from the culprit record, else from the raw bisect result."""
-    c = failure.get("culprit") or {}
-    if c.get("bisect"):
-        return c["bisect"]
-    return sg.bisect_words(failure.get("bisect"))
+    c = failure.get("culprit") if isinstance(failure.get("culprit"), dict) else {}
+    if isinstance(c.get("bisect"), str) and c["bisect"]:
+        return c["bisect"][:500]
+    b = failure.get("bisect")
+    return sg.bisect_words(b) if isinstance(b, dict) else None
 
 
 def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
@@ -136,10 +207,10 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     repro = f.get("repro") or {}
     error = f.get("error") or check.get("error")
     err_ctx = None
-    if error:
+    if isinstance(error, dict) and error:
         msg = str(error.get("message") or "")
         first, _, rest = msg.strip().partition("\n")
-        err_ctx = {"type": str(error.get("type") or "Error"), "message": msg, "message_first_line": first[:500],
+        err_ctx = {"type": safe(error.get("type"), _EXC, "Error"), "message": msg, "message_first_line": first[:500],
                    "message_rest": bool(rest.strip()) or len(first) > 500,
                    "traceback": str(error.get("traceback") or "(no traceback recorded)")}
     accuracy = f.get("accuracy") or check.get("accuracy")
@@ -153,15 +224,17 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
                       if v not in (None, "", [])]
     cfg = f.get("config") or {}
     affected = sorted(state.affected, key=lambda r: (r["model"], r["backend"], r["mode"]))
-    device = parts.get("device")
+    capture = repro.get("capture") if isinstance(repro.get("capture"), dict) else {}
+    cls = parts.get("class") if parts.get("class") in CLASS_WORDS else "failure"
     return {
         "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
-        "class": parts["class"], "class_words": CLASS_WORDS.get(parts["class"], parts["class"]),
-        "stage": parts.get("stage"), "dtype": parts.get("dtype"), "device": device,
+        "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
+        "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
+        "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
         "status": check.get("status"), "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None),
         "flaky": state.flaky,
-        "culprit": f.get("culprit") or None, "bisect_words": _bisect_words(f),
-        "graph_role": ((repro.get("capture") or {}).get("role")),
+        "culprit": _culprit(f.get("culprit")), "bisect_words": _bisect_words(f),
+        "graph_role": capture.get("role") if capture.get("role") in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
         "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
                   "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
@@ -171,8 +244,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
                   "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
                   "queries": repro.get("queries"),
                   "reused": isinstance(repro.get("reused"), dict),
-                  "graph": (repro.get("capture") or {}).get("graph"),
-                  "graphs": (repro.get("capture") or {}).get("graphs"),
+                  "graph": _count(capture.get("graph")), "graphs": _count(capture.get("graphs")),
                   "capture_note": _capture_note(repro)},
         "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
         "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
@@ -184,6 +256,22 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
         "log_excerpt": None, "overflow": [],
     }
+
+
+def _count(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10 ** 9 else None
+
+
+def _culprit(c) -> dict | None:
+    """The culprit as the body shows it: allowlisted op names, a known method, the bisector's words
+    (shown through the code filter)."""
+    if not isinstance(c, dict):
+        return None
+    ops = _op_names(c.get("ops"))
+    if not ops:
+        return None
+    return {"ops": ops, "method": c.get("method") if c.get("method") in CULPRIT_METHODS else "graph",
+            "bisect": c.get("bisect") if isinstance(c.get("bisect"), str) else None}
 
 
 _GIT = re.compile(r"[0-9a-f]{7,40}")
@@ -198,9 +286,13 @@ def builds_context(state: IssueState, failure: dict) -> dict | None:
 
     rec = failure.get("builds") if isinstance(failure.get("builds"), dict) else {}
 
+    torch_of = {r.get("name"): version_word(r.get("torch")) for r in rec.get("builds") or [] if isinstance(r, dict)} \
+        if isinstance(rec.get("builds"), list) else {}
+
     def names(key):
         vals = rec.get(key) if isinstance(rec.get(key), list) else []
-        return [v for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)]
+        return [f"{v} (torch {torch_of[v]})" if torch_of.get(v) and torch_of[v].split("+")[0] not in v else v
+                for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)]
 
     present = list(dict.fromkeys([f"torch {v}" for v in state.torch if version_word(v)] + names("present_in")))
     absent = names("absent_in")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
+import re
 from pathlib import Path
 
 from bot import fingerprint as fp
@@ -305,7 +306,8 @@ class Lifecycle:
             body = _replace_marker(issue.body, new)
             if len(new.passing_runs) >= self.opts.close_after:
                 self.comment(issue, "close", "close_comment.md.j2",
-                             {"passing_runs": new.passing_runs, "sig": state.sig, **fixed_in(new)})
+                             {"passing_runs": [_shown_run(r) for r in new.passing_runs], "sig": state.sig,
+                              **fixed_in(new)})
                 self.tracker.edit_issue(issue.number, body=body, state="closed", state_reason="completed")
                 self.record("closed", None, issue, f"passed in {len(new.passing_runs)} consecutive runs",
                             checks=ids, commented=True, fingerprint=state.sig)
@@ -314,6 +316,19 @@ class Lifecycle:
                 self.record("updated", None, issue,
                             f"passing ({len(new.passing_runs)}/{self.opts.close_after} runs to close)",
                             checks=ids, fingerprint=state.sig)
+
+
+_RUN_LINK = re.compile(r"\[[\w.:+-]{1,120}\]\(https?://[\w.\-/:%=?&]{1,500}\)|run `[\w.:+-]{1,120}`")
+
+
+def _shown_run(run: dict) -> dict:
+    """A passing run of the issue state as the close comment shows it: the link the bot wrote, or
+    (edited state) the run's id as plain text."""
+    from bot.render import md
+
+    link = run.get("link")
+    shown = link if isinstance(link, str) and _RUN_LINK.fullmatch(link) else f"run {md(run.get('run'))}"
+    return {**run, "link": shown, "checks": [str(c) for c in run.get("checks") or []][:20]}
 
 
 def fixed_in(state: IssueState) -> dict:

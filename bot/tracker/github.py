@@ -25,6 +25,47 @@ ACTIONS_BOT_LOGIN = "github-actions[bot]"
 _RATE_WORDS = ("rate limit", "abuse", "try again later", "please wait")
 
 
+LOGIN_ATTEMPTS = 4
+INTEGRATION_WORDS = "resource not accessible by integration"
+
+
+def resolve_login(get_login, *, attempts: int = LOGIN_ATTEMPTS, sleep=time.sleep, mask=lambda t: t) -> str:
+    """The bot's own login from GET /user (``get_login``), failing closed.
+
+    - transient failures (5xx, timeouts, connection errors) are retried with backoff; still failing
+      after ``attempts``: TrackerError (exit 3), never a guess. A guessed login would not recognise
+      the bot's own issues and dashboard, and everything would be filed a second time;
+    - 403 "Resource not accessible by integration" is GitHub's definite answer for an installation
+      token (the Actions GITHUB_TOKEN): its issues and comments are by ``github-actions[bot]`` (another
+      GitHub App sets the `bot-login` input / --bot-login);
+    - any other error (401 bad credentials, 404, other 403s): TrackerError.
+    """
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            login = get_login()
+        except GithubException as exc:
+            msg = str(exc.data.get("message", "") if isinstance(exc.data, dict) else exc.data).lower()
+            if exc.status == 403 and INTEGRATION_WORDS in msg:
+                return ACTIONS_BOT_LOGIN
+            if exc.status < 500:
+                raise TrackerError(mask(f"GET /user failed (HTTP {exc.status}: {msg[:200]}); cannot tell which "
+                                        "issues are the bot's own. Set the bot-login input (--bot-login)")) from None
+            last = exc
+        except Exception as exc:  # noqa: BLE001 - timeouts and connection errors: transient
+            last = exc
+        else:
+            if isinstance(login, str) and login:
+                return login
+            last = ValueError("GET /user returned no login")
+        if attempt + 1 < attempts:
+            sleep(min(2.0 ** attempt, 10.0))
+    what = f"HTTP {last.status}" if isinstance(last, GithubException) else type(last).__name__
+    raise TrackerError(mask(f"GET /user failed {attempts} times ({what}); the bot's own login is unknown, so "
+                            "nothing was filed (a guess would file every bug again). Set the bot-login input "
+                            "(--bot-login) to skip this call"))
+
+
 class GitHubTracker(Tracker):
     name = "github"
 
@@ -123,12 +164,11 @@ class GitHubTracker(Tracker):
 
     # ------------------------------------------------------------------ Tracker
     def bot_login(self) -> str:
+        """Who the bot's issues and comments are by: ``login`` when given, else GET /user (see
+        ``resolve_login``: transient errors are retried, anything unclear fails closed)."""
         if self._login is None:
-            try:
-                self._login = self._with_rate_limit("GET /user", lambda: self.gh.get_user().login)
-            except TrackerError:
-                # Installation tokens (the Actions GITHUB_TOKEN) cannot read /user.
-                self._login = ACTIONS_BOT_LOGIN
+            self._login = resolve_login(lambda: self._call("GET /user", lambda: self.gh.get_user().login),
+                                        sleep=self._sleep, mask=self._mask)
         return self._login
 
     def list_issues(self, label: str) -> list[Issue]:
