@@ -7,13 +7,17 @@ Environment (read in the program's process):
   MINIFY_BOT_FORCE_BACKEND   replace every torch.compile / torch._dynamo.optimize backend with this
                              one: eager, aot_eager, aot_eager_decomp_partition, inductor,
                              module:function, or "none" (do not compile at all)
-  MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here
+  MINIFY_BOT_LAUNCHER_DIR    keep a numbered copy of every minifier launcher torch writes here;
+                             torch's copy of an accuracy failure's graph to ./repro.py goes here
+                             too, not into the program's working directory
   MINIFY_BOT_CONFIG          the check's --config overrides (JSON), set on torch's config modules
                              as the program imports torch._dynamo (what the program sets itself
                              afterwards wins)
 
 Events: {"event": "hook"}  the hook loaded in a Python process of the program,
-        {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based),
+        {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based; a frame
+                                          whose compile fails counts; torch._dynamo.reset() does not
+                                          stop the count),
         {"event": "exit", "graphs": n}  graphs dynamo produced in a process that exited normally,
         {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
         {"event": "forced", "backend": ...}, {"event": "config", "keys": [...]},
@@ -31,7 +35,7 @@ from bot import safejson
 
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
-          "compiling": False}
+          "compiling": False, "produced": 0, "at_start": None, "own_count": False}
 
 
 def _emit(**event) -> None:
@@ -89,17 +93,35 @@ def _unique_graphs() -> int | None:
 
 
 def _graphs_now() -> int | None:
-    """The program's own graphs so far: dynamo's count less the graphs torch's repro dump itself
-    traced while writing a launcher."""
-    n = _unique_graphs()
-    return None if n is None else n - _STATE["extra"]
+    """The program's own graphs so far. Counted per compile (dynamo's "unique_graphs" statistic
+    before and after each frame it compiles, less the graphs torch's repro dump itself traced while
+    writing a launcher), so a program that clears dynamo's counters or calls torch._dynamo.reset()
+    between models keeps its count; without the compile callbacks, dynamo's own statistic."""
+    if not _STATE["own_count"]:
+        n = _unique_graphs()
+        return None if n is None else n - _STATE["extra"]
+    return _STATE["produced"] + _in_flight()
+
+
+def _in_flight() -> int:
+    """Graphs the frame being compiled has produced so far (0 between compiles)."""
+    start = _STATE["at_start"]
+    now = _unique_graphs()
+    if start is None or now is None:
+        return 0
+    return max(0, (now - start[0]) - (_STATE["extra"] - start[1]))
 
 
 def _count_graphs() -> None:
+    """Count every frame dynamo starts compiling (a frame whose compile fails included) and the
+    graphs each produced, through dynamo's compile callbacks. ``torch._dynamo.reset()`` clears
+    those callbacks (the harness calls it before every model): the handler's ``clear`` is wrapped
+    so that the hook's callbacks are registered again right after."""
     try:
         from torch._dynamo.callback import callback_handler
 
         register = callback_handler.register_start_callback
+        clear = callback_handler.clear
     except (ImportError, AttributeError):
         _emit(event="unsupported", what="graph counting (torch._dynamo.callback.callback_handler)")
         return
@@ -108,16 +130,36 @@ def _count_graphs() -> None:
         with _LOCK:
             _STATE["graphs"] += 1
             _STATE["compiling"] = True
+            u = _unique_graphs()
+            _STATE["at_start"] = None if u is None else (u, _STATE["extra"])
             k = _STATE["graphs"]
         _emit(event="compile", graph=k)
 
     def on_end(*_args, **_kw):
-        _STATE["compiling"] = False
+        with _LOCK:
+            _STATE["produced"] += _in_flight()
+            _STATE["at_start"] = None
+            _STATE["compiling"] = False
 
-    register(on_start)
     register_end = getattr(callback_handler, "register_end_callback", None)
-    if register_end is not None:
-        register_end(on_end)
+
+    def install():
+        register(on_start)
+        if register_end is not None:
+            register_end(on_end)
+
+    def clear_then_install(*args, **kwargs):
+        try:
+            return clear(*args, **kwargs)
+        finally:
+            install()
+
+    install()
+    _STATE["own_count"] = register_end is not None
+    try:
+        callback_handler.clear = clear_then_install
+    except (AttributeError, TypeError):
+        _emit(event="unsupported", what="graph counting across torch._dynamo.reset()")
 
 
 def _resolve(forced: str):
@@ -160,6 +202,8 @@ def _keep_launchers(after_aot) -> None:
     for name in ("dump_compiler_graph_state", "dump_to_minify"):
         fn = getattr(after_aot, name, None)
         if fn is not None:
+            if name == "dump_compiler_graph_state":
+                fn = _in_directory(fn, outdir)
             setattr(after_aot, name, _dumping(fn))
 
     def helper_for_dump_minify(contents, *args, **kwargs):
@@ -178,6 +222,26 @@ def _keep_launchers(after_aot) -> None:
         return original(contents, *args, **kwargs)
 
     after_aot.helper_for_dump_minify = helper_for_dump_minify
+
+
+def _in_directory(fn, outdir: str):
+    """torch copies an accuracy failure's graph to ``./repro.py`` of the program's working
+    directory (a user's checkout, overwriting a repro.py of theirs): the copy goes to minify-bot's
+    own directory instead, by running the dump there."""
+    def wrapper(*args, **kwargs):
+        here = os.getcwd()
+        try:
+            os.makedirs(outdir, exist_ok=True)
+            os.chdir(outdir)
+        except OSError:
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            os.chdir(here)
+
+    wrapper.__name__ = fn.__name__
+    return wrapper
 
 
 def _dumping(fn):
