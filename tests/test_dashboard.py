@@ -270,9 +270,18 @@ def test_rerun_turns_a_one_off_failure_into_a_flaky_pass(tmp_path):
                           progress=lambda m: None)
     assert row["status"] == "pass" and row["flaky"]["status"] == "fail_accuracy" and row["flaky"]["attempts"] == 2
     assert logs == [str(tmp_path / "c.log"), str(tmp_path / "c.rerun1.log")]
-    fail = {"status": "fail_to_run", "failure_class": "runtime_error"}
-    row = run_with_reruns(lambda p: dict(fail), str(tmp_path / "d.log"), 2, progress=lambda m: None)
-    assert row["failure_class"] == "runtime_error" and row["reruns"] == 2 and "flaky" not in row
+    # the same failure twice (status and numbers) is deterministic: not run a third time
+    fail = {"status": "fail_accuracy", "failure_class": "accuracy", "accuracy": {"rmse_res": 0.5, "rmse_ref": 1e-6}}
+    logs.clear()
+    row = run_with_reruns(lambda p: (logs.append(p), dict(fail))[1], str(tmp_path / "d.log"), 2,
+                          progress=lambda m: None)
+    assert row["failure_class"] == "accuracy" and row["reruns"] == 1 and row["deterministic"] and "flaky" not in row
+    assert len(logs) == 2
+    # a failure whose numbers change between runs is rerun as often as asked
+    rmse = iter([0.5, 0.7, 0.9])
+    row = run_with_reruns(lambda p: dict(fail, accuracy={"rmse_res": next(rmse), "rmse_ref": 1e-6}),
+                          str(tmp_path / "e.log"), 2, progress=lambda m: None)
+    assert row["reruns"] == 2 and "deterministic" not in row and row["accuracy"]["rmse_res"] == 0.5
 
 
 def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):

@@ -79,6 +79,8 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                 log_path, n_reruns,
                 progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             row = {**base, **result, "log": log_rel}
+            if row.get("reruns") or row.get("flaky"):
+                row["duration_s"] = round(time.perf_counter() - t0, 3)  # the reruns' time included
             row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
             mark_baseline(row, baseline)
             writer.add(row)
@@ -99,6 +101,7 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
     A check that passes on a rerun is the rerun's (passing) result with ``flaky`` set to what the first
     attempt saw; one that fails every time keeps its first failure, with ``reruns`` = how many were
     run. Rerun logs are ``<log>.rerun<k>.log`` next to the first attempt's."""
+    t0 = time.perf_counter()
     result = run_once(log_path)
     if result.get("failure_class") in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
         return result
@@ -110,8 +113,32 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
             first = {key: result.get(key) for key in ("status", "failure_class", "error", "accuracy")}
             first["attempts"] = k + 1
             first["log"] = os.path.join("checks", os.path.basename(log_path))
-            return {**again, "flaky": first}
-    return {**result, "reruns": reruns}
+            return {**again, "flaky": first, "duration_s": _elapsed(t0)}
+        if same_failure(result, again):
+            # a deterministic failure (the same status and the same numbers twice) is not run again
+            return {**result, "reruns": k, "deterministic": True, "duration_s": _elapsed(t0)}
+    return {**result, "reruns": reruns, "duration_s": _elapsed(t0)}
+
+
+def _elapsed(t0: float) -> float:
+    """The check's time with its reruns (the table shows what the check cost)."""
+    return round(time.perf_counter() - t0, 3)
+
+
+def same_failure(a: dict, b: dict) -> bool:
+    """Two runs of a check failed the same way: the same status and class, the same accuracy
+    numbers (RMSE compiled and eager vs fp64, to 4 significant digits) or the same error type."""
+    if (a.get("status"), a.get("failure_class")) != (b.get("status"), b.get("failure_class")):
+        return False
+    acc_a, acc_b = a.get("accuracy") or {}, b.get("accuracy") or {}
+    for key in ("rmse_res", "rmse_ref"):
+        x, y = acc_a.get(key), acc_b.get(key)
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            if f"{x:.4g}" != f"{y:.4g}":
+                return False
+        elif x != y:
+            return False
+    return (a.get("error") or {}).get("type") == (b.get("error") or {}).get("type")
 
 
 def _run_one(runner, m, settings, log_path, out_dir) -> dict:

@@ -1,5 +1,8 @@
-"""Localize: rerun a failing check with eager, aot_eager, aot_eager_decomp_partition (in that
-order, stopping at the first that fails) to find the first failing stage."""
+"""Localize: rerun a failing check with the debug backends eager, aot_eager,
+aot_eager_decomp_partition to find the first failing stage. A check built in this process asks
+them in order (forked runs cost about a second each); a program (a command, the harness: a
+full run each) asks the stage right before the failing backend first, which settles a compiler
+bug in one run, and the earlier ones only when that one fails too."""
 
 from __future__ import annotations
 
@@ -18,6 +21,29 @@ def stage_backends(backend: str) -> list[str]:
     if backend in names:
         return names[:names.index(backend)]
     return names[:3]  # a custom backend: still ask whether dynamo / aot_autograd alone fail
+
+
+def probe(backends: list[str], run) -> list[dict]:
+    """Ask the stages in the order that settles the first failing one in the fewest runs: the
+    stage right before the failing backend first (for a compiler bug it passes, and that one run
+    settles it), then, when it fails too, the earlier stages in order, stopping at the first that
+    fails. ``run(backend)`` -> a row; returns ``[{"backend", "status", "failure_class"}]`` in
+    stage order."""
+    if not backends:
+        return []
+    seen: dict[str, dict] = {}
+
+    def ask(backend):
+        r = run(backend)
+        seen[backend] = {"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")}
+        return seen[backend]
+
+    if not ask(backends[-1])["failure_class"]:
+        return [seen[backends[-1]]]
+    for backend in backends[:-1]:
+        if ask(backend)["failure_class"]:
+            break
+    return [seen[b] for b in backends if b in seen]
 
 
 def run_check_forked(spec: dict, settings: dict, log_path: str, workdir: str, name: str) -> dict:
@@ -99,14 +125,14 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
     altogether: if that fails as well, the program fails without the compiler (stage "eager")."""
     source = row["spec"]["source"]
     backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
-    rows = []
-    for backend in backends:
+
+    def run(backend):
         r = rerun_program(row, settings, workdir, log_path, f"localize-{backend}", timeout, force_backend=backend)
-        rows.append({"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")})
         if on_event:
             on_event({"event": "stage", "backend": backend, "status": r.get("status")})
-        if r.get("failure_class"):
-            break
+        return r
+
+    rows = probe(backends, run)
     first = next((r["backend"] for r in rows if r.get("failure_class")), None)
     without = None
     if first == "eager" and source == "command":
