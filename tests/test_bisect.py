@@ -166,3 +166,12 @@ def test_bisect_over_local_builds_finds_where_the_bug_came_in_and_the_issue_says
     assert (f"Present in: torch 2.13.0+cpu, bug-1 (torch {v}), bug-2 (torch {v}) · not present in: clean (torch {v})"
             " · could not run in: no-torch") in body
     assert "introduced between clean and bug-1" in body
+
+
+def test_the_search_starts_at_the_build_the_failure_was_seen_on():
+    from bot.bisect import _local_anchor
+    from bot.builds import parse_build
+
+    builds = [parse_build(t) for t in ("torch==2.13.0", "torch==2.14.0", "torch==2.15.0")]
+    assert _local_anchor(builds, {"torch": "2.14.0+cpu"}) == 1
+    assert _local_anchor(builds, {"torch": "2.16.0.dev20261120+cpu"}) is None
