@@ -75,7 +75,8 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             t0 = time.perf_counter()
             n_reruns = max(reruns, RETRY_RERUNS) if cid in retry else reruns
             result = run_with_reruns(
-                lambda path, m=m, settings=settings: _run_one(runner, m, settings, path, out_dir),
+                _first_then_capture(lambda path, capture, m=m, settings=settings:
+                                    _run_one(runner, m, settings, path, out_dir, capture)),
                 log_path, n_reruns,
                 progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             row = {**base, **result, "log": log_rel}
@@ -115,8 +116,10 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
             first["log"] = os.path.join("checks", os.path.basename(log_path))
             return {**again, "flaky": first, "duration_s": _elapsed(t0)}
         if same_failure(result, again):
-            # a deterministic failure (the same status and the same numbers twice) is not run again
-            return {**result, "reruns": k, "deterministic": True, "duration_s": _elapsed(t0)}
+            # a deterministic failure (the same status and the same numbers twice) is not run again;
+            # what the rerun captured for minify goes with it
+            shared = {"capture": again["capture"]} if again.get("capture") else {}
+            return {**result, "reruns": k, "deterministic": True, "duration_s": _elapsed(t0), **shared}
     return {**result, "reruns": reruns, "duration_s": _elapsed(t0)}
 
 
@@ -141,12 +144,50 @@ def same_failure(a: dict, b: dict) -> bool:
     return (a.get("error") or {}).get("type") == (b.get("error") or {}).get("type")
 
 
-def _run_one(runner, m, settings, log_path, out_dir) -> dict:
+def _first_then_capture(run):
+    """``run(path, capture)`` as a rerun callback: the first run is the check; a rerun of a failing
+    check is asked to capture what minify needs for that failure class (a program's rerun then
+    doubles as minify's capture run instead of costing one more full run)."""
+    first: list[dict] = []
+
+    def once(path):
+        row = run(path, first[0].get("failure_class") if first else None)
+        first.append(row)
+        return row
+
+    return once
+
+
+def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = None) -> dict:
     src = m.spec["source"]
     if src in IN_PROCESS_SOURCES:
         return runner.run(m.spec, settings, log_path)
-    row = run_program(m.spec, settings, log_path)
-    return {k: v for k, v in row.items() if not k.startswith("_")}
+    extra_env = launchers = None
+    level = _capture_level(capture_for, settings)
+    if level:
+        from bot.minify.capture import capture_env
+
+        capdir = (log_path[:-4] if log_path.endswith(".log") else log_path) + ".capture"
+        launchers = os.path.join(capdir, "launchers")
+        extra_env = capture_env(level, os.path.join(capdir, "debug"))
+    row = run_program(m.spec, settings, log_path, extra_env=extra_env, launcher_dir=launchers)
+    out = {k: v for k, v in row.items() if not k.startswith("_")}
+    if level:
+        kept = [{"graph": x.get("graph"), "path": os.path.abspath(x["path"])}
+                for x in row.get("_launchers") or [] if x.get("path") and os.path.exists(x["path"])]
+        out["capture"] = {"repro_after": "aot", "repro_level": level, "launchers": kept,
+                          "graphs": row.get("compiled_graphs")}
+    return out
+
+
+def _capture_level(failure_class: str | None, settings) -> int | None:
+    """The repro level a program's rerun captures at for this failure class (torch's repro-after
+    aot wraps inductor only); None when the rerun is a plain one."""
+    if not failure_class or settings.backend != "inductor":
+        return None
+    from bot.minify.capture import LEVEL_FOR_CLASS
+
+    return LEVEL_FOR_CLASS.get(failure_class)
 
 
 def run_program(spec: dict, settings, log_path: str, *, extra_env: dict | None = None,

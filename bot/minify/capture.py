@@ -139,21 +139,24 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
     level = level or level_for(failure_class)
     debug = os.path.join(capdir, "debug")
     keep = os.path.join(capdir, "launchers")
-    cwd = row["spec"].get("cwd") if row["spec"]["source"] == "command" else None
-    stray = os.path.join(cwd, "repro.py") if cwd else None
-    stray_before = os.path.exists(stray) if stray else True
-    cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
-                            extra_env=capture_env(level, debug), launcher_dir=keep)
-    if stray and not stray_before and os.path.exists(stray):
-        # torch copies an accuracy failure's graph to ./repro.py; keep the program's directory clean
-        os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
+    cap_row = shared_capture(row, level, log_path)
+    shared = cap_row is not None
+    if cap_row is None:
+        cwd = row["spec"].get("cwd") if row["spec"]["source"] == "command" else None
+        stray = os.path.join(cwd, "repro.py") if cwd else None
+        stray_before = os.path.exists(stray) if stray else True
+        cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
+                                extra_env=capture_env(level, debug), launcher_dir=keep)
+        if stray and not stray_before and os.path.exists(stray):
+            # torch copies an accuracy failure's graph to ./repro.py; keep the program's directory clean
+            os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
     kept = [x for x in cap_row.get("_launchers") or [] if x.get("path") and os.path.exists(x["path"])]
     if not kept:  # the hook could not keep copies: torch's own (last) launcher
         kept = [{"graph": None, "path": p} for p in glob.glob(os.path.join(debug, "**", "minifier_launcher.py"),
                                                               recursive=True)]
     kept.sort(key=lambda x: (os.path.getsize(x["path"]), x["path"]))
     graphs = cap_row.get("compiled_graphs")
-    note = None
+    note = "captured by the check's own rerun (it failed the same way)" if shared else None
     if cap_row.get("failure_class") == "timeout":
         note = f"the capture run hit its {timeout:.0f} s limit"
     cap = Capture(kept[0]["path"] if kept else None, "aot", level, "torch", note,
@@ -161,3 +164,21 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
     cap.graph_of = {x["path"]: x.get("graph") for x in kept}
     cap.graphs = graphs
     return cap
+
+
+def shared_capture(row: dict, level: int, log_path: str) -> dict | None:
+    """The capture the check's own rerun made (bot.check.sweep: a failing program's rerun runs with
+    repro-after at its class's level and failed the same way), as a capture run's row; None when
+    there is none at this level on this machine (then the program is run again for capture)."""
+    shared = row.get("capture")
+    if not isinstance(shared, dict) or shared.get("repro_level") != level:
+        return None
+    kept = [x for x in shared.get("launchers") or []
+            if isinstance(x, dict) and isinstance(x.get("path"), str) and os.path.isfile(x["path"])]
+    if not kept:
+        return None
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"capture: the check's rerun captured {len(kept)} launcher(s) at level {level}; "
+                  "not run again\n")
+    return {"status": row.get("status"), "failure_class": row.get("failure_class"), "_launchers": kept,
+            "compiled_graphs": shared.get("graphs")}

@@ -88,6 +88,24 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
 
 
 PROGRAM_SOURCES = ("command", "harness")
+SETTLED_CLASSES = ("accuracy", "compile_error")
+
+
+def settled_by_capture(row: dict) -> dict | None:
+    """The first failing stage when the check's rerun already captured the failure after AOT
+    autograd (bot.check.sweep): torch wrote a launcher at level 4 (the graph inductor received,
+    already decomposed, differs from its own eager run) or at level 2 (inductor's compile of it
+    raised), so the failure is in inductor and no localize run is needed. None otherwise (a runtime
+    error's level-3 launchers name every graph, not the failing one)."""
+    shared = row.get("capture")
+    if (row.get("backend") != "inductor" or row.get("failure_class") not in SETTLED_CLASSES
+            or not isinstance(shared, dict) or not shared.get("launchers")
+            or not any(isinstance(x, dict) and os.path.isfile(str(x.get("path"))) for x in shared["launchers"])):
+        return None
+    return {"stage": "inductor", "first_failing": "inductor",
+            "ablation": [{"backend": "inductor", "status": row.get("status")}],
+            "note": (f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
+                     "capture wrote the graph inductor received")}
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend
 
 

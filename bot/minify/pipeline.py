@@ -141,12 +141,16 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         timings = rec["repro"]["timings"]
         if opts.localize:
             t = time.time()
-            say(f"{fid}: localize: rerunning {'the program ' if program else ''}with eager / aot_eager / "
-                "aot_eager_decomp_partition")
-            lz = (loc.localize_program if program else loc.localize)(
-                row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
-                on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
-                if e.get("event") == "stage" else None)
+            lz = loc.settled_by_capture(row) if program else None
+            if lz is not None:
+                say(f"{fid}: localize: {lz['note']}")
+            else:
+                say(f"{fid}: localize: rerunning {'the program ' if program else ''}with eager / aot_eager / "
+                    "aot_eager_decomp_partition")
+                lz = (loc.localize_program if program else loc.localize)(
+                    row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
+                    on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
+                    if e.get("event") == "stage" else None)
             rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
             stage_backend = lz["first_failing"]
             timings["localize"] = round(time.time() - t, 2)
