@@ -219,7 +219,11 @@ def execute(ctx: Context) -> int:
 
 
 def run(args) -> int:
-    env = dict(os.environ)
+    from bot.action.secrets import isolate
+
+    # first of all: no secret in this process's environment block (it may restart the process);
+    # the secrets live on in memory only, for the report stage (bot/action/secrets.py)
+    env = {**os.environ, **isolate()}
     cmds = gha.Commands()
     started = time.monotonic()
     ctx: Context | None = None
