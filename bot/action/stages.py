@@ -184,7 +184,20 @@ def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOpt
 
 
 def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
-    """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors."""
+    """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors. Whatever
+    model code left running (a detached daemon) is stopped before this returns, so nothing of it
+    is alive when the report stage, the only one given the token, starts."""
+    try:
+        return _check_and_minify(ctx, run, request)
+    finally:
+        from bot.action.secrets import reap_strays
+
+        stopped = reap_strays()
+        if stopped:
+            warn(ctx, f"stopped {stopped} process(es) that the checked code left running after its stages ended")
+
+
+def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
     opts = check_options(ctx, request)
     with ctx.cmds.group("minify-bot check"):
         rc = run_stage(run, opts)
@@ -196,8 +209,8 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
     results = load(ctx.out / "results.json")
     if results is None:
         raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / 'results.json'}")
-    for row in failing(results):
-        error(ctx, f"{row.get('id')}: {row.get('status')} ({row.get('failure_class')})",
+    for row in failing(results)[:50]:  # results.json is written next to model code: bounded text
+        error(ctx, f"{str(row.get('id'))[:200]}: {str(row.get('status'))[:40]} ({str(row.get('failure_class'))[:40]})",
               title="minify-bot: check failed")
 
     if failing(results) and ctx.inputs.minify:
