@@ -75,7 +75,8 @@ def test_a_repro_carries_the_settings_the_failure_needs_and_how_it_is_judged():
     torch_lines = "\n".join(f"torch._inductor.config.k{i} = {i}" for i in range(700))
     src = ("import torch\nimport torch._dynamo.config\nimport torch._inductor.config\nimport torch._functorch.config\n"
            "import torch.fx.experimental._config\n" + torch_lines + "\n"
-           'if "__compile_source__" in globals():\n    import linecache\n    linecache.cache[0] = (\n        1,\n    )\n'
+           'if "__compile_source__" in globals():\n    import linecache\n'
+           "    linecache.cache[0] = (\n        1,\n    )\n"
            "class Repro(torch.nn.Module):\n    pass\n" + LAUNCHER_TAIL)
     judge = [{"key": "dynamo.repro_tolerance", "value": 0.0001}, {"key": "dynamo.repro_ignore_non_fp", "value": True}]
     out = clean_source(src, [{"key": "inductor.k7", "value": 7}], standalone=False, name="repro.py", judge=judge)

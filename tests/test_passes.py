@@ -131,7 +131,8 @@ def test_dead_attention_calls_fx_keeps_are_removed_and_the_result_is_1_minimal()
 
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agrees():
-    from bot.minify.worker import Evaluator, _bisect_probe
+    from bot.minify.predicate import Evaluator
+    from bot.minify.predicate import bisect_probe as _bisect_probe
     from bot.torch_adapter import bisect as B
 
     st = _deep(12, 9)
@@ -254,7 +255,7 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
     import subprocess
     import sys
 
-    from bot.minify.worker import Evaluator
+    from bot.minify.predicate import Evaluator
     from bot.torch_adapter import repro as R
 
     st = _symbolic_state()
@@ -356,7 +357,8 @@ def test_the_analysis_graph_outputs_every_floating_point_intermediate():
 
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsys):
-    from bot.minify.worker import Evaluator, known_hint
+    from bot.minify.predicate import Evaluator
+    from bot.minify.worker import known_hint
 
     st = _deep(12, 9)
     with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):

@@ -4,10 +4,13 @@
                                                      queries; or --isolate: one forked process per query)
     python -m bot.minify.worker probe-dynamo BACKEND does TORCHDYNAMO_REPRO_AFTER=dynamo work here?
 
-Normally :func:`cmd_minify` runs in a child forked from the minify command's warmed process
-(see reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
-Progress goes to stdout as lines starting with ``@@ `` followed by JSON; everything else is the
-minifier log.
+Normally :func:`cmd_minify` runs in a child forked from the minify command's fork server (see
+reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
+The steps, in order, each a function over one :class:`Run`: :func:`step_sanity` (does the captured
+graph fail on its own, the way the check did), :func:`step_reduce` (the culprit search and the
+reduction passes), :func:`step_config` (the minimal config diff), :func:`step_final` (the repro,
+announced so the parent verifies it while) :func:`step_bisect` runs torch's bisector. How a
+candidate is judged is :mod:`bot.minify.predicate`'s.
 """
 
 from __future__ import annotations
@@ -17,447 +20,264 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from bot.signature import (
-    Signature,
-    bisect_words,
-    consistent,
-    exception_chain,
-    signature_of_error_record,
-    signature_of_exception,
+from bot.minify.predicate import (
+    BudgetExceeded,
+    Evaluator,
+    IsolatedEvaluator,
+    acc_mode,
+    bisect_probe,
+    emit,
+    judge_of,
+    load_graph,
+    log,
+    random_inputs_reproduce,
+    sanity,
+    with_config,
 )
+from bot.signature import Signature, bisect_words
 
-CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
-class BudgetExceeded(Exception):
-    pass
+class Stop(Exception):
+    """A step ends the run early with this status and reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
 
 
-def emit(**kw) -> None:
-    sys.stdout.write("@@ " + json.dumps(kw) + "\n")
-    sys.stdout.flush()
+@dataclass
+class Run:
+    """One worker run: the job, the captured graph, and what the steps learn."""
 
+    job: dict
+    rf: Any                       # the launcher as parsed (bot.torch_adapter.repro.ReproFile)
+    gm: Any
+    args: list
+    t0: float
+    nodes_before: int
+    pinned: Signature | None = None
+    status: str = "minimized"
+    culprit: Any = None           # passes.Culprit
+    queries: int = 0
+    result: dict = field(default_factory=lambda: {"status": None, "reason": None, "timings": {}})
 
-def log(msg: str) -> None:
-    sys.stdout.write(msg + "\n")
-    sys.stdout.flush()
+    @property
+    def kind(self) -> str:
+        return self.rf.kind
 
+    @property
+    def isolate(self) -> bool:
+        return bool(self.job.get("isolate"))
 
-# ------------------------------------------------------------------------------------------
-# loading a repro into (gm, args)
-# ------------------------------------------------------------------------------------------
+    @property
+    def workdir(self) -> str:
+        return self.job["workdir"]
 
-
-def load_graph(path: str, kind_hint: str | None = None):
-    from bot.torch_adapter import repro as R
-
-    rf = R.parse_repro_file(path)
-    loaded = R.load_repro_file(rf)
-    args = R.read_inputs(loaded, rf.save_dir)
-    if rf.kind == "dynamo":
-        gm = R.trace_dynamo_graph(loaded)
-    else:
-        gm = R.trace_aot_graph(loaded, args)
-    return rf, gm, args
-
-
-# ------------------------------------------------------------------------------------------
-# the predicate
-# ------------------------------------------------------------------------------------------
-
-
-class Evaluator:
-    """Evaluates one candidate graph in this process and returns (fails_same_way, signature)."""
-
-    def __init__(self, job: dict, kind: str, pinned: Signature | None):
-        self.job = job
-        self.cls = job["class"]
-        self.kind = kind
-        self.backend = job.get("backend") or "inductor"
-        self.pinned = pinned
-        self.tol = float(job.get("tolerance") or 1e-4)
-        self.strict = bool(job.get("strict_accuracy"))
-        # integer and bool outputs are compared exactly when the failure is in them (the sanity
-        # step learns it), or under --strict-accuracy
-        self.ignore_non_fp = not (self.strict or job.get("compare_non_fp"))
-        self.queries = 0
-        self.last_error = ""
-        self.deadline = job.get("deadline")
-        hook = os.environ.get(CRASH_HOOK_ENV, "")
-        self.crash_after = int(hook) if hook.strip().isdigit() else None
-
-    def compile(self, gm, args):
-        from bot.torch_adapter import minifier as M
-
-        if self.kind == "dynamo":
-            return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
-        if self.kind == "backend":
-            return M.compile_backend(gm, args, self.backend)
-        return M.compile_aot(gm, args)
-
-    def observe(self, gm, args) -> Signature | None:
-        """Run the candidate; the signature of how it fails, or None when it does not fail."""
-        import torch
-
-        from bot.torch_adapter import minifier as M
-        from bot.torch_adapter import repro as R
-
-        if not M.has_compute(gm):
-            return None  # an empty graph never reproduces a compiler bug
-        if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
-            return None  # captured with dynamic shapes: a candidate whose sizes became constants
-            #              would no longer show a dynamic-shapes-only bug (never specialize it away)
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        t = time.time()
         try:
-            with torch.no_grad():
-                ref = M.run_eager(gm, args)
-        except Exception:  # noqa: BLE001 - any eager failure makes the candidate invalid
-            return None  # eager must run for the graph to be a valid candidate
-        phase = "compile_error"
-        try:
-            with torch.no_grad():
-                fn = self.compile(gm, args)
-                phase = "runtime_error"
-                res = fn(M.clone_inputs(args))
-        except Exception as exc:  # noqa: BLE001 - any failure is data here
-            if self.cls == "accuracy":
-                return None  # never drift from a wrong result to an error
-            self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
-            return signature_of_exception(phase, exc)
-        if self.cls != "accuracy":
-            return None
-        # no fp64 reference (an op without a float64 kernel): compared with eager directly, as
-        # torch's run_repro does, so that the repro and the worker judge alike
-        fp64 = M.fp64_reference(gm, args)
-        if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
-            return Signature("accuracy")
-        return None
+            yield
+        finally:
+            self.result["timings"][name] = round(time.time() - t, 2)
 
-    def __call__(self, gm, args) -> bool:
-        if self.deadline and time.time() > self.deadline:
-            raise BudgetExceeded()
-        self.queries += 1
-        if self.crash_after is not None and self.queries > self.crash_after:
-            os._exit(70)  # fault injection for the isolation fallback
-        sig = self.observe(gm, args)
-        ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
-        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok)
-        return ok
-
-
-class IsolatedEvaluator:
-    """One process per query, for failures that crash or hang the worker: each query is a child
-    forked from this worker (which holds the graph and inputs and has not run compiled code), so
-    a query that aborts (a C++ exception thrown inside an OpenMP region) or segfaults only takes
-    its own process down. A child that dies with ``terminate called after throwing ...`` fails as
-    the runtime error ``UncaughtCppException`` (the way ``check`` records it)."""
-
-    def __init__(self, job: dict, kind: str, pinned: Signature | None):
-        self.job, self.kind, self.pinned = job, kind, pinned
-        self.queries = 0
-        self.deadline = job.get("deadline")
-        self.dir = os.path.join(job["workdir"], "isolate")
-        os.makedirs(self.dir, exist_ok=True)
-
-    def observe(self, gm, args, config: tuple[dict, dict] | None = None) -> Signature | None:
-        timeout = float(self.job.get("query_timeout") or 300)
-        if self.deadline:
-            timeout = max(5.0, min(timeout, self.deadline - time.time() + 5))
-        return observe_forked(self.job, self.kind, gm, args, timeout, self.dir, config)
-
-    def __call__(self, gm, args) -> bool:
-        if self.deadline and time.time() > self.deadline:
-            raise BudgetExceeded()
-        self.queries += 1
-        sig = self.observe(gm, args)
-        ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
-        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok, isolated=True)
-        return ok
-
-
-def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
-                   config: tuple[dict, dict] | None = None) -> Signature | None:
-    """Evaluate a candidate in a forked child; its failure signature (None: it does not fail).
-    ``config``: (all keys, subset) — run with only ``subset`` of the config diff set.
-
-    A child killed by a signal that left no recognisable trace is run once more: a real failure
-    dies the same way again, a one-off death of the process does not decide a query."""
-    sig, unexplained = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
-    if unexplained:
-        log("query: rerunning once after an unexplained death")
-        sig, _ = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
-    return sig
-
-
-def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
-    from bot import proc
-    from bot.signature import death_of, signature_of_abort
-    from bot.torch_adapter.runtime import after_fork
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-
-    def child(send):
-        os.environ.pop(CRASH_HOOK_ENV, None)
-        threads = job.get("_threads")
-        if threads:
-            import torch
-
-            torch.set_num_threads(int(threads))
-        ev = Evaluator({**job, "deadline": None}, kind, None)
-        if config is not None:
-            sig = _with_config(config[0], config[1], lambda: ev.observe(gm, args))
-        else:
-            sig = ev.observe(gm, args)
-        return {"signature": sig.to_json() if sig else None}
-
-    res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
-                    capture=20000, grace=0.0, child_setup=after_fork)
-    if res.timed_out:
-        log(f"query: killed at its {timeout:.0f} s limit")
-        return None, False
-    if res.returncode == 0 and isinstance(res.value, dict):
-        return Signature.from_json(res.value.get("signature")), False
-    output = res.output
-    if res.signal is not None:
-        death = death_of(res.signal, output)
-        sig = signature_of_abort(output) if death.kind == "abort" else None
-        if sig is None and job["class"] == "crash":
-            sig = Signature("crash")
-        log(f"query: process died with {death.signal}" + (f" ({sig.describe()})" if sig else
-                                                          ": " + " | ".join(output.strip().splitlines()[-6:])))
-        return sig, sig is None
-    log("query: process failed: " + " | ".join(output.strip().splitlines()[-3:]))
-    return None, False
-
-
-def _acc_mode(job: dict) -> str:
-    if job["class"] != "accuracy":
-        return ""
-    return "strict_accuracy" if job.get("strict_accuracy") else "accuracy"
-
-
-# ------------------------------------------------------------------------------------------
-# minify
-# ------------------------------------------------------------------------------------------
-
-
-def judge_of(job: dict) -> dict:
-    """How this worker judges a candidate, for the parent and for the repro it writes: the
-    failure class, and for accuracy failures the check's tolerance and whether integer outputs
-    are compared (torch's ``repro_tolerance`` / ``repro_ignore_non_fp`` in the repro)."""
-    out = {"class": job["class"], "config": []}
-    if job["class"] == "accuracy":
-        out.update(tolerance=float(job.get("tolerance") or 1e-4),
-                   compare_non_fp=bool(job.get("strict_accuracy") or job.get("compare_non_fp")))
-        from bot.torch_adapter import repro as R
-
-        out["config"] = R.judge_config(out["tolerance"], out["compare_non_fp"])
-    return out
-
-
-def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | None, str]:
-    """Does the captured graph fail on its own, the way the check failed? (signature, "") or
-    (None, why not). Updates ``job`` with what it learns, in this order:
-
-    1. the check's own class and error (a wrong type or message is another failure);
-    2. a class the check could not know (a program judged by its exit status, a launcher written
-       without torch's accuracy check): a graph that raises nothing but computes a wrong result
-       is an accuracy failure;
-    3. an accuracy failure whose floating-point outputs agree: integer and bool outputs compared
-       exactly (an int32 overflow, an index off by one).
-    """
-    def observe():
-        ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
-        return ev.observe(gm, args)
-
-    uncertain = bool(job.get("class_uncertain"))
-    original = None if uncertain else signature_of_error_record(job["class"], job.get("original_error"))
-    sig = observe()
-    if sig is None and uncertain and job["class"] != "accuracy":
-        log(f"sanity: the graph raises nothing as {job['class']}; judging its result against fp64")
-        job["class"] = "accuracy"
-        sig = observe()
-    if sig is None and job["class"] == "accuracy" and not (job.get("strict_accuracy") or job.get("compare_non_fp")):
-        job["compare_non_fp"] = True
-        sig = observe()
-        if sig is None:
-            job["compare_non_fp"] = False
-        else:
-            log("sanity: the floating-point outputs agree; an integer or bool output differs")
-    if sig is None:
-        return None, "the captured graph does not fail when run on its own"
-    if not consistent(original, sig):
-        return None, (f"the captured graph fails differently ({sig.describe()}) than the check "
-                      f"({original.describe()})")
-    return sig, ""
+    def evaluator(self, kind: str | None = None, budgeted: bool = True):
+        job = self.job if budgeted else {**self.job, "deadline": None}
+        cls = IsolatedEvaluator if self.isolate and kind is None else Evaluator
+        return cls(job, kind or self.kind, self.pinned)
 
 
 def cmd_minify(job_path: str) -> int:
     import torch
 
+    from bot.torch_adapter import repro as R
+
+    run = load_run(job_path)
+    try:
+        with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+            step_sanity(run)
+            step_reduce(run)
+            step_config(run)
+        bisects = step_final(run)
+        with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+            step_bisect(run, bisects)
+    except Stop as stop:
+        return _finish(run, stop.status, stop.reason)
     from bot.torch_adapter import minifier as M
+
+    run.result.update(
+        graph=M.graph_ops(run.gm), nodes_after=len(run.gm.graph.nodes), queries=run.queries, kind=run.kind,
+        backend=run.job.get("backend"), graph_role=graph_role(run.rf.source) if run.kind == "aot" else None,
+        dynamic=bool(run.job.get("dynamic")),
+    )
+    return _finish(run, run.status, run.result.get("reason"))
+
+
+def load_run(job_path: str) -> Run:
+    """Read the job, enter its working directory, load the captured graph and its inputs."""
+    import torch
+
     from bot.torch_adapter import repro as R
 
     with open(job_path) as fh:
         job = json.load(fh)
-    workdir = job["workdir"]
-    os.makedirs(workdir, exist_ok=True)
-    os.chdir(workdir)  # torch writes scratch files into the CWD
+    os.makedirs(job["workdir"], exist_ok=True)
+    os.chdir(job["workdir"])  # torch writes scratch files into the CWD
     t0 = time.time()
     R.require_repro_api()
-    store = os.path.join(workdir, "store")
-    ckdir = os.path.join(workdir, "checkpoints")
-    os.makedirs(ckdir, exist_ok=True)
-    sig_path = os.path.join(workdir, "signature.json")
-    result: dict = {"status": None, "reason": None}
-    timings: dict = {}
-    result["timings"] = timings
-    isolate = bool(job.get("isolate"))
-    if isolate:
+    os.makedirs(os.path.join(job["workdir"], "checkpoints"), exist_ok=True)
+    if job.get("isolate"):
         # queries are forked from this process: it must not start OpenMP's thread pool itself
         job["_threads"] = torch.get_num_threads()
         torch.set_num_threads(1)
-
     t = time.time()
     rf, gm, args = load_graph(job["repro"])
-    timings["load"] = round(time.time() - t, 2)
-    kind = rf.kind
     job.setdefault("backend", rf.backend or "inductor")
-    nodes_start = len(gm.graph.nodes)
-    nodes_before = int(job.get("nodes_before") or nodes_start)
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
-    job["dynamic"] = bool(kind == "aot" and R.symbolic_placeholders(gm))
-    emit(event="loaded", nodes=nodes_start, kind=kind, dynamic=job["dynamic"])
-    pinned = Signature.from_json(json.load(open(sig_path))) if os.path.exists(sig_path) else None
+    job["dynamic"] = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
+    run = Run(job, rf, gm, args, t0, int(job.get("nodes_before") or len(gm.graph.nodes)))
+    run.result["timings"]["load"] = round(time.time() - t, 2)
+    emit(event="loaded", nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job["dynamic"])
+    return run
 
-    with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
-        t = time.time()
-        # 1. sanity: the captured graph must fail, and the same way as the check
-        if pinned is None:
-            sig, why_not = sanity(job, kind, gm, args, isolate)
-            if sig is None:
-                return _finish(job, result, "not_reproduced", why_not, t0, nodes_before)
-            pinned = sig
-            with open(sig_path, "w") as fh:
-                json.dump(pinned.to_json(), fh)
-            with open(os.path.join(workdir, "judge.json"), "w") as fh:
-                json.dump(judge_of(job), fh)
-        else:  # resumed (isolated after a crash): judged as the first worker learned
+
+def step_sanity(run: Run) -> None:
+    """1. The captured graph must fail on its own, the way the check failed; a resumed run (the
+    isolated worker after the in-process one died) takes what the first one learned."""
+    sig_path = os.path.join(run.workdir, "signature.json")
+    judge_path = os.path.join(run.workdir, "judge.json")
+    with run.timed("sanity"):
+        if os.path.exists(sig_path):
+            run.pinned = Signature.from_json(json.load(open(sig_path)))
             with contextlib.suppress(OSError, ValueError):
-                job.update(json.load(open(os.path.join(workdir, "judge.json"))))
-        emit(event="signature", signature=pinned.to_json())
-        result["signature"] = pinned.to_json()
-        result["judge"] = judge_of(job)
-        timings["sanity"] = round(time.time() - t, 2)
-        t = time.time()
+                run.job.update(json.load(open(judge_path)))
+        if run.pinned is None:
+            sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+            if sig is None:
+                raise Stop("not_reproduced", why_not)
+            run.pinned = sig
+            with open(sig_path, "w") as fh:
+                json.dump(sig.to_json(), fh)
+            with open(judge_path, "w") as fh:
+                json.dump(judge_of(run.job), fh)
+    emit(event="signature", signature=run.pinned.to_json())
+    run.result["signature"] = run.pinned.to_json()
+    run.result["judge"] = judge_of(run.job)
 
-        # 2. reduce
-        evaluator = IsolatedEvaluator(job, kind, pinned) if isolate else Evaluator(job, kind, pinned)
-        best = {"gm": gm, "args": args}
 
-        def dump_state(cur_gm, cur_args):
-            n = len(cur_gm.graph.nodes)
-            best["gm"], best["args"] = cur_gm, list(cur_args)
-            path = os.path.join(ckdir, f"{n}.py")
-            try:
-                src = R.repro_source(cur_gm, cur_args, kind=kind, accuracy=_acc_mode(job), save_dir=store,
-                                     backend=job.get("backend"))
-                with open(path + ".tmp", "w") as fh:
-                    fh.write(src)
-                os.replace(path + ".tmp", path)
-            except Exception as exc:  # noqa: BLE001
-                log(f"could not write checkpoint {path}: {exc}")
-            emit(event="checkpoint", nodes=n, path=path)
+def step_reduce(run: Run) -> None:
+    """2. The culprit search and the reduction passes; checkpoints as the graph shrinks (the
+    smallest is kept when the budget runs out)."""
+    from bot.torch_adapter import minifier as M
+    from bot.torch_adapter import repro as R
 
-        status = "minimized"
-        culprit = None
+    evaluator = run.evaluator()
+    best = {"gm": run.gm, "args": run.args}
+    store = os.path.join(run.workdir, "store")
+
+    def dump_state(cur_gm, cur_args):
+        n = len(cur_gm.graph.nodes)
+        best["gm"], best["args"] = cur_gm, list(cur_args)
+        path = os.path.join(run.workdir, "checkpoints", f"{n}.py")
         try:
-            final_gm, final_args, culprit = reduce_graph(job, gm, args, evaluator, dump_state, workdir)
+            src = R.repro_source(cur_gm, cur_args, kind=run.kind, accuracy=acc_mode(run.job), save_dir=store,
+                                 backend=run.job.get("backend"))
+            with open(path + ".tmp", "w") as fh:
+                fh.write(src)
+            os.replace(path + ".tmp", path)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint is a convenience; the reduction goes on
+            log(f"could not write checkpoint {path}: {exc}")
+        emit(event="checkpoint", nodes=n, path=path)
+
+    with run.timed("reduce"):
+        try:
+            run.gm, run.args, run.culprit = reduce_graph(run.job, run.gm, run.args, evaluator, dump_state, run.workdir)
         except BudgetExceeded:
-            status = "partial"
-            result["reason"] = f"time budget of {job.get('budget')} s ran out; kept the smallest checkpoint"
-            final_gm, final_args = best["gm"], best["args"]
-        except M.SanityCheckFailed:
-            return _finish(job, result, "not_reproduced", "the captured graph does not fail when run on its own",
-                           t0, nodes_before)
-        queries = evaluator.queries
-        timings["reduce"] = round(time.time() - t, 2)
-        t = time.time()
+            run.status = "partial"
+            run.result["reason"] = f"time budget of {run.job.get('budget')} s ran out; kept the smallest checkpoint"
+            run.gm, run.args = best["gm"], best["args"]
+        except M.SanityCheckFailed as exc:
+            raise Stop("not_reproduced", "the captured graph does not fail when run on its own") from exc
+        run.queries = evaluator.queries
 
-        # 3. the minimal config diff, by delta debugging over the non-default keys
-        from bot.minify.configdiff import true_diff
 
-        values = {**rf.config, **(job.get("check_config") or {})}
+def step_config(run: Run) -> None:
+    """3. The minimal config diff, by delta debugging over the non-default keys."""
+    from bot.minify.configdiff import true_diff
+    from bot.torch_adapter import repro as R
+
+    with run.timed("config"):
+        values = {**run.rf.config, **(run.job.get("check_config") or {})}
         diff = true_diff(values, ignore=R.CAPTURE_KEYS)
-        result["config_diff"] = diff
+        run.result["config_diff"] = diff
         keys = {d["key"]: values[d["key"]] for d in diff if not isinstance(values[d["key"]], R._Unparsed)}
         minimal = None
         if keys:
-            if isolate:
-                iso = IsolatedEvaluator({**job, "deadline": None}, kind, pinned)
+            if run.isolate:
+                iso = IsolatedEvaluator({**run.job, "deadline": None}, run.kind, run.pinned)
 
                 def fails(cfg):
-                    sig = iso.observe(final_gm, final_args, config=(keys, cfg))
-                    return sig is not None and pinned.matches(sig)
+                    sig = iso.observe(run.gm, run.args, config=(keys, cfg))
+                    return sig is not None and run.pinned.matches(sig)
             else:
                 def fails(cfg):
-                    return _with_config(keys, cfg, lambda: Evaluator({**job, "deadline": None}, kind, pinned)(
-                        final_gm, final_args))
+                    return with_config(keys, cfg, lambda: run.evaluator(budgeted=False)(run.gm, run.args))
             try:
                 minimal = minimal_config(keys, fails)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the full diff is kept: it reproduces
                 log(f"config minimization failed: {type(exc).__name__}: {exc}")
-        result["config_minimal"] = None if minimal is None else [d for d in diff if d["key"] in minimal]
-        timings["config"] = round(time.time() - t, 2)
+        run.result["config_minimal"] = None if minimal is None else [d for d in diff if d["key"] in minimal]
 
-    # 4. the final repro (inputs in final/inputs), announced before the bisector runs: the parent
-    # starts verifying it in fresh processes meanwhile
-    final_dir = os.path.join(workdir, "final")
+
+def step_final(run: Run) -> bool:
+    """4. The final repro (inputs in final/inputs), announced before the bisector runs: the parent
+    starts verifying it in fresh processes meanwhile. Returns whether the bisector runs next."""
+    from bot.torch_adapter import repro as R
+
+    final_dir = os.path.join(run.workdir, "final")
     os.makedirs(final_dir, exist_ok=True)
-    src = R.repro_source(final_gm, final_args, kind=kind, accuracy=_acc_mode(job),
-                         save_dir=os.path.join(final_dir, "inputs"), backend=job.get("backend"))
-    with open(os.path.join(final_dir, "repro.py"), "w") as fh:
+    path = os.path.join(final_dir, "repro.py")
+    src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
+                         save_dir=os.path.join(final_dir, "inputs"), backend=run.job.get("backend"))
+    with open(path, "w") as fh:
         fh.write(src)
-    result["random_inputs_reproduce"] = _random_inputs_reproduce(job, kind, pinned, final_gm,
-                                                                 os.path.join(final_dir, "repro.py"), isolate)
-    bisects = bool(job.get("bisect")) and kind == "aot" and not isolate
-    emit(event="final", path=os.path.join(final_dir, "repro.py"), config_diff=result["config_diff"],
-         config_minimal=result["config_minimal"], random_inputs_reproduce=result["random_inputs_reproduce"],
-         bisects=bisects, judge=result.get("judge"))
+    r = run.result
+    r["random_inputs_reproduce"] = random_inputs_reproduce(run.job, run.kind, run.pinned, run.gm, path, run.isolate)
+    bisects = bool(run.job.get("bisect")) and run.kind == "aot" and not run.isolate
+    emit(event="final", path=path, config_diff=r["config_diff"], config_minimal=r["config_minimal"],
+         random_inputs_reproduce=r["random_inputs_reproduce"], bisects=bisects, judge=r.get("judge"))
+    return bisects
 
-    with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
-        t = time.time()
-        # 5. bisect (optional)
-        result["bisect"] = None
-        if bisects:
-            from bot.torch_adapter import bisect as B
 
-            if os.environ.get(BISECT_CRASH_ENV) == "1":
-                os._exit(70)  # fault injection: the worker dies after it announced its final repro
+def step_bisect(run: Run, bisects: bool) -> None:
+    """5. torch's CompilerBisector on the final graph (optional), and the culprit record."""
+    t = time.time()
+    run.result["bisect"] = None
+    if bisects:
+        from bot.torch_adapter import bisect as B
 
-            remaining = (job.get("deadline") or (time.time() + 120)) - time.time()
-            if remaining > 10:
-                # each of the bisector's backends (eager ... inductor) straight on the aten graph;
-                # through dynamo where the graph has symbolic sizes (dynamo keeps them symbolic)
-                ev = Evaluator({**job, "deadline": None}, "dynamo" if job.get("dynamic") else "backend", pinned)
-                try:
-                    result["bisect"] = B.bisect_graph(final_gm, final_args, lambda g, a, b: _bisect_probe(ev, g, a, b),
-                                                      budget=min(remaining - 5, float(job.get("bisect_budget") or 60)))
-                except Exception as exc:  # noqa: BLE001
-                    log(f"bisect failed: {type(exc).__name__}: {exc}")
-        if result["bisect"] is not None or job.get("bisect"):
-            timings["bisect"] = round(time.time() - t, 2)
-        result["culprit"] = culprit_record(final_gm, culprit, result["bisect"], status)
-
-    result.update(
-        graph=M.graph_ops(final_gm), nodes_after=len(final_gm.graph.nodes), queries=queries, kind=kind,
-        backend=job.get("backend"), graph_role=graph_role(rf.source) if kind == "aot" else None,
-        dynamic=bool(job.get("dynamic")),
-    )
-    return _finish(job, result, status, result.get("reason"), t0, nodes_before)
+        if os.environ.get(BISECT_CRASH_ENV) == "1":
+            os._exit(70)  # fault injection: the worker dies after it announced its final repro
+        remaining = (run.job.get("deadline") or (time.time() + 120)) - time.time()
+        if remaining > 10:
+            # each of the bisector's backends (eager ... inductor) straight on the aten graph;
+            # through dynamo where the graph has symbolic sizes (dynamo keeps them symbolic)
+            ev = run.evaluator("dynamo" if run.job.get("dynamic") else "backend", budgeted=False)
+            try:
+                run.result["bisect"] = B.bisect_graph(
+                    run.gm, run.args, lambda g, a, b: bisect_probe(ev, g, a, b),
+                    budget=min(remaining - 5, float(run.job.get("bisect_budget") or 60)))
+            except Exception as exc:  # noqa: BLE001 - the bisector's answer is optional
+                log(f"bisect failed: {type(exc).__name__}: {exc}")
+    if run.result["bisect"] is not None or run.job.get("bisect"):
+        run.result["timings"]["bisect"] = round(time.time() - t, 2)
+    run.result["culprit"] = culprit_record(run.gm, run.culprit, run.result["bisect"], run.status)
 
 
 def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
@@ -569,52 +389,6 @@ def graph_role(source: str) -> str:
     return "inference"
 
 
-def _random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:
-    """Whether the minimized graph fails the same way on random inputs (what ``repro.py run
-    --no-save-dir`` and repro_standalone.py use: the file's load_args read with no save dir).
-    Evaluated here (forked when isolated) rather than in one more fresh interpreter; None when
-    it could not be decided."""
-    import torch
-
-    from bot.torch_adapter import repro as R
-
-    t = time.time()
-    try:
-        with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
-            rf = R.parse_repro_file(final_path)
-            rargs = R.read_inputs(R.load_repro_file(rf), None)
-            ev = (IsolatedEvaluator({**job, "deadline": None}, kind, pinned) if isolate
-                  else Evaluator({**job, "deadline": None}, kind, pinned))
-            sig = ev.observe(gm, rargs)
-        return sig is not None and pinned.matches(sig)
-    except Exception as exc:  # noqa: BLE001
-        log(f"random-input check failed: {type(exc).__name__}: {exc}")
-        return None
-    finally:
-        log(f"random-input check: {time.time() - t:.1f} s")
-
-
-def _bisect_probe(ev: Evaluator, gm, args, backend: str) -> bool:
-    """True when ``gm`` compiled with ``backend`` does NOT fail the pinned way (bisector: good)."""
-    ev.backend = backend
-    sig = ev.observe(gm, args)
-    return not (sig is not None and ev.pinned.matches(sig))
-
-
-def _with_config(all_keys: dict, subset: dict, fn):
-    from bot.torch_adapter import repro as R
-
-    with R.config_snapshot():
-        for k in all_keys:
-            try:
-                R.set_config(k, R.config_default(k))
-            except Exception:  # noqa: BLE001
-                pass
-        for k, v in subset.items():
-            R.set_config(k, v)
-        return fn()
-
-
 def minimal_config(keys: dict, fails) -> list[str]:
     """ddmin over the keys: a smallest subset (1-minimal) for which ``fails(subset)`` holds.
 
@@ -630,9 +404,10 @@ def minimal_config(keys: dict, fails) -> list[str]:
     return ddmin(names, lambda sub: fails({k: keys[k] for k in sub}))
 
 
-def _finish(job, result, status, reason, t0, nodes_before) -> int:
-    result.update(status=status, reason=reason, seconds=round(time.time() - t0, 2), nodes_before=nodes_before)
-    path = os.path.join(job["workdir"], "result.json")
+def _finish(run: Run, status: str, reason: str | None) -> int:
+    result = run.result
+    result.update(status=status, reason=reason, seconds=round(time.time() - run.t0, 2), nodes_before=run.nodes_before)
+    path = os.path.join(run.workdir, "result.json")
     with open(path + ".tmp", "w") as fh:
         json.dump(result, fh, indent=2, default=str)
     os.replace(path + ".tmp", path)

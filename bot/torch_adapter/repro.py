@@ -375,7 +375,8 @@ def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
     1e-3, looser than most checks) and whether integer outputs count. Keys this torch lacks are
     left out (its run_repro then judges with its own defaults)."""
     out = []
-    for key, value in (("dynamo.repro_tolerance", float(tolerance)), ("dynamo.repro_ignore_non_fp", not compare_non_fp)):
+    wanted = (("dynamo.repro_tolerance", float(tolerance)), ("dynamo.repro_ignore_non_fp", not compare_non_fp))
+    for key, value in wanted:
         try:
             config_default(key)
         except KeyError:

@@ -1,0 +1,314 @@
+"""The predicate: how a candidate graph is compiled and judged ("fails the same way").
+
+One definition for the minify worker's queries (in-process, or one forked process per query for
+failures that crash or hang), its sanity step (which also learns what the check could not tell:
+the class of a program judged by its exit status, integer outputs), and the repro it writes:
+:func:`judge_of` gives the settings under which torch's ``run_repro(..., accuracy=...)`` in a
+fresh process judges the repro the same way (the check's tolerance, integer comparison). Progress
+goes to stdout as ``@@ `` + JSON lines (:func:`emit`); everything else is the minifier log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from bot.signature import Signature, consistent, exception_chain, signature_of_error_record, signature_of_exception
+
+CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def emit(**kw) -> None:
+    sys.stdout.write("@@ " + json.dumps(kw) + "\n")
+    sys.stdout.flush()
+
+
+def log(msg: str) -> None:
+    sys.stdout.write(msg + "\n")
+    sys.stdout.flush()
+
+
+def load_graph(path: str, kind_hint: str | None = None):
+    from bot.torch_adapter import repro as R
+
+    rf = R.parse_repro_file(path)
+    loaded = R.load_repro_file(rf)
+    args = R.read_inputs(loaded, rf.save_dir)
+    if rf.kind == "dynamo":
+        gm = R.trace_dynamo_graph(loaded)
+    else:
+        gm = R.trace_aot_graph(loaded, args)
+    return rf, gm, args
+
+
+class Evaluator:
+    """Evaluates one candidate graph in this process and returns (fails_same_way, signature)."""
+
+    def __init__(self, job: dict, kind: str, pinned: Signature | None):
+        self.job = job
+        self.cls = job["class"]
+        self.kind = kind
+        self.backend = job.get("backend") or "inductor"
+        self.pinned = pinned
+        self.tol = float(job.get("tolerance") or 1e-4)
+        self.strict = bool(job.get("strict_accuracy"))
+        # integer and bool outputs are compared exactly when the failure is in them (the sanity
+        # step learns it), or under --strict-accuracy
+        self.ignore_non_fp = not (self.strict or job.get("compare_non_fp"))
+        self.queries = 0
+        self.last_error = ""
+        self.deadline = job.get("deadline")
+        hook = os.environ.get(CRASH_HOOK_ENV, "")
+        self.crash_after = int(hook) if hook.strip().isdigit() else None
+
+    def compile(self, gm, args):
+        from bot.torch_adapter import minifier as M
+
+        if self.kind == "dynamo":
+            return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
+        if self.kind == "backend":
+            return M.compile_backend(gm, args, self.backend)
+        return M.compile_aot(gm, args)
+
+    def observe(self, gm, args) -> Signature | None:
+        """Run the candidate; the signature of how it fails, or None when it does not fail."""
+        import torch
+
+        from bot.torch_adapter import minifier as M
+        from bot.torch_adapter import repro as R
+
+        if not M.has_compute(gm):
+            return None  # an empty graph never reproduces a compiler bug
+        if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
+            return None  # captured with dynamic shapes: a candidate whose sizes became constants
+            #              would no longer show a dynamic-shapes-only bug (never specialize it away)
+        try:
+            with torch.no_grad():
+                ref = M.run_eager(gm, args)
+        except Exception:  # noqa: BLE001 - any eager failure makes the candidate invalid
+            return None  # eager must run for the graph to be a valid candidate
+        phase = "compile_error"
+        try:
+            with torch.no_grad():
+                fn = self.compile(gm, args)
+                phase = "runtime_error"
+                res = fn(M.clone_inputs(args))
+        except Exception as exc:  # noqa: BLE001 - any failure is data here
+            if self.cls == "accuracy":
+                return None  # never drift from a wrong result to an error
+            self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
+            return signature_of_exception(phase, exc)
+        if self.cls != "accuracy":
+            return None
+        # no fp64 reference (an op without a float64 kernel): compared with eager directly, as
+        # torch's run_repro does, so that the repro and the worker judge alike
+        fp64 = M.fp64_reference(gm, args)
+        if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
+            return Signature("accuracy")
+        return None
+
+    def __call__(self, gm, args) -> bool:
+        if self.deadline and time.time() > self.deadline:
+            raise BudgetExceeded()
+        self.queries += 1
+        if self.crash_after is not None and self.queries > self.crash_after:
+            os._exit(70)  # fault injection for the isolation fallback
+        sig = self.observe(gm, args)
+        ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
+        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok)
+        return ok
+
+
+class IsolatedEvaluator:
+    """One process per query, for failures that crash or hang the worker: each query is a child
+    forked from this worker (which holds the graph and inputs and has not run compiled code), so
+    a query that aborts (a C++ exception thrown inside an OpenMP region) or segfaults only takes
+    its own process down. A child that dies with ``terminate called after throwing ...`` fails as
+    the runtime error ``UncaughtCppException`` (the way ``check`` records it)."""
+
+    def __init__(self, job: dict, kind: str, pinned: Signature | None):
+        self.job, self.kind, self.pinned = job, kind, pinned
+        self.queries = 0
+        self.deadline = job.get("deadline")
+        self.dir = os.path.join(job["workdir"], "isolate")
+        os.makedirs(self.dir, exist_ok=True)
+
+    def observe(self, gm, args, config: tuple[dict, dict] | None = None) -> Signature | None:
+        timeout = float(self.job.get("query_timeout") or 300)
+        if self.deadline:
+            timeout = max(5.0, min(timeout, self.deadline - time.time() + 5))
+        return observe_forked(self.job, self.kind, gm, args, timeout, self.dir, config)
+
+    def __call__(self, gm, args) -> bool:
+        if self.deadline and time.time() > self.deadline:
+            raise BudgetExceeded()
+        self.queries += 1
+        sig = self.observe(gm, args)
+        ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
+        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok, isolated=True)
+        return ok
+
+
+def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
+                   config: tuple[dict, dict] | None = None) -> Signature | None:
+    """Evaluate a candidate in a forked child; its failure signature (None: it does not fail).
+    ``config``: (all keys, subset) — run with only ``subset`` of the config diff set.
+
+    A child killed by a signal that left no recognisable trace is run once more: a real failure
+    dies the same way again, a one-off death of the process does not decide a query."""
+    sig, unexplained = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
+    if unexplained:
+        log("query: rerunning once after an unexplained death")
+        sig, _ = _observe_forked_once(job, kind, gm, args, timeout, qdir, config)
+    return sig
+
+
+def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
+    from bot import proc
+    from bot.signature import death_of, signature_of_abort
+    from bot.torch_adapter.runtime import after_fork
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+    def child(send):
+        os.environ.pop(CRASH_HOOK_ENV, None)
+        threads = job.get("_threads")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        ev = Evaluator({**job, "deadline": None}, kind, None)
+        if config is not None:
+            sig = with_config(config[0], config[1], lambda: ev.observe(gm, args))
+        else:
+            sig = ev.observe(gm, args)
+        return {"signature": sig.to_json() if sig else None}
+
+    res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
+                    capture=20000, grace=0.0, child_setup=after_fork)
+    if res.timed_out:
+        log(f"query: killed at its {timeout:.0f} s limit")
+        return None, False
+    if res.returncode == 0 and isinstance(res.value, dict):
+        return Signature.from_json(res.value.get("signature")), False
+    output = res.output
+    if res.signal is not None:
+        death = death_of(res.signal, output)
+        sig = signature_of_abort(output) if death.kind == "abort" else None
+        if sig is None and job["class"] == "crash":
+            sig = Signature("crash")
+        log(f"query: process died with {death.signal}" + (f" ({sig.describe()})" if sig else
+                                                          ": " + " | ".join(output.strip().splitlines()[-6:])))
+        return sig, sig is None
+    log("query: process failed: " + " | ".join(output.strip().splitlines()[-3:]))
+    return None, False
+
+
+def acc_mode(job: dict) -> str:
+    if job["class"] != "accuracy":
+        return ""
+    return "strict_accuracy" if job.get("strict_accuracy") else "accuracy"
+
+
+def judge_of(job: dict) -> dict:
+    """How this worker judges a candidate, for the parent and for the repro it writes: the
+    failure class, and for accuracy failures the check's tolerance and whether integer outputs
+    are compared (torch's ``repro_tolerance`` / ``repro_ignore_non_fp`` in the repro)."""
+    out = {"class": job["class"], "config": []}
+    if job["class"] == "accuracy":
+        out.update(tolerance=float(job.get("tolerance") or 1e-4),
+                   compare_non_fp=bool(job.get("strict_accuracy") or job.get("compare_non_fp")))
+        from bot.torch_adapter import repro as R
+
+        out["config"] = R.judge_config(out["tolerance"], out["compare_non_fp"])
+    return out
+
+
+def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | None, str]:
+    """Does the captured graph fail on its own, the way the check failed? (signature, "") or
+    (None, why not). Updates ``job`` with what it learns, in this order:
+
+    1. the check's own class and error (a wrong type or message is another failure);
+    2. a class the check could not know (a program judged by its exit status, a launcher written
+       without torch's accuracy check): a graph that raises nothing but computes a wrong result
+       is an accuracy failure;
+    3. an accuracy failure whose floating-point outputs agree: integer and bool outputs compared
+       exactly (an int32 overflow, an index off by one).
+    """
+    def observe():
+        ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
+        return ev.observe(gm, args)
+
+    uncertain = bool(job.get("class_uncertain"))
+    original = None if uncertain else signature_of_error_record(job["class"], job.get("original_error"))
+    sig = observe()
+    if sig is None and uncertain and job["class"] != "accuracy":
+        log(f"sanity: the graph raises nothing as {job['class']}; judging its result against fp64")
+        job["class"] = "accuracy"
+        sig = observe()
+    if sig is None and job["class"] == "accuracy" and not (job.get("strict_accuracy") or job.get("compare_non_fp")):
+        job["compare_non_fp"] = True
+        sig = observe()
+        if sig is None:
+            job["compare_non_fp"] = False
+        else:
+            log("sanity: the floating-point outputs agree; an integer or bool output differs")
+    if sig is None:
+        return None, "the captured graph does not fail when run on its own"
+    if not consistent(original, sig):
+        return None, (f"the captured graph fails differently ({sig.describe()}) than the check "
+                      f"({original.describe()})")
+    return sig, ""
+
+
+def random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:
+    """Whether the minimized graph fails the same way on random inputs (what ``repro.py run
+    --no-save-dir`` and repro_standalone.py use: the file's load_args read with no save dir).
+    Evaluated here (forked when isolated) rather than in one more fresh interpreter; None when
+    it could not be decided."""
+    import torch
+
+    from bot.torch_adapter import repro as R
+
+    t = time.time()
+    try:
+        with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+            rf = R.parse_repro_file(final_path)
+            rargs = R.read_inputs(R.load_repro_file(rf), None)
+            ev = (IsolatedEvaluator({**job, "deadline": None}, kind, pinned) if isolate
+                  else Evaluator({**job, "deadline": None}, kind, pinned))
+            sig = ev.observe(gm, rargs)
+        return sig is not None and pinned.matches(sig)
+    except Exception as exc:  # noqa: BLE001
+        log(f"random-input check failed: {type(exc).__name__}: {exc}")
+        return None
+    finally:
+        log(f"random-input check: {time.time() - t:.1f} s")
+
+
+def bisect_probe(ev: Evaluator, gm, args, backend: str) -> bool:
+    """True when ``gm`` compiled with ``backend`` does NOT fail the pinned way (bisector: good)."""
+    ev.backend = backend
+    sig = ev.observe(gm, args)
+    return not (sig is not None and ev.pinned.matches(sig))
+
+
+def with_config(all_keys: dict, subset: dict, fn):
+    from bot.torch_adapter import repro as R
+
+    with R.config_snapshot():
+        for k in all_keys:
+            try:
+                R.set_config(k, R.config_default(k))
+            except Exception:  # noqa: BLE001
+                pass
+        for k, v in subset.items():
+            R.set_config(k, v)
+        return fn()
