@@ -167,7 +167,7 @@ def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = N
     if level:
         from bot.minify.capture import capture_env
 
-        capdir = (log_path[:-4] if log_path.endswith(".log") else log_path) + ".capture"
+        capdir = os.path.abspath((log_path[:-4] if log_path.endswith(".log") else log_path) + ".capture")
         launchers = os.path.join(capdir, "launchers")
         extra_env = capture_env(level, os.path.join(capdir, "debug"))
     row = run_program(m.spec, settings, log_path, extra_env=extra_env, launcher_dir=launchers)
@@ -180,14 +180,18 @@ def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = N
     return out
 
 
+# the repro level a failing program's rerun captures at: one that leaves the program's behaviour
+# as it was (level 4 raises AccuracyError in the program, so an accuracy failure's rerun keeps
+# every graph at level 3, which minify's own predicate judges)
+RERUN_LEVEL = {"accuracy": 3, "runtime_error": 3, "crash": 3, "compile_error": 2}
+
+
 def _capture_level(failure_class: str | None, settings) -> int | None:
     """The repro level a program's rerun captures at for this failure class (torch's repro-after
     aot wraps inductor only); None when the rerun is a plain one."""
     if not failure_class or settings.backend != "inductor":
         return None
-    from bot.minify.capture import LEVEL_FOR_CLASS
-
-    return LEVEL_FOR_CLASS.get(failure_class)
+    return RERUN_LEVEL.get(failure_class)
 
 
 def run_program(spec: dict, settings, log_path: str, *, extra_env: dict | None = None,

@@ -182,3 +182,11 @@ def shared_capture(row: dict, level: int, log_path: str) -> dict | None:
                   "not run again\n")
     return {"status": row.get("status"), "failure_class": row.get("failure_class"), "_launchers": kept,
             "compiled_graphs": shared.get("graphs")}
+
+
+def shared_first(levels: list, row: dict) -> list:
+    """The capture levels with the one the check's rerun already captured at first (its launchers
+    cost no run; an accuracy failure's rerun keeps every graph at level 3)."""
+    shared = row.get("capture")
+    level = shared.get("repro_level") if isinstance(shared, dict) and shared.get("launchers") else None
+    return [level] + [x for x in levels if x != level] if level in levels else levels

@@ -88,7 +88,7 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
 
 
 PROGRAM_SOURCES = ("command", "harness")
-SETTLED_CLASSES = ("accuracy", "compile_error")
+SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro level of the capture)
 
 
 def settled_by_capture(row: dict) -> dict | None:
@@ -98,14 +98,17 @@ def settled_by_capture(row: dict) -> dict | None:
     raised), so the failure is in inductor and no localize run is needed. None otherwise (a runtime
     error's level-3 launchers name every graph, not the failing one)."""
     shared = row.get("capture")
-    if (row.get("backend") != "inductor" or row.get("failure_class") not in SETTLED_CLASSES
-            or not isinstance(shared, dict) or not shared.get("launchers")
+    if (row.get("backend") != "inductor" or not isinstance(shared, dict)
+            or (row.get("failure_class"), shared.get("repro_level")) not in SETTLED_BY
+            or not shared.get("launchers")
             or not any(isinstance(x, dict) and os.path.isfile(str(x.get("path"))) for x in shared["launchers"])):
         return None
     return {"stage": "inductor", "first_failing": "inductor",
             "ablation": [{"backend": "inductor", "status": row.get("status")}],
             "note": (f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
                      "capture wrote the graph inductor received")}
+
+
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend
 
 

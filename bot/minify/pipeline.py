@@ -168,6 +168,8 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         # accuracy failure (it dumps nothing, or a graph that passes on its own): then every graph
         # is captured at level 3 and judged by the worker's own predicate
         levels = _capture_levels(fclass, opts)
+        if program:
+            levels = cap.shared_first(levels, row)
         for i, level in enumerate(levels):
             wk = work if i == 0 else os.path.join(work, f"level{level}")
             if program:

@@ -118,6 +118,7 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     ran = execute(argv, env_extra=env, cwd=spec["pytorch"], timeout=s.timeout, log_path=log_path,
                   launcher_dir=launcher_dir)
     patterns = Patterns.from_dict(spec.get("patterns"))
+    output = without_progress_bars(ran.output)
     rec = None
     if os.path.exists(csv_path):
         try:
@@ -132,12 +133,16 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
         row = {"status": "pass_due_to_skip", "failure_class": None, "error": None, "accuracy": None,
                "skipped": "the harness exited 0 without a result row for this model"}
     else:
-        row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=s.timeout,
+        row = classify(returncode=ran.returncode, output=output, timed_out=ran.timed_out, timeout=s.timeout,
                        status_word=rec["accuracy"] if rec else None, patterns=patterns,
                        compiled_graphs=ran.hook["frames"], what="the harness")
     if rec:
-        row.update(batch_size=rec.get("batch_size") or None, compile_s=rec.get("compilation_latency") or None,
+        row.update(batch_size=_int(rec.get("batch_size")), compile_s=rec.get("compilation_latency") or None,
                    stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)})
+    if row.get("failure_class") == "accuracy":
+        _accuracy_from_output(row, output)
+    row["harness"] = harness_facts(spec, ran.hook.get("isa"))
+    row["reproduce"] = reproduce_command(spec, settings, row.get("batch_size") or spec.get("batch_size"))
     row["compiled_graphs"] = ran.hook["graphs"]
     row["compile_frames"] = ran.hook["frames"]
     row["duration_s"] = ran.seconds
@@ -152,3 +157,123 @@ def csv_models(path: str | None):
     if not path:
         raise UsageError("--suite csv needs --csv FILE (a harness accuracy CSV)")
     return [Model(r["name"], {"source": "csv", "model": r["name"], "record": r}) for r in read_csv(path)]
+
+
+PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|^\s*\d+/\d+ \[[\d:<,.\w\s/?]*\]\s*$|[█▏▎▍▌▋▊▉]{3,}")
+
+
+def without_progress_bars(text: str) -> str:
+    """The harness's output without progress bars (tqdm's, the model download's): a line redrawn
+    with carriage returns keeps its last state, and a line that is only a bar goes."""
+    out = []
+    for line in text.split("\n"):
+        if "\r" in line:
+            line = [p for p in line.split("\r") if p.strip()][-1:] or [""]
+            line = line[0]
+        if PROGRESS.search(line):
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+RMSE = re.compile(r"RMSE \(res-fp64\): ([-+\w.]+), \(ref-fp64\): ([-+\w.]+) and shape=.*?tol: ([-+\w.]+)")
+FAILED_KEY = re.compile(r"Accuracy failed for key name (\S+)")
+
+
+def _float(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value) or None
+    except (TypeError, ValueError):
+        return None
+
+
+def _accuracy_from_output(row: dict, output: str) -> None:
+    """The numbers the harness's accuracy check printed (torch._dynamo.utils.same: RMSE of the
+    compiled and the eager result against fp64, the tolerance; the output key that failed) as the
+    row's accuracy figures, and an error message that says what failed instead of the status word."""
+    found = RMSE.findall(output)
+    key = FAILED_KEY.findall(output)
+    if found:
+        res, ref, tol = found[-1]
+        row["accuracy"] = {"rmse_res": _float(res), "rmse_ref": _float(ref), "tolerance": _float(tol)}
+    err = row.get("error") or {}
+    if err.get("type") in (row.get("status"), "ExitCode") or err.get("message") == row.get("status"):
+        what = f"output {key[-1]!r}" if key else "an output"
+        acc = row.get("accuracy") or {}
+        numbers = (f": RMSE compiled vs fp64 {acc['rmse_res']:.5g}, eager vs fp64 {acc['rmse_ref']:.5g}, "
+                   f"tolerance {acc['tolerance']:g}" if None not in (acc.get("rmse_res"), acc.get("rmse_ref"),
+                                                                     acc.get("tolerance")) else "")
+        err.update(type="AccuracyCheck", message=f"the harness's accuracy check failed for {what}{numbers}",
+                   output_key=key[-1] if key else None)
+        row["error"] = err
+
+
+def harness_facts(spec: dict, isa: str | None = None) -> dict:
+    """What an issue needs to name the harness run: the suite's script, the checkout's git commit
+    (when it is a git checkout), the model libraries' versions, the CPU's vector ISA."""
+    from importlib import metadata
+
+    from bot import proc
+
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    revision = None
+    if os.path.exists(os.path.join(spec["pytorch"], ".git")):
+        res = proc.run(["git", "-C", spec["pytorch"], "rev-parse", "HEAD"], timeout=30, capture=200)
+        out = (res.output or "").strip()
+        revision = out if not res.error and res.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", out) else None
+    return {"suite": spec["suite"], "script": f"benchmarks/dynamo/{spec['suite']}.py", "revision": revision,
+            "transformers": version("transformers"), "timm": version("timm"),
+            "torchbench": version("torchbenchmark"), "cpu_isa": isa}
+
+
+def _literal(value) -> str:
+    """A Python literal for a config value, in double quotes (the command line wraps it in single)."""
+    import json
+
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def reproduce_command(spec: dict, settings, batch_size: int | None) -> str:
+    """The plain harness command for this check, run from the checkout's root, as a compiler
+    engineer would type it (the batch size the harness used; the check's --config overrides set
+    before the harness starts, when there are any)."""
+    import shlex
+
+    argv = ["python", f"benchmarks/dynamo/{spec['suite']}.py", "--accuracy", f"--{settings.mode}",
+            f"--{settings.dtype}", "--devices", settings.device]
+    argv += ["--inductor"] if settings.backend == "inductor" else [f"--backend={settings.backend}"]
+    if settings.dynamic:
+        argv.append("--dynamic-shapes")
+    argv += ["--only", spec["model"]]
+    if batch_size:
+        argv += ["--batch-size", str(int(batch_size))]
+    config = dict(settings.config or {})
+    if not config:
+        return shlex.join(argv)
+    from bot.torch_adapter.config import MODULES
+
+    sets = []
+    for key, value in sorted(config.items()):
+        prefix, _, rest = key.partition(".")
+        if prefix not in MODULES or not rest:
+            continue
+        sets.append(f"import {MODULES[prefix]}; {MODULES[prefix]}.{rest} = {_literal(value)}")
+    boot = "; ".join(sets + ["import runpy, sys", "sys.argv = sys.argv[1:]",
+                             'sys.path.insert(0, "benchmarks/dynamo")',
+                             'runpy.run_path(sys.argv[0], run_name="__main__")'])
+    return shlex.join(["python", "-c", boot, *argv[1:]])

@@ -18,7 +18,8 @@ Events: {"event": "hook"}  the hook loaded in a Python process of the program,
         {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based; a frame
                                           whose compile fails counts; torch._dynamo.reset() does not
                                           stop the count),
-        {"event": "exit", "graphs": n}  graphs dynamo produced in a process that exited normally,
+        {"event": "exit", "graphs": n, "isa": ...}  graphs dynamo produced in a process that exited
+                                          normally (and the CPU vector ISA inductor picked there),
         {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
         {"event": "forced", "backend": ...}, {"event": "config", "keys": [...]},
         {"event": "unsupported", "what": ...}.
@@ -55,7 +56,7 @@ def on_import(name: str, module) -> None:
         _count_graphs()
         import atexit
 
-        atexit.register(lambda: _emit(event="exit", graphs=_graphs_now()))
+        atexit.register(lambda: _emit(event="exit", graphs=_graphs_now(), isa=_cpu_isa()))
         forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
         if forced:
             _force_backend(module, forced)
@@ -127,6 +128,8 @@ def _count_graphs() -> None:
         return
 
     def on_start(*_args, **_kw):
+        if _STATE["dumping"]:  # torch's repro dump tracing its own code (at run time, level 3)
+            return
         with _LOCK:
             _STATE["graphs"] += 1
             _STATE["compiling"] = True
@@ -136,6 +139,8 @@ def _count_graphs() -> None:
         _emit(event="compile", graph=k)
 
     def on_end(*_args, **_kw):
+        if _STATE["dumping"]:
+            return
         with _LOCK:
             _STATE["produced"] += _in_flight()
             _STATE["at_start"] = None
@@ -160,6 +165,20 @@ def _count_graphs() -> None:
         callback_handler.clear = clear_then_install
     except (AttributeError, TypeError):
         _emit(event="unsupported", what="graph counting across torch._dynamo.reset()")
+
+
+def _cpu_isa() -> str | None:
+    """The vector ISA inductor picked for this CPU, when the program compiled C++ kernels
+    (torch._inductor.cpu_vec_isa already loaded; nothing is imported or probed here otherwise)."""
+    mod = sys.modules.get("torch._inductor.cpu_vec_isa")
+    pick = getattr(mod, "pick_vec_isa", None)
+    if pick is None:
+        return None
+    try:
+        isa = pick()
+    except Exception:  # noqa: BLE001 - feature-detected
+        return None
+    return str(isa) if isa else "none"
 
 
 def _resolve(forced: str):
@@ -272,7 +291,7 @@ def _dumping(fn):
 def read_state(path: str) -> dict:
     """Summarize a state file: {"graphs": graphs dynamo produced | None, "frames": frames dynamo
     started compiling | None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
-    out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": []}
+    out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": [], "isa": None}
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.readlines()
@@ -296,6 +315,8 @@ def read_state(path: str) -> dict:
         elif kind == "exit" and ev.get("graphs") is not None:
             exits += int(ev["graphs"])
             exited = True
+            if isinstance(ev.get("isa"), str) and ev["isa"]:
+                out["isa"] = ev["isa"][:40]
         elif kind == "launcher":
             out["launchers"].append({"graph": ev.get("graph"), "path": ev.get("path")})
         elif kind == "forced":
