@@ -428,3 +428,17 @@ def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(la
     assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
     # 1-minimal: no single node can go
     assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
+
+
+def test_the_cleanup_passes_run_as_a_list_to_a_fixed_point_and_say_what_each_did():
+    q, x = torch.randn(1, 2, 4, 8), torch.randn(4, 8)
+    gm = _trace(_Attn(), q, x)
+    oracle = P.Oracle(_computes_relu)
+    stats = P.PassStats()
+    st = P.cleanup(P.State(gm, [q, x]), oracle, stats)
+    assert P.culprit_ops(st) == ["aten.relu.default"]
+    assert list(stats.queries) == ["remove_dead", "drop_outputs", "remove_nodes", "drop_unused_inputs"]
+    assert stats.removed["remove_dead"] >= 1                     # the dead attention call
+    assert sum(stats.queries.values()) == oracle.asked          # every query is accounted to a pass
+    assert sum(stats.removed.values()) == len(P.call_nodes(gm)) - len(P.call_nodes(st.gm))
+    assert stats.rounds == 2                                     # the second round removed nothing

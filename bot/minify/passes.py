@@ -711,13 +711,47 @@ def is_one_minimal(st: State, oracle: Oracle) -> bool:
     return remove_nodes(st, oracle) is st
 
 
-def cleanup(st: State, oracle: Oracle) -> State:
-    """Passes 2-5 in order."""
-    st = remove_dead(st, oracle)
-    st = drop_outputs(st, oracle)
-    st = remove_dead(st, oracle)
-    st = remove_nodes(st, oracle)
+def _drop_unused_inputs(st: State, oracle: Oracle) -> State:
     return drop_unused_inputs(st)
+
+
+# Passes 2-5, in the order the module docstring explains; :func:`cleanup` runs the list until a
+# round changes nothing (a later pass can open a chance for an earlier one: a cut node can leave
+# an output dead).
+CLEANUP_PASSES: tuple[Callable[[State, Oracle], State], ...] = (
+    remove_dead, drop_outputs, remove_dead, remove_nodes, _drop_unused_inputs)
+
+
+@dataclass
+class PassStats:
+    """What each pass did over a reduction: queries it asked, call nodes it removed, rounds."""
+
+    queries: dict = field(default_factory=dict)
+    removed: dict = field(default_factory=dict)
+    rounds: int = 0
+
+    def record(self, name: str, queries: int, removed: int) -> None:
+        self.queries[name] = self.queries.get(name, 0) + queries
+        self.removed[name] = self.removed.get(name, 0) + removed
+
+    def lines(self) -> list[str]:
+        return [f"{name}: {self.queries[name]} queries, {self.removed.get(name, 0)} nodes removed"
+                for name in self.queries]
+
+
+def cleanup(st: State, oracle: Oracle, stats: PassStats | None = None,
+            passes: tuple = CLEANUP_PASSES) -> State:
+    """The passes in order, repeated until a whole round removes no call node."""
+    stats = stats if stats is not None else PassStats()
+    while True:
+        stats.rounds += 1
+        before_round = len(call_nodes(st.gm))
+        for p in passes:
+            n0, q0 = len(call_nodes(st.gm)), oracle.asked
+            st = p(st, oracle)
+            stats.record(p.__name__.lstrip("_"), oracle.asked - q0, n0 - len(call_nodes(st.gm)))
+        if len(call_nodes(st.gm)) == before_round:
+            return st
 
 
 def culprit_ops(st: State) -> list[str]:

@@ -174,10 +174,13 @@ def step_sanity(run: Run) -> None:
 def step_reduce(run: Run) -> None:
     """2. The culprit search and the reduction passes; checkpoints as the graph shrinks (the
     smallest is kept when the budget runs out)."""
+    from bot.minify.passes import PassStats
     from bot.torch_adapter import minifier as M
     from bot.torch_adapter import repro as R
 
     evaluator = run.evaluator()
+    stats = PassStats()
+    run.result["passes"] = stats.queries   # per stage and pass: queries asked (filled as they run)
     best = {"gm": run.gm, "args": run.args}
     store = os.path.join(run.workdir, "store")
 
@@ -197,7 +200,8 @@ def step_reduce(run: Run) -> None:
 
     with run.timed("reduce"):
         try:
-            run.gm, run.args, run.culprit = reduce_graph(run.job, run.gm, run.args, evaluator, dump_state, run.workdir)
+            run.gm, run.args, run.culprit = reduce_graph(run.job, run.gm, run.args, evaluator, dump_state, run.workdir,
+                                                         stats)
         except BudgetExceeded:
             run.status = "partial"
             run.result["reason"] = f"time budget of {run.job.get('budget')} s ran out; kept the smallest checkpoint"
@@ -280,45 +284,67 @@ def step_bisect(run: Run, bisects: bool) -> None:
     run.result["culprit"] = culprit_record(run.gm, run.culprit, run.result["bisect"], run.status)
 
 
-def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str):
+def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str, stats=None):
     """Reduce ``gm``: the culprit search first (log N queries); when the culprit does not fail
-    compiled alone, torch's fx minifier on the smallest failing prefix, then the cleanup passes.
-    Returns (gm, args, passes.Culprit | None)."""
+    compiled alone, how far back the failure reaches from where it shows (log N), and only when
+    that fails torch's fx minifier on the smallest failing prefix; then the cleanup passes.
+    Returns (gm, args, passes.Culprit | None); ``stats`` (passes.PassStats) gets each stage's
+    queries and removed nodes."""
+    from bot.minify import passes as P
+
+    stats = stats if stats is not None else P.PassStats()
+    oracle = P.Oracle(evaluator)
+    n0 = len(P.call_nodes(gm))
+    out = _reduce(job, P.State(gm, list(args)), oracle, dump_state, workdir, stats)
+    log(f"reduce: {n0} -> {len(P.call_nodes(out[0]))} call nodes in {oracle.asked} queries; "
+        + "; ".join(stats.lines()))
+    return out
+
+
+def _reduce(job: dict, st, oracle, dump_state, workdir: str, stats):
     from bot.minify import passes as P
     from bot.torch_adapter import minifier as M
 
-    oracle = P.Oracle(evaluator)
-    st = P.State(gm, list(args))
+    def staged(name, fn, state):
+        """Run one stage, recording its queries and the call nodes it removed."""
+        n, q = len(P.call_nodes(state.gm)), oracle.asked
+        res = fn()
+        after = res[0] if isinstance(res, tuple) else res   # (state, culprit), (gm, args), state or None
+        gm_after = getattr(after, "gm", after)
+        stats.record(name, oracle.asked - q, n - len(P.call_nodes(gm_after)) if gm_after is not None else 0)
+        return res
+
     found = None
+    evaluator = oracle.fails
     if job.get("culprit_search", True):
         t = time.time()
         try:
             hint = known_hint(job, evaluator, st) if job.get("use_hints", os.environ.get(NO_HINTS_ENV) != "1") else None
-            found = P.find_culprit(st, oracle, log=log, hint=hint)
+            found = staged("culprit_search", lambda: P.find_culprit(st, oracle, log=log, hint=hint), st)
         except BudgetExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
             log(f"culprit search failed: {type(exc).__name__}: {exc}")
         log(f"culprit search: {time.time() - t:.1f} s, {oracle.asked} queries")
     if found is not None and found[1].method == "compiled-alone":
-        final = P.cleanup(found[0], oracle)
+        final = P.cleanup(found[0], oracle, stats)
         dump_state(final.gm, final.args)
         return final.gm, final.args, found[1]
     if found is not None:
         # a culprit of several connected nodes: where the failure shows (the prefix search, log N),
         # how far back it reaches (log N), then 1-minimal
-        window = P.reach_back(found[0], oracle, found[1].node, log=log)
+        window = staged("reach_back", lambda: P.reach_back(found[0], oracle, found[1].node, log=log), found[0])
         if window is not None:
-            final = P.cleanup(window, oracle)
+            final = P.cleanup(window, oracle, stats)
             dump_state(final.gm, final.args)
             return final.gm, final.args, P.Culprit(P.culprit_ops(final), "graph", found[1].node)
     start = found[0] if found is not None else st
     if found is not None:
         dump_state(start.gm, start.args)
-    g, a = M.fx_minify(start.gm, start.args, lambda g_, a_: oracle(P.State(g_, list(a_))), dump_state,
-                       skip_sanity=True, offload_to_disk=bool(job.get("offload_to_disk")),
-                       save_dir=os.path.join(workdir, "offload"))
-    final = P.cleanup(P.State(g, list(a)), oracle)
+    g, a = staged("fx_minifier", lambda: M.fx_minify(
+        start.gm, start.args, lambda g_, a_: oracle(P.State(g_, list(a_))), dump_state, skip_sanity=True,
+        offload_to_disk=bool(job.get("offload_to_disk")), save_dir=os.path.join(workdir, "offload")), start)
+    final = P.cleanup(P.State(g, list(a)), oracle, stats)
     if len(final.gm.graph.nodes) < len(g.graph.nodes):
         dump_state(final.gm, final.args)
     culprit = P.Culprit(P.culprit_ops(final), "graph", found[1].node if found else None)
