@@ -252,7 +252,7 @@ def read_marker(body: str | None) -> tuple[dict | None, str | None]:
         return None, f"marker of {len(last_line)} characters (at most {MAX_MARKER_CHARS})"
     m = _MARKER_RX.fullmatch(last_line)
     if not m:
-        return None, None
+        return None, "the marker is not in the form the bot writes"
     from bot import safejson
 
     try:

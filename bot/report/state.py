@@ -129,7 +129,9 @@ def validate(d: dict) -> dict:
     checked on its own (bot/known.py): a bad one is dropped, the rest of the state stays."""
     if not isinstance(d, dict):
         raise BadState("the state is not an object")
-    _text(d.get("sig", ""), "sig", limit=200)
+    _text(d.get("sig"), "sig", limit=200)
+    if not d["sig"]:
+        raise BadState("sig is empty")
     for name in ("sigs", "alt", "checks", "runs", "torch"):
         if name in d:
             _texts(d[name], name)

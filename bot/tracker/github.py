@@ -25,7 +25,7 @@ ACTIONS_BOT_LOGIN = "github-actions[bot]"
 _RATE_WORDS = ("rate limit", "abuse", "try again later", "please wait")
 
 
-LOGIN_ATTEMPTS = 4
+LOGIN_ATTEMPTS = 2  # each one is up to 6 requests: the client retries 5xx on GETs with backoff
 INTEGRATION_WORDS = "resource not accessible by integration"
 
 
@@ -72,7 +72,7 @@ class GitHubTracker(Tracker):
     def __init__(self, repo: str, token: str, api_url: str | None = None, *, login: str | None = None,
                  seconds_between_requests: float = 0.25, seconds_between_writes: float = 1.0,
                  max_rate_wait: float = 300.0, create_attempts: int = 3, timeout: int = 15,
-                 sleep=time.sleep):
+                 sleep=time.sleep, retry_backoff: float = 0.5):
         if not token:
             raise TrackerError("the github tracker needs a token (--token or GITHUB_TOKEN)")
         if "/" not in (repo or ""):
@@ -85,7 +85,7 @@ class GitHubTracker(Tracker):
         self._sleep = sleep
         self._login = login
         # Retries for idempotent methods only: never POST (a replayed create files a duplicate).
-        retry = GithubRetry(total=5, backoff_factor=0.5, max_rate_limit_wait=max_rate_wait,
+        retry = GithubRetry(total=5, backoff_factor=retry_backoff, max_rate_limit_wait=max_rate_wait,
                             allowed_methods=frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"}))
         self.gh = github.Github(auth=Auth.Token(token), base_url=self.api_url, timeout=int(timeout), retry=retry,
                                 per_page=100, seconds_between_requests=seconds_between_requests,
