@@ -100,8 +100,9 @@ def inlined(body: str, fdir: str, repro_path: str | None) -> bool:
 
 
 def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
-    """torch's fx minifier (--no-isolate) on the launcher of the graph the bot minified, captured
-    again by the bot's own capture at the bot's level."""
+    """torch's fx minifier (--no-isolate; --accuracy for an accuracy failure) on the launcher of the
+    graph the bot minified, captured by the bot's own capture at the bot's level (the launchers the
+    check's rerun kept, when it kept them at that level)."""
     from bot.minify.capture import run_capture_program
 
     capture = (fail.get("repro") or {}).get("capture") or {}
@@ -119,7 +120,10 @@ def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
     launcher = next((p for p, g in graph_of.items() if want is not None and g == want), None) or c.launcher
     if not launcher:
         return {"status": f"capture at level {level} wrote no launcher"}
-    r = run_torch(launcher, os.path.join(d, "noiso"), ["--no-isolate"], cap)
+    # a launcher written below level 4 judges by exceptions only: an accuracy failure is minified
+    # with torch's own accuracy test (RMSE against fp64), as run_repro(..., accuracy="accuracy")
+    flags = ["--no-isolate"] + (["--accuracy"] if fail.get("class") == "accuracy" else [])
+    r = run_torch(launcher, os.path.join(d, "noiso"), flags, cap)
     r["launcher_nodes"] = nodes_of(launcher)
     r["graph"] = graph_of.get(launcher)
     return r
