@@ -223,3 +223,13 @@ def test_no_probe_in_model_code_or_a_known_repro_finds_the_token(runner, users, 
                 and "Z" not in Path(f"/proc/{d}/stat").read_text().split(")")[-1][:3]]  # none still running
     for r in (res, first, second):
         assert_token_not_leaked(r, token)
+
+
+def test_a_token_under_a_name_that_does_not_look_secret_is_refused_on_comment_events(runner):
+    value = "ghp_" + secrets.token_hex(18)
+    payload = {"action": "created", "issue": {"number": 1, "pull_request": {}}, "comment": {"id": 1}}
+    res = runner("issue_comment", payload, {"stage": "check", "models": "gru"}, token="", env={"GH_PAT": value})
+    assert res.rc == 2, res.stdout + res.stderr
+    assert "refusing to run model code on a issue_comment event while a token is present ($GH_PAT)" in res.stderr
+    assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
+    assert_token_not_leaked(res, value)

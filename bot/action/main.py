@@ -223,7 +223,8 @@ def run(args) -> int:
 
     # first of all: no secret in this process's environment block (it may restart the process);
     # the secrets live on in memory only, for the report stage (bot/action/secrets.py)
-    env = {**os.environ, **isolate()}
+    held = isolate()
+    env = {**os.environ, **held}
     cmds = gha.Commands()
     started = time.monotonic()
     ctx: Context | None = None
