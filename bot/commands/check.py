@@ -130,7 +130,7 @@ def source_models(args):
     resolve_source(args)
     return available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
                      pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name,
-                     batch_size=args.batch_size, patterns=patterns_of(args))
+                     batch_size=args.batch_size, patterns=patterns_of(args), device=getattr(args, "device", None))
 
 
 def select_models(args):

@@ -130,7 +130,7 @@ def _find_module(modname: str, base: str):
 
 def available(source: str, *, file: str | None = None, pytorch: str | None = None, suite: str | None = None,
               command: str | None = None, name: str | None = None, batch_size: int | None = None,
-              patterns: dict | None = None, cwd: str | None = None) -> list[Model]:
+              patterns: dict | None = None, cwd: str | None = None, device: str | None = None) -> list[Model]:
     if source == "zoo":
         return zoo_models()
     if source == "yaml":
@@ -150,7 +150,8 @@ def available(source: str, *, file: str | None = None, pytorch: str | None = Non
     if source == "harness":
         from bot.suites.harness import harness_models
 
-        return harness_models(pytorch, suite or "torchbench", batch_size=batch_size, patterns=patterns)
+        return harness_models(pytorch, suite or "torchbench", batch_size=batch_size, patterns=patterns,
+                              device=device)
     if source == "csv":
         from bot.suites.harness import csv_models
 

@@ -46,15 +46,31 @@ def parse_list_line(line: str) -> tuple[str, int | None]:
     return name, int(bs) if bs.isdigit() else None
 
 
+# The batch size the harness uses in accuracy mode when none is given (common.py's main: "Use
+# small batch size", the same on every device); the model lists' sizes are for performance runs
+# (the main list's on GPU). minify-bot always runs the harness with --accuracy.
+ACCURACY_BATCH = {"huggingface": 1, "torchbench": 4, "timm_models": 8}
+
+
+def list_files(suite: str, device: str | None) -> tuple[str, ...]:
+    """The model-list files to read, the device's own first (the harness keeps a *_cpu.txt list)."""
+    main, cpu = LIST_FILES[suite]
+    return (cpu, main) if device == "cpu" else (main, cpu)
+
+
 def harness_models(pytorch: str | None, suite: str | None, batch_size: int | None = None,
-                   patterns: dict | None = None):
+                   patterns: dict | None = None, device: str | None = None):
+    """The suite's models with the batch size a check uses: the one given, else the harness's
+    accuracy-mode default for the suite (the lists' sizes are shown as the performance ones)."""
     from bot.suites import Model
 
     script = _script(pytorch, suite)
     names: list[tuple[str, int | None]] = []
-    for fname in LIST_FILES[suite]:
+    listed_in = None
+    for fname in list_files(suite, device):
         path = os.path.join(os.path.dirname(script), fname)
         if os.path.isfile(path):
+            listed_in = fname
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
                     line = line.strip()
@@ -73,7 +89,10 @@ def harness_models(pytorch: str | None, suite: str | None, batch_size: int | Non
             spec["batch_size"] = batch_size
         if patterns and (patterns.get("accuracy") or patterns.get("error")):
             spec["patterns"] = patterns
-        out.append(Model(name, spec, f"{suite} model" + (f", batch size {bs}" if bs else ""), batch_size or bs))
+        used = batch_size or ACCURACY_BATCH[suite]
+        why = "as given" if batch_size else "the harness's accuracy-mode default"
+        listed = f"; {listed_in} says {bs}, for performance runs" if bs and bs != used else ""
+        out.append(Model(name, spec, f"{suite} model, batch size {used} ({why}{listed})", used))
     return out
 
 
@@ -159,7 +178,7 @@ def csv_models(path: str | None):
     return [Model(r["name"], {"source": "csv", "model": r["name"], "record": r}) for r in read_csv(path)]
 
 
-PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|^\s*\d+/\d+ \[[\d:<,.\w\s/?]*\]\s*$|[█▏▎▍▌▋▊▉]{3,}")
+PROGRESS = re.compile(r"\d+%\|[^|\n]*\||^\s*\d+/\d+ \[[\d:<,.\w\s/?]*\]\s*$|[█▏▎▍▌▋▊▉]{3,}")
 
 
 def without_progress_bars(text: str) -> str:
