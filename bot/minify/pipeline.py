@@ -176,22 +176,22 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                 ok = _capture_program(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
                 c = rec.pop("_capture", None)
                 # level 3 dumps every graph: a program of many graphs can fail in any of them
-                candidates = c.candidates[:8 if i == 0 else 16] if ok else None
+                candidates = c.candidates[:16 if level == 3 else 8] if ok else None
             else:
                 c = None
                 candidates = _capture_built(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
-            if i > 0:
-                _note(rec, f"torch's level-{levels[0]} accuracy check gave no graph that fails on its own; every "
-                      f"graph was captured at level {level} and judged by minify-bot's predicate (fp64 reference, "
-                      "the check's tolerance)")
+            if fclass == "accuracy" and level == 3:
+                _note(rec, "every graph was captured at level 3 and judged by minify-bot's predicate (fp64 reference, "
+                      "the check's tolerance)" + (f", after torch's level-{levels[0]} accuracy check gave no graph "
+                                                  "that fails on its own" if i > 0 else ""))
             if candidates is not None:
                 _reduce_and_verify(rec, row, fdir, wk, log_path, opts, say, None, candidates, stage_backend, fclass,
                                    c, interpreters)
             if (rec["repro"]["status"] not in ("none", "not_reproduced") or rec["flaky"] or i == len(levels) - 1
                     or (rec["repro"].get("capture") or {}).get("repro_after") != "aot"):
                 return
-            say(f"{fid}: capture: torch's level-{level} check found no graph that fails on its own; capturing "
-                f"every graph at level {levels[i + 1]}")
+            say(f"{fid}: capture: no graph captured at level {level} fails on its own; capturing at level "
+                f"{levels[i + 1]}" + (" (every graph)" if levels[i + 1] == 3 else ""))
         return
     else:
         c = None
