@@ -99,6 +99,23 @@ def inlined(body: str, fdir: str, repro_path: str | None) -> bool:
     return bool(lines) and all(x in body for x in lines[:3])
 
 
+def same_graph(c, capture: dict) -> str | None:
+    """The launcher of the graph the bot minified: graph k of the run, and of the role the bot
+    reported (a training step's forward and backward are the same graph k)."""
+    try:
+        from bot.minify.worker import graph_role
+    except ImportError:  # the bot's layout moved: graph number only
+        def graph_role(_source):
+            return None
+    graph_of = getattr(c, "graph_of", None) or {}
+    want = [p for p, g in graph_of.items() if capture.get("graph") is not None and g == capture["graph"]]
+    for path in want:
+        with open(path) as fh:
+            if graph_role(fh.read()) == capture.get("role"):
+                return path
+    return want[0] if want else c.launcher
+
+
 def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
     """torch's fx minifier (--no-isolate; --accuracy for an accuracy failure) on the launcher of the
     graph the bot minified, captured by the bot's own capture at the bot's level (the launchers the
@@ -115,9 +132,7 @@ def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
     os.makedirs(d, exist_ok=True)
     c = run_capture_program(row, res["settings"], d, os.path.join(d, "capture.log"),
                             failure_class=fail.get("class") or "accuracy", level=level, timeout=cap)
-    graph_of = getattr(c, "graph_of", {}) or {}
-    want = capture.get("graph")
-    launcher = next((p for p, g in graph_of.items() if want is not None and g == want), None) or c.launcher
+    launcher = same_graph(c, capture)
     if not launcher:
         return {"status": f"capture at level {level} wrote no launcher"}
     # a launcher written below level 4 judges by exceptions only: an accuracy failure is minified
@@ -125,7 +140,7 @@ def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
     flags = ["--no-isolate"] + (["--accuracy"] if fail.get("class") == "accuracy" else [])
     r = run_torch(launcher, os.path.join(d, "noiso"), flags, cap)
     r["launcher_nodes"] = nodes_of(launcher)
-    r["graph"] = graph_of.get(launcher)
+    r["graph"] = (getattr(c, "graph_of", None) or {}).get(launcher)
     return r
 
 
