@@ -116,14 +116,17 @@ def escape_property(value: str) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
 def md_escape(text: object, limit: int | None = 200) -> str:
     """Make untrusted text inert in GitHub-flavoured markdown, on one line (safe in table cells).
 
     HTML is entity-escaped, markdown punctuation backslash-escaped, `@mentions` and `#refs`
     defused, newlines flattened. Long text is cut to `limit` characters.
     """
-    s = str(text)
-    s = s.replace("\r", " ").replace("\n", " ")
+    s = BIDI_CONTROLS.sub("", str(text))  # no right-to-left overrides that make text read as something else
+    s = re.sub(r"[\r\n\x85\u2028\u2029]", " ", s)
     if limit is not None and len(s) > limit:
         s = s[: limit - 1] + "…"
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -55,8 +55,11 @@ def break_comments(text: str) -> str:
 
 
 def neutralize(text: str) -> str:
-    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space."""
-    text = break_comments(text)
+    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space; drop
+    bidirectional controls (a right-to-left override makes text read as something it is not)."""
+    from bot.gha import BIDI_CONTROLS
+
+    text = break_comments(BIDI_CONTROLS.sub("", text))
     text = _MENTION_RX.sub("@" + ZWSP, text)
     return _REF_RX.sub("#" + ZWSP, text)
 
@@ -94,7 +97,10 @@ def code(value) -> str:
 
 
 def fence(value, lang: str = "") -> str:
-    text = break_comments(str(value if value is not None else "").rstrip("\n"))
+    from bot.gha import BIDI_CONTROLS
+
+    # bidirectional controls dropped: code that reads differently from how it runs ("trojan source")
+    text = break_comments(BIDI_CONTROLS.sub("", str(value if value is not None else "")).rstrip("\n"))
     ticks = "`" * max(3, _longest_run(text, "`") + 1)
     lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
     return f"{ticks}{lang}\n{text}\n{ticks}"

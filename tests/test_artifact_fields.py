@@ -146,3 +146,15 @@ def test_an_artifacts_reused_claim_does_not_attach_another_failure_to_an_issue(t
     assert len(recs) == 2
     doc = json.loads((tmp_path / "r2" / "report.json").read_text())
     assert [a["action"] for a in doc["actions"]] == ["created"]
+
+
+def test_bidirectional_controls_never_reach_an_issue(tmp_path):
+    """A right-to-left override in a model name, an error or a repro makes text read as something it
+    is not ("trojan source"): dropped wherever artifact text is shown."""
+    row = check_row(model="mlp\u202erelu")
+    rec = failure_record(row)
+    rec["error"] = {"type": "RuntimeError", "message": "bad \u2066value\u2069", "traceback": "x\u202ey"}
+    write_run(tmp_path / "r", [row], {row["id"]: rec}, repro_text="x = 1  # \u202e admin only \u2066\n")
+    report(tmp_path / "r", tmp_path / "issues")
+    issue = only_issue(tmp_path / "issues")
+    assert not re.search("[\u202a-\u202e\u2066-\u2069]", issue["title"] + issue["body"])
