@@ -28,7 +28,9 @@ def test_full_lifecycle_on_github(ghstub, tmp_path):
     report_run(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"), t)
     [issue] = ghstub.issues()
     assert issue["user"]["login"] == "minify-bot"
-    assert {lb["name"] for lb in issue["labels"]} >= {"minify-bot", "accuracy", "inductor", "regression"}
+    # a first sighting: new, not a regression (nothing says the check ever passed)
+    assert {lb["name"] for lb in issue["labels"]} >= {"minify-bot", "accuracy", "inductor", "new"}
+    assert "regression" not in {lb["name"] for lb in issue["labels"]}
     report_run(failing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"), t)
     assert len(ghstub.issues()) == 1 and ghstub.comments() == []
     report_run(passing_run(tmp_path / "r3", started="2026-11-03T00:00:00Z"), t)
@@ -39,6 +41,7 @@ def test_full_lifecycle_on_github(ghstub, tmp_path):
     report_run(failing_run(tmp_path / "r5", started="2026-11-05T00:00:00Z"), t)
     [issue] = ghstub.issues()
     assert issue["state"] == "open" and len(ghstub.comments()) == 2
+    assert "regression" in {lb["name"] for lb in issue["labels"]}  # it had passed: back is a regression
 
 
 def test_reporting_the_same_run_twice_writes_nothing(ghstub, tmp_path):
