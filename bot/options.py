@@ -119,6 +119,7 @@ class CheckOptions(_Options):
     model_file: str | None = opt()
     command: str | None = opt()
     name: str | None = opt()
+    command_file: str | None = opt()
     pytorch: str | None = opt()
     harness_suite: str | None = opt()
     batch_size: int | None = opt()

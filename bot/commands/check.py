@@ -32,9 +32,9 @@ examples:
 # the flags that belong to one model source (argparse dest -> source)
 SOURCE_FLAGS = {
     "model_file": "yaml", "command": "command", "name": "command", "pytorch": "harness",
-    "harness_suite": "harness", "batch_size": "harness", "csv": "csv",
+    "harness_suite": "harness", "batch_size": "harness", "csv": "csv", "command_file": "commands",
 }
-PATTERN_SOURCES = ("command", "harness")
+PATTERN_SOURCES = ("command", "commands", "harness")
 
 
 def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,6 +51,8 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-file", help="YAML file of user models (--suite yaml)")
     g.add_argument("--command", help="command to run as one check (--suite command)")
     g.add_argument("--name", help="name of the --command check (default: command)")
+    g.add_argument("--command-file", metavar="FILE",
+                   help="YAML file of named commands, each one check of the sweep (--suite commands)")
     g.add_argument("--pytorch", help="path to a pytorch checkout (--suite harness)")
     g.add_argument("--harness-suite", default=None,
                    help="torchbench (default), huggingface or timm_models (--suite harness)")
@@ -128,7 +130,8 @@ def source_models(args):
     from bot.suites import available
 
     resolve_source(args)
-    return available(args.suite, file=args.model_file if args.suite == "yaml" else args.csv,
+    file = {"yaml": args.model_file, "commands": getattr(args, "command_file", None)}.get(args.suite, args.csv)
+    return available(args.suite, file=file,
                      pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name,
                      batch_size=args.batch_size, patterns=patterns_of(args), device=getattr(args, "device", None))
 

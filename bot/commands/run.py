@@ -70,8 +70,18 @@ def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, Repo
                                 api_url=args.api_url, label=args.label, max_new=args.max_new,
                                 close_after=args.close_after, templates=args.templates, dry_run=args.dry_run,
                                 # the sweep's own command: shown verbatim in issues
-                                trusted_commands=[args.command] if args.command else [])
+                                trusted_commands=([args.command] if args.command else [])
+                                + _file_commands(args))
     return check, minify, report
+
+
+def _file_commands(args) -> list[str]:
+    """The commands of a --command-file sweep: the user's own, shown verbatim in issues too."""
+    if not getattr(args, "command_file", None):
+        return []
+    from bot.suites import commands_models
+
+    return [m.spec["command"] for m in commands_models(args.command_file)]
 
 
 def run(args) -> int:

@@ -3,6 +3,7 @@
   zoo      the built-in models (the embedded default)
   yaml     user models from a YAML file: ``name: module:factory`` plus per-model options
   command  an arbitrary command run under the chosen settings, judged by exit status and output
+  commands several named commands from a YAML file (``name: command``), each one command check
   harness  PyTorch's own benchmarks/dynamo harness in a pytorch checkout
   csv      an accuracy CSV written by the harness (imported, not run)
   huggingface  transformers architectures built offline from tiny configs (extra: minify-action[models])
@@ -23,7 +24,8 @@ from typing import Any
 
 from bot.errors import UsageError
 
-SOURCES = ("zoo", "yaml", "command", "harness", "csv", "huggingface", "timm")
+SOURCES = ("zoo", "yaml", "command", "commands", "harness", "csv", "huggingface", "timm")
+COMMAND_OPTIONS = {"command", "cwd"}
 YAML_OPTIONS = {"factory", "tolerance", "batch_size", "skip", "cosine", "description", "training_tolerance"}
 
 
@@ -112,6 +114,77 @@ def yaml_models(path: str) -> list[Model]:
     return out
 
 
+def _load_yaml(path: str, what: str):
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"malformed YAML in {path}{where}: {problem}") from exc
+
+
+def _valid_name(name) -> bool:
+    return isinstance(name, str) and bool(name) and name.replace("_", "").replace("-", "").replace(".", "").isalnum()
+
+
+def commands_models(path: str | None, patterns: dict | None = None) -> list[Model]:
+    """Named commands from a YAML file, each one command check of the sweep::
+
+        commands:                       # optional top-level key
+          bert: python bench.py --model bert
+          resnet:
+            command: python bench.py --model resnet
+            cwd: benchmarks             # relative to the file (default: the file's directory)
+    """
+    import shlex
+
+    if not path:
+        raise UsageError("--suite commands needs --command-file FILE (a YAML mapping of names to commands)")
+    doc = _load_yaml(path, "command file")
+    if isinstance(doc, dict) and set(doc) == {"commands"}:
+        doc = doc["commands"]
+    if not isinstance(doc, dict) or not doc:
+        raise UsageError(f"{path}: expected a mapping of check names to commands (optionally under 'commands:')")
+    base = os.path.dirname(os.path.abspath(path))
+    out = []
+    for name, entry in doc.items():
+        if not _valid_name(name):
+            raise UsageError(f"{path}: invalid check name {name!r} (letters, digits, '_', '-', '.')")
+        where = f"{path}: command {name!r}"
+        if isinstance(entry, str):
+            entry = {"command": entry}
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: expected a command string or a mapping with a 'command' key")
+        unknown = set(entry) - COMMAND_OPTIONS
+        if unknown:
+            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
+                             f"(known: {', '.join(sorted(COMMAND_OPTIONS))})")
+        command = entry.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise UsageError(f"{where}: 'command' must be a non-empty string")
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"{where}: cannot parse the command: {exc}") from None
+        cwd = entry.get("cwd", ".")
+        if not isinstance(cwd, str):
+            raise UsageError(f"{where}: 'cwd' must be a directory path")
+        cwd = os.path.normpath(os.path.join(base, cwd))
+        if not os.path.isdir(cwd):
+            raise UsageError(f"{where}: working directory {cwd} does not exist")
+        spec = {"source": "command", "command": command, "model": name, "cwd": cwd}
+        if patterns and (patterns.get("accuracy") or patterns.get("error")):
+            spec["patterns"] = patterns
+        out.append(Model(name, spec, command))
+    return out
+
+
 def _find_module(modname: str, base: str):
     added = base not in sys.path
     if added:
@@ -147,6 +220,8 @@ def available(source: str, *, file: str | None = None, pytorch: str | None = Non
         if patterns and (patterns.get("accuracy") or patterns.get("error")):
             spec["patterns"] = patterns
         return [Model(nm, spec, command)]
+    if source == "commands":
+        return commands_models(file, patterns)
     if source == "harness":
         from bot.suites.harness import harness_models
 
