@@ -165,7 +165,7 @@ def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = N
     extra_env = launchers = None
     level = _capture_level(capture_for, settings)
     if level:
-        from bot.minify.capture import capture_env
+        from bot.suites.command import capture_env
 
         capdir = os.path.abspath((log_path[:-4] if log_path.endswith(".log") else log_path) + ".capture")
         launchers = os.path.join(capdir, "launchers")

@@ -116,13 +116,7 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
     return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)
 
 
-def capture_env(level: int, debug_dir: str) -> dict:
-    """Environment of a program's capture run: torch's repro-after settings and the FX-graph and
-    AOTAutograd caches off (a program or harness that turns the caches on in code is overridden
-    by these variables; a cache hit would skip the repro wrapper)."""
-    return {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
-            "TORCH_COMPILE_DEBUG_DIR": debug_dir,
-            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+from bot.suites.command import capture_env  # noqa: E402 - one definition, shared with the check's rerun
 
 
 def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str,

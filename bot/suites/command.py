@@ -50,6 +50,16 @@ def hook_env(state_path: str, *, force_backend: str | None = None, launcher_dir:
     return env
 
 
+def capture_env(level: int, debug_dir: str) -> dict:
+    """Environment of a program's capture run (minify's, or the check's rerun of a failure):
+    torch's repro-after settings and the FX-graph and AOTAutograd caches off (a program or
+    harness that turns the caches on in code is overridden by these variables; a cache hit
+    would skip the repro wrapper)."""
+    return {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
+            "TORCH_COMPILE_DEBUG_DIR": debug_dir,
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+
 @dataclass
 class Ran:
     returncode: int | None   # negative: killed by that signal
