@@ -175,3 +175,18 @@ def test_the_search_starts_at_the_build_the_failure_was_seen_on():
     builds = [parse_build(t) for t in ("torch==2.13.0", "torch==2.14.0", "torch==2.15.0")]
     assert _local_anchor(builds, {"torch": "2.14.0+cpu"}) == 1
     assert _local_anchor(builds, {"torch": "2.16.0.dev20261120+cpu"}) is None
+
+
+def test_the_issue_lists_a_build_once_and_names_its_torch_when_the_name_does_not():
+    from bot.report.context import builds_context
+    from bot.report.state import IssueState
+
+    rows = [{"name": "2.13.0", "torch": "2.13.0+cpu"}, {"name": "2.14.0", "torch": "2.14.0+cu130"},
+            {"name": "patched", "torch": "2.13.0+cpu"}]
+    failure = {"builds": {"builds": rows, "present_in": ["2.13.0", "patched"], "absent_in": ["2.14.0"],
+                          "boundaries": [{"kind": "fixed", "before": "patched", "after": "2.14.0",
+                                          "commits": {"from": "a" * 40, "to": "b" * 40}},
+                                         {"kind": "fixed", "before": "<img>", "after": "2.14.0"}]}}
+    ctx = builds_context(IssueState(sig="s", torch=["2.13.0+cpu"]), failure)
+    assert ctx["present"] == ["torch 2.13.0+cpu", "patched (torch 2.13.0+cpu)"] and ctx["absent"] == ["2.14.0"]
+    assert [b["commits"] for b in ctx["boundaries"]] == [f"{'a' * 40}..{'b' * 40}"]  # the hostile name is left out

@@ -289,12 +289,16 @@ def builds_context(state: IssueState, failure: dict) -> dict | None:
     torch_of = {r.get("name"): version_word(r.get("torch")) for r in rec.get("builds") or [] if isinstance(r, dict)} \
         if isinstance(rec.get("builds"), list) else {}
 
-    def names(key):
+    def names(key, seen=()):
+        """The builds under ``key``, each with its torch where the name does not say it; a build
+        named by its version alone whose torch is one of ``seen`` (already listed) is left out."""
         vals = rec.get(key) if isinstance(rec.get(key), list) else []
         return [f"{v} (torch {torch_of[v]})" if torch_of.get(v) and torch_of[v].split("+")[0] not in v else v
-                for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)]
+                for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)
+                and not (torch_of.get(v) in seen and v in (torch_of[v], torch_of[v].split("+")[0]))]
 
-    present = list(dict.fromkeys([f"torch {v}" for v in state.torch if version_word(v)] + names("present_in")))
+    seen = [v for v in state.torch if version_word(v)]
+    present = list(dict.fromkeys([f"torch {v}" for v in seen] + names("present_in", seen)))
     absent = names("absent_in")
     bounds = []
     for b in rec.get("boundaries") if isinstance(rec.get("boundaries"), list) else []:
