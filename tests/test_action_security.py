@@ -193,7 +193,7 @@ def test_artifact_strings_are_escaped_and_never_offered_as_a_command(runner, ghs
     # versions are shown as code spans: markup inside one is literal text
     assert body.count("<a href") == 1 and "| `Linux <a href=https://evil.example>click</a>` |" in body
     assert "@acme/team" not in body and "#1 " not in body
-    assert "`Evil @\u200bacme/team #\u200b1`" in body
+    assert "Evil" not in body and "`Error`" in body  # an exception type is an identifier, or plain "Error"
 
 
 def test_an_error_type_cannot_end_its_code_span():
