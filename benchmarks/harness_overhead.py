@@ -76,7 +76,8 @@ def main() -> int:
                "--issues-dir", os.path.join(work, "issues")]
         for c in config:
             bot += ["--config", c]
-        total, rc = timed(bot, pytorch, args.timeout * 8, dict(env, PYTHONPATH=ROOT))
+        path = os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x)
+        total, rc = timed(bot, pytorch, args.timeout * 8, dict(env, PYTHONPATH=path))
         with open(os.path.join(out, "results.json")) as fh:
             row = json.load(fh)["checks"][0]
         sweep_runs = row["flaky"].get("attempts", 2) if row.get("flaky") else 1 + int(row.get("reruns") or 0)
