@@ -335,3 +335,18 @@ def test_a_bad_command_file_is_refused_with_what_is_wrong(tmp_path):
             available("commands", file=str(cmds))
     with pytest.raises(UsageError, match="--command-file"):
         available("commands")
+
+
+def test_a_compile_errors_traceback_is_the_python_one_and_its_diagnostics_are_in_the_message():
+    out = ("[warmup] 0%|          | 0/1\n"
+           "Traceback (most recent call last):\n"
+           '  File "bench.py", line 3, in <module>\n    run()\n'
+           "torch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"
+           "Command:\ng++ /tmp/k.cpp -o k.so\nOutput:\n"
+           "/tmp/k.cpp:3:1: warning: unused variable 'tmp0'\n"
+           "/tmp/k.cpp:9:5: error: 'relu' was not declared in this scope\n")
+    row = classify(returncode=1, output=out)
+    assert row["failure_class"] == "compile_error"
+    tb = row["error"]["traceback"]
+    assert tb.startswith("Traceback") and tb.endswith("CppCompileError: C++ compile error") and "warning" not in tb
+    assert "error: 'relu' was not declared" in row["error"]["message"]

@@ -94,6 +94,25 @@ def last_exception(text: str) -> tuple[str, str] | None:
     return None
 
 
+def python_traceback(text: str, limit: int = 60) -> str | None:
+    """The last Python traceback in the output, from "Traceback (most recent call last):" to its
+    exception line, without what the exception's message printed after it (a C++ compile error's
+    compiler command and warnings: its diagnostics are in the error message). None without one."""
+    lines = text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return None
+    block = lines[starts[-1]:]
+    end = next((i for i in range(1, len(block)) if not block[i].startswith((" ", "\t"))
+                and EXC_LINE.match(block[i].strip())), None)
+    if end is None:
+        return None
+    frames = block[1:end]
+    if len(frames) > limit:
+        frames = ["  ..."] + frames[-limit:]
+    return "\n".join([block[0], *frames, block[end]])
+
+
 def _row(status, cls, etype, message, tail, **extra) -> dict:
     err = {"type": etype, "message": message, "traceback": tail, "frames": []}
     err.update(extra)
@@ -149,7 +168,8 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
                    "harness csv")
     m = COMPILE.search(output)
     if m:
-        return out(_row(status_word or "fail_to_run", "compile_error", etype, emsg, tail), f"output: {m.group(0)}")
+        return out(_row(status_word or "fail_to_run", "compile_error", etype, emsg, python_traceback(output) or tail),
+                   f"output: {m.group(0)}")
     m = ACCURACY.search(output) or (ALLCLOSE.search(output) if etype == "AssertionError" else None)
     if m and (status_word in (None, "fail_to_run")):
         return out(_row("fail_accuracy", "accuracy", etype, emsg, tail), f"output: {m.group(0)}")
