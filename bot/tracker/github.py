@@ -181,8 +181,11 @@ class GitHubTracker(Tracker):
     def _find_by_marker(self, labels: list[str], sig: str) -> Issue | None:
         me = self.bot_login()
         for issue in self.list_issues(labels[0]):
+            if issue.author != me or issue.state != "open":
+                continue  # the author first: a marker on someone else's issue is never parsed
             state = parse_marker(issue.body)
-            if issue.author == me and state and sig in state.get("sigs", []) and issue.state == "open":
+            sigs = state.get("sigs") if state else None
+            if isinstance(sigs, list) and sig in sigs:
                 return issue
         return None
 
