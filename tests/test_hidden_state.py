@@ -232,3 +232,14 @@ def test_a_first_sighting_is_new_and_a_check_that_passed_before_is_a_regression(
     assert "regression" in labels_of(second) and "new" not in labels_of(second)
     again = next(i for i in bug_issues(ghstub) if i["number"] == first["number"])
     assert "regression" not in labels_of(again)  # still failing since its first sighting: never a regression
+
+
+def test_the_actions_summary_lists_what_was_ignored(tmp_path):
+    from bot.action import summary
+
+    summary.render("action_summary.md.j2", body="", notes=[], stage="all", event="schedule", seconds=1)
+    rep = summary.issues({"actions": [], "warnings": ["issue #4: its hidden state is malformed and was ignored "
+                                                      "(runs is not a list of at most 1000 strings) @x"]})
+    text = summary._renderer.env.from_string('{% import "action_macros.md.j2" as m %}{{ m.issues(rep) }}').render(
+        rep=rep)
+    assert "⚠️ issue \\#4: its hidden state is malformed" in text and "@x" not in text

@@ -66,8 +66,10 @@ def issues(report: dict | None) -> dict:
                 "number": e.get("issue") if isinstance(e.get("issue"), int) else None,
                 "checks": [c for c in e.get("checks") or [] if isinstance(c, str)], "reason": e.get("reason")}
                for e in report_entries(report)]
+    warnings = (report or {}).get("warnings") if isinstance(report, dict) else None
     return {"missing": report is None, "error": report_error(report), "entries": entries,
-            "dry_run": bool((report or {}).get("dry_run"))}
+            "dry_run": bool((report or {}).get("dry_run")),
+            "warnings": [w for w in warnings[:20] if isinstance(w, str)] if isinstance(warnings, list) else []}
 
 
 # ---------------------------------------------------------------- outputs, summary, exit code
