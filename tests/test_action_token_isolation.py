@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -233,3 +234,46 @@ def test_a_token_under_a_name_that_does_not_look_secret_is_refused_on_comment_ev
     assert "refusing to run model code on a issue_comment event while a token is present ($GH_PAT)" in res.stderr
     assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
     assert_token_not_leaked(res, value)
+
+
+def test_a_code_snapshot_sees_every_change_an_import_could_pick_up(tmp_path):
+    """Files the report would load: edited (even with its mtime set back), added `.pth`, a module that
+    would shadow one the report imports; bytecode in __pycache__ is not read by the report at all."""
+    import os
+
+    tree, top = tmp_path / "site-packages", tmp_path / "pythonpath"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "mod.py").write_text("x = 1\n")
+    top.mkdir()
+    (top / "notes.txt").write_text("n")
+    paths = ([str(tree)], [str(top)])
+    before = isolation.snapshot(paths)
+    st = os.stat(tree / "pkg" / "mod.py")
+    (tree / "pkg" / "mod.py").write_text("x = 2\n")
+    os.utime(tree / "pkg" / "mod.py", ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime set back
+    (tree / "evil.pth").write_text("import os\n")
+    (tree / "pkg" / "__pycache__").mkdir()
+    (tree / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"x")
+    (top / "github.py").write_text("raise SystemExit\n")
+    (top / "data").mkdir()
+    (top / "notes.txt").write_text("changed")
+    assert isolation.changed(before, isolation.snapshot(paths)) == sorted(
+        [str(tree / "evil.pth"), str(tree / "pkg" / "mod.py"), str(top / "github.py")])
+
+
+def test_the_report_gets_no_token_after_the_checked_code_planted_a_module_it_imports(runner, ghstub, tmp_path):
+    """Stage all: the checked program writes a module that would shadow PyGithub in the report's
+    interpreter (a directory on its PYTHONPATH). The report is not started with the token: exit 3,
+    nothing filed, the cause in the summary."""
+    shadow = tmp_path / "pythonpath"
+    shadow.mkdir()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "prog.py").write_text(f"open({str(shadow / 'github.py')!r}, 'w').write('raise SystemExit(42)')\n"
+                                "raise SystemExit('RuntimeError: boom')\n")
+    root = str(Path(__file__).resolve().parents[1])
+    res = runner("schedule", {}, {"suite": "command", "command": f"{sys.executable} prog.py", "minify": "false"},
+                 workspace=ws, env={"PYTHONPATH": os.pathsep.join([root, str(shadow)])})
+    assert res.rc == 3, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "the token is not handed to a process that could run them" in res.summary
+    assert "github.py" in res.summary and ghstub.issues() == []

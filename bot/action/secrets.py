@@ -162,3 +162,89 @@ def reap_strays(timeout: float = 10.0) -> int:
             except OSError:
                 pass
     return stopped
+
+
+# ---------------------------------------------------------------- code the report would load
+# Model code (and a known repro) runs as the same user as the interpreter that later starts the
+# report, so it could leave code behind for the report to run with the token: a `.pth` or
+# `sitecustomize.py` in site-packages, an edited module, a template (jinja2 templates can run code).
+# The files the report loads are recorded before model code runs and compared before the token is
+# handed over; compiled bytecode is not read from the tree at all (the report gets a fresh
+# `pycache_prefix`), so `__pycache__` is left out. A file's ctime cannot be set back by its owner.
+
+_baseline: dict[str, tuple] | None = None
+_baseline_paths: tuple[list[str], list[str]] = ([], [])
+
+
+IMPORTABLE = (".py", ".pth", ".so", ".pyd", ".zip", ".egg-link")
+
+
+def code_paths(extra=()) -> tuple[list[str], list[str]]:
+    """(trees, tops): directories whose every file counts (the interpreter's site and standard-library
+    directories, the bot package, ``extra``), and the PYTHONPATH directories, where only what an
+    import could pick up at the top counts."""
+    import bot
+
+    site = [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)
+            and (p.startswith((sys.prefix, sys.base_prefix, sys.exec_prefix)) or "-packages" in p)]
+    trees = site + [os.path.dirname(os.path.abspath(bot.__file__)), *[str(e) for e in extra if e and os.path.isdir(e)]]
+    out: list[str] = []
+    for p in sorted(set(os.path.realpath(p) for p in trees)):
+        if not any(p.startswith(q + os.sep) for q in out):
+            out.append(p)
+    # the report's interpreter is started with `-c` (the current directory dropped): beyond the site and
+    # standard-library directories it imports from PYTHONPATH only
+    extra_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+    tops = sorted({os.path.realpath(p) for p in extra_path} - set(out))
+    return out, tops
+
+
+def _stat(path: str) -> tuple | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
+def snapshot(paths) -> dict[str, tuple]:
+    """path -> (size, mtime, ctime, inode, mode) of every file under the trees of ``paths`` (as
+    ``code_paths`` returns them, or a list of trees), bytecode left out; for the top-only
+    directories, the modules, packages and path files at their top."""
+    trees, tops = paths if isinstance(paths, tuple) else (list(paths), [])
+    out: dict[str, tuple] = {}
+    for top in trees:
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+                if not name.endswith((".pyc", ".pyo")) and (st := _stat(os.path.join(root, name))) is not None:
+                    out[os.path.join(root, name)] = st
+    for top in tops:
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name)
+            target = os.path.join(path, "__init__.py") if os.path.isdir(path) else path
+            if (target != path or name.endswith(IMPORTABLE)) and (st := _stat(target)) is not None:
+                out[target] = st
+    return out
+
+
+def changed(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def record_code(extra=()) -> None:
+    """Before model code runs: remember the files the report would load."""
+    global _baseline, _baseline_paths
+    _baseline_paths = code_paths(extra)
+    _baseline = snapshot(_baseline_paths)
+
+
+def code_changes() -> list[str]:
+    """The files the report would load that changed since ``record_code`` ([] when nothing ran)."""
+    if _baseline is None:
+        return []
+    return changed(_baseline, snapshot(_baseline_paths))

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from bot import gha, proc, slash
@@ -56,12 +58,18 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         if with_token and ctx.inputs.token:
             env["GITHUB_TOKEN"] = ctx.inputs.token
-        cmd = [sys.executable, "-c", LAUNCH, command, *argv]
+        # the token's process reads no bytecode that model code could have left in the tree, and no
+        # user site-packages (bot/action/secrets.py)
+        pycache = tempfile.mkdtemp(prefix="minify-bot-pycache-") if with_token else None
+        isolated = ["-s", "-X", f"pycache_prefix={pycache}"] if pycache else []
+        cmd = [sys.executable, *isolated, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
         with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
             res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout,
                            on_line=lambda line: ctx.cmds.stream.write(gha.redact(line, ctx.secrets)))
             ctx.cmds.stream.flush()
+        if pycache:
+            shutil.rmtree(pycache, ignore_errors=True)
         if res.error:
             raise InfraError(f"minify-bot {command} could not start: {res.error}")
         if res.timed_out:
@@ -165,9 +173,13 @@ def minify_options(ctx: Context) -> MinifyOptions:
                          reminify=i.reminify or None)
 
 
+def _action_templates(ctx: Context) -> Path:
+    return Path(ctx.env.get("GITHUB_ACTION_PATH") or "/nonexistent") / "templates"
+
+
 def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOptions:
     i = ctx.inputs
-    action_templates = Path(ctx.env.get("GITHUB_ACTION_PATH") or "/nonexistent") / "templates"
+    action_templates = _action_templates(ctx)
     return ReportStageOptions(
         out=str(ctx.out), dry_run=True if local else None, tracker=None if local else "github",
         repo=None if local else gha.repository(ctx.env), label=i.labels[0] if i.labels else None,
@@ -187,6 +199,9 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
     """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors. Whatever
     model code left running (a detached daemon) is stopped before this returns, so nothing of it
     is alive when the report stage, the only one given the token, starts."""
+    from bot.action.secrets import record_code
+
+    record_code([_action_templates(ctx)])  # what the report would load, before any model code runs
     try:
         return _check_and_minify(ctx, run, request)
     finally:
@@ -248,6 +263,14 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
         (ctx.out / "report.json").unlink()  # never read a stale (or planted) report as this run's
     except OSError:
         pass
+    if not local:
+        from bot.action.secrets import code_changes
+
+        touched = code_changes()
+        if touched:
+            raise InfraError(
+                f"not filing: {len(touched)} file(s) the report stage would load changed while the checked code ran "
+                f"({', '.join(touched[:3])}); the token is not handed to a process that could run them")
     with ctx.cmds.group("minify-bot report" + (" (dry run)" if local else "")):
         rc = run_stage(run, opts, with_token=not local)
     ctx.produced_results = True
