@@ -84,3 +84,35 @@ def test_versions_ask_no_cuda_runtime_in_the_forking_process(visible_gpu):
         expected = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cudnn.version() or '')"],
                                   capture_output=True, text=True, timeout=120).stdout.strip() or None
     assert info["cudnn"] == expected
+
+
+@pytest.fixture
+def gpu_count_forgotten():
+    """device remembers whether a GPU is visible for the life of a process: each test asks afresh."""
+    device._gpu_visible.cache_clear()
+    yield
+    device._gpu_visible.cache_clear()
+
+
+def test_a_cuda_build_without_a_gpu_forks_its_checks(monkeypatch, gpu_count_forgotten):
+    """The registry's torch 2.15.0 on a CPU machine: no NVIDIA driver, so no NVML; dynamo's
+    torch.cuda.is_available() around each compile falls back to the CUDA runtime's device count,
+    which marks forked children as in a bad fork. With no device nothing is lost: no refusal."""
+    import shutil
+
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1, raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)  # no nvidia-smi either
+    monkeypatch.setattr(torch._C, "_cuda_isInBadFork", lambda: True, raising=False)
+    assert device.cuda_device_count() == 0
+    assert not device.cuda_initialized()
+    device.assert_fork_safe("its checks")  # does not raise
+
+
+def test_a_bad_fork_with_a_gpu_visible_is_refused(visible_gpu, monkeypatch, gpu_count_forgotten):
+    from bot.errors import InfraError
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch._C, "_cuda_isInBadFork", lambda: True, raising=False)
+    with pytest.raises(InfraError, match="CUDA was initialized in the process that forks its checks"):
+        device.assert_fork_safe("its checks")
