@@ -47,6 +47,7 @@ def main() -> int:
     p.add_argument("--mode", default="inference")
     p.add_argument("--config", action="append", default=[], help="--config of the check (repeatable)")
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--keep", metavar="DIR", help="copy the run directory and the local issues here")
     args = p.parse_args()
     config = args.config or ["inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
     work = tempfile.mkdtemp(prefix="harness-overhead-")
@@ -96,6 +97,8 @@ def main() -> int:
         print(f"harness runs:   {sweep_runs} in the sweep (check + reruns), {extra} on top of it")
         print(f"ratio:          {total / plain:8.2f}x   (target <= 3.5x)")
     finally:
+        if args.keep:
+            shutil.copytree(work, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("pytorch"))
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
