@@ -90,3 +90,25 @@ def test_a_repro_carries_the_settings_the_failure_needs_and_how_it_is_judged():
     # the file's own settings kept (the last fallback): the judge comes after them, so it holds
     out = clean_source(src, None, standalone=False, name="repro.py", judge=judge)
     assert out.index("k699 = 699") < out.index("repro_tolerance = 0.0001")
+
+
+ABORT = Path(__file__).parent / "data" / "genuine" / "index_abort.py"
+
+
+@pytest.mark.slow
+def test_a_crash_on_inputs_eager_rejects_is_minified_to_the_op_that_aborts(workdir, bot):
+    """Eager raises IndexError on the program's invalid id; the compiled graph aborts the process
+    (SIGABRT). The captured graph cannot even be traced on its real inputs: it is traced on fake
+    tensors, each query judges the abort against eager's own error, and the repro (traced the
+    same way) aborts in fresh processes."""
+    out = workdir / "abort"
+    proc = bot("run", "--command", f"{sys.executable} {ABORT}", "--out", out, "--issues-dir", workdir / "issues-abort",
+               "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert f["class"] == "runtime_error" and f["check"]["error"]["type"] == "UncaughtCppException"
+    assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    assert f["culprit"]["ops"] == ["aten.index.Tensor"] and f["culprit"]["method"] == "compiled-alone"
+    v = f["repro"]["verification"]
+    assert v["failed_same_way"] == 3 and v["random_inputs_reproduce"] is False   # the invalid id is in inputs/
+    assert "tracing_mode='fake'" in (Path(f["_dir"]) / "repro.py").read_text()

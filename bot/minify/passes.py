@@ -174,8 +174,15 @@ def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
                 kept[n.name] = v
             return v
 
-    with torch.no_grad():
-        _Rec(gm, garbage_collect_values=True).run(*clone_inputs(args))
+    try:
+        with torch.no_grad():
+            _Rec(gm, garbage_collect_values=True).run(*clone_inputs(args))
+    except Exception:  # noqa: BLE001 - a graph that raises on its inputs (an index eager rejects)
+        # the nodes from the one that raised on have no value; their kinds come from the traced
+        # example values, so a cut before or at the raising node is still possible
+        for n in gm.graph.nodes:
+            if n.name not in kinds and n.op in CALL_OPS and _is_tensor(n.meta.get("val")):
+                kinds[n.name] = "tensor"
     return kept, kinds
 
 
@@ -350,6 +357,8 @@ def window_state(st: State, lo: int, k: int, kinds: dict):
     if not frontier:
         return None
     values, _ = eager_values(st.gm, st.args, lambda n: n in cut)
+    if any(n.name not in values for n in cut):
+        return None  # after a node that raises in eager: no value to feed
     gm, sources = _rebuild(st.gm, window, frontier, new_inputs={n: f"cut_{n.name}" for n in cut}, values=values)
     return State(gm, _args_for(sources, st.args, values))
 
@@ -472,6 +481,8 @@ def _cut_before(st: State, anc: list, k: int, kinds: dict) -> State | None:
     if not cut or any(kinds.get(n.name) != "tensor" for n in cut):
         return None
     values, _ = eager_values(st.gm, st.args, lambda n: n in set(cut))
+    if any(n.name not in values for n in cut):
+        return None  # after a node that raises in eager: no value to feed
     return _restrict(st, _outputs(st.gm), new_inputs={n: f"cut_{n.name}" for n in cut}, values=values)
 
 
@@ -510,7 +521,7 @@ def alone_state(st: State, node) -> State | None:
         else:
             env[a] = v  # a size or a scalar: a constant of the repro
     new = g.node_copy(node, lambda x: env[x])
-    out = values[node.name]
+    out = values.get(node.name, node.meta.get("val"))  # a node that raised in eager: its traced value
     if _is_tensor(out):
         g.output((new,))
     else:
@@ -673,7 +684,7 @@ def remove_nodes(st: State, oracle: Oracle) -> State:
                 st, changed = cand, True
                 continue
             values, kinds = eager_values(st.gm, st.args, lambda m, n=n: m is n)
-            if kinds.get(n.name) != "tensor":
+            if kinds.get(n.name) != "tensor" or n.name not in values:
                 continue
             cand = _restrict(st, _outputs(st.gm), new_inputs={n: f"in_{n.name}"}, values={n.name: values[n.name]})
             if oracle(cand):

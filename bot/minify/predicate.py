@@ -44,6 +44,9 @@ def load_graph(path: str, kind_hint: str | None = None):
         gm = R.trace_dynamo_graph(loaded)
     else:
         gm = R.trace_aot_graph(loaded, args)
+        if loaded.traced != rf.tracing_mode and rf.tracing_mode == "real":
+            log(f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
+            rf.tracing_mode = loaded.traced   # and so the repros written from it
     return rf, gm, args
 
 
@@ -88,11 +91,16 @@ class Evaluator:
         if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
+        eager_error = None
         try:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
-        except Exception:  # noqa: BLE001 - any eager failure makes the candidate invalid
-            return None  # eager must run for the graph to be a valid candidate
+        except Exception as exc:  # noqa: BLE001 - an eager failure is data for an error class
+            if self.cls == "accuracy":
+                return None  # no reference to compare with: not a valid candidate
+            # an error the program expects (an index out of bounds eager reports as IndexError):
+            # the compiled graph fails the pinned way only if it fails otherwise (it aborts)
+            eager_error, ref = signature_of_exception("runtime_error", exc), None
         phase = "compile_error"
         try:
             with torch.no_grad():
@@ -103,7 +111,8 @@ class Evaluator:
             if self.cls == "accuracy":
                 return None  # never drift from a wrong result to an error
             self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
-            return signature_of_exception(phase, exc)
+            sig = signature_of_exception(phase, exc)
+            return None if eager_error is not None and eager_error.matches(sig) else sig
         if self.cls != "accuracy":
             return None
         # no fp64 reference (an op without a float64 kernel): compared with eager directly, as

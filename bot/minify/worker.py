@@ -190,7 +190,7 @@ def step_reduce(run: Run) -> None:
         path = os.path.join(run.workdir, "checkpoints", f"{n}.py")
         try:
             src = R.repro_source(cur_gm, cur_args, kind=run.kind, accuracy=acc_mode(run.job), save_dir=store,
-                                 backend=run.job.get("backend"))
+                                 backend=run.job.get("backend"), tracing_mode=run.rf.tracing_mode)
             with open(path + ".tmp", "w") as fh:
                 fh.write(src)
             os.replace(path + ".tmp", path)
@@ -248,7 +248,8 @@ def step_final(run: Run) -> bool:
     os.makedirs(final_dir, exist_ok=True)
     path = os.path.join(final_dir, "repro.py")
     src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
-                         save_dir=os.path.join(final_dir, "inputs"), backend=run.job.get("backend"))
+                         save_dir=os.path.join(final_dir, "inputs"), backend=run.job.get("backend"),
+                         tracing_mode=run.rf.tracing_mode)
     with open(path, "w") as fh:
         fh.write(src)
     r = run.result

@@ -195,6 +195,7 @@ class LoadedRepro:
     file: ReproFile
     mod: Any
     load_args: Any
+    traced: str | None = None      # the tracing mode :func:`trace_aot_graph` used
 
 
 def load_repro_file(rf: ReproFile) -> LoadedRepro:
@@ -233,9 +234,20 @@ def trace_aot_graph(loaded: LoadedRepro, args: list):
 
     if any(True for _ in loaded.mod.named_parameters()):
         raise UsageError(f"{loaded.file.path}: repro graph has parameters; not an after-aot repro")
-    mode = "symbolic" if loaded.file.dynamic else "real"
+    mode = "symbolic" if loaded.file.dynamic else loaded.file.tracing_mode if loaded.file.tracing_mode == "fake" \
+        else "real"
+    loaded.traced = mode
     with torch.no_grad():
-        return make_fx(loaded.mod, tracing_mode=mode)(*args)
+        try:
+            return make_fx(loaded.mod, tracing_mode=mode)(*args)
+        except Exception:  # noqa: BLE001 - a graph that raises on its own inputs is traced without running
+            if mode != "real":
+                raise
+    # the graph raises when run on its real inputs (an index out of bounds that eager reports and
+    # compiled code aborts on): the ops are recorded on fake tensors, which run no kernel
+    loaded.traced = "fake"
+    with torch.no_grad():
+        return make_fx(loaded.mod, tracing_mode="fake")(*args)
 
 
 def free_symbols_of(val) -> set:
@@ -309,7 +321,7 @@ def _quiet_logs():
 
 
 def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, command: str = "run",
-                 backend: str | None = None) -> str:
+                 backend: str | None = None, tracing_mode: str | None = None) -> str:
     """A torch-format repro for ``gm``/``args``; tensors are written to ``save_dir/storages``.
 
     A graph with symbolic inputs gets ``tracing_mode='symbolic'``: torch's ``run_repro`` then
@@ -331,11 +343,12 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
 
             params = inspect.signature(save_graph_repro).parameters
             kw: dict[str, Any] = {"stable_hash": True} if "stable_hash" in params else {}
-            if symbolic_placeholders(gm):
+            mode = "symbolic" if symbolic_placeholders(gm) else tracing_mode
+            if mode in ("symbolic", "fake"):
                 if "tracing_mode" not in params:
-                    raise InfraError("this torch's save_graph_repro has no tracing_mode: cannot write a "
-                                     "dynamic-shapes repro")
-                kw["tracing_mode"] = "symbolic"
+                    raise InfraError(f"this torch's save_graph_repro has no tracing_mode: cannot write a "
+                                     f"repro traced with {mode} tensors")
+                kw["tracing_mode"] = mode
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
     return buf.getvalue()
