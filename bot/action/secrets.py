@@ -181,13 +181,13 @@ IMPORTABLE = (".py", ".pth", ".so", ".pyd", ".zip", ".egg-link")
 
 def code_paths(extra=()) -> tuple[list[str], list[str]]:
     """(trees, tops): directories whose every file counts (the interpreter's site and standard-library
-    directories, the bot package, ``extra``), and the PYTHONPATH directories, where only what an
-    import could pick up at the top counts."""
-    import bot
-
+    directories, where action.yml installs the bot, and ``extra``), and the PYTHONPATH directories,
+    where only what an import could pick up at the top counts."""
+    # the bot itself is in site-packages as action.yml installs it; a development checkout on
+    # PYTHONPATH (or an editable install) is someone's working tree and counts only at its top
     site = [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)
             and (p.startswith((sys.prefix, sys.base_prefix, sys.exec_prefix)) or "-packages" in p)]
-    trees = site + [os.path.dirname(os.path.abspath(bot.__file__)), *[str(e) for e in extra if e and os.path.isdir(e)]]
+    trees = site + [str(e) for e in extra if e and os.path.isdir(e)]
     out: list[str] = []
     for p in sorted(set(os.path.realpath(p) for p in trees)):
         if not any(p.startswith(q + os.sep) for q in out):
