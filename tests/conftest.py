@@ -65,7 +65,8 @@ def workdir(request):
 # the end. Files not named here follow in their usual order.
 LONGEST_FIRST = ("test_command_source", "test_minify_injected", "test_genuine_bugs", "test_grouping_corpus",
                  "test_action_e2e", "test_check_robust", "test_suites_models", "test_check_zoo", "test_harness_source",
-                 "test_action_security", "test_dashboard_e2e", "test_known", "test_minify_graphs")
+                 "test_action_security", "test_dashboard_e2e", "test_config_carried_bugs", "test_known",
+                 "test_minify_graphs")
 _renamed = [name for name in LONGEST_FIRST if not (Path(__file__).parent / f"{name}.py").exists()]
 assert not _renamed, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {_renamed}"
 
