@@ -43,11 +43,21 @@ def echo_line(command: str, argv: list[str]) -> str:
     return re.sub(r"[\x00-\x1f\x7f\x85\u2028\u2029]", lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
+_STAGE_ERROR = re.compile(r"minify-bot [a-z-]+: ((?:internal )?error: .+)")
+
+
 class Runner:
     """Runs `python -m bot <command>` with a timeout, its output fenced off from command processing."""
 
     def __init__(self, ctx: "Context"):
         self.ctx = ctx
+        self.last_error: str | None = None  # the last `minify-bot <stage>: error: ...` line a stage printed
+
+    def _line(self, line: str) -> None:
+        m = _STAGE_ERROR.match(line.strip())
+        if m:
+            self.last_error = m.group(1)[:300]
+        self.ctx.cmds.stream.write(gha.redact(line, self.ctx.secrets))
 
     def __call__(self, command: str, argv: list[str], *, with_token: bool = False,
                  timeout: float = STAGE_TIMEOUT) -> int:
@@ -65,8 +75,8 @@ class Runner:
         cmd = [sys.executable, *isolated, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
         with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
-            res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout,
-                           on_line=lambda line: ctx.cmds.stream.write(gha.redact(line, ctx.secrets)))
+            self.last_error = None
+            res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line)
             ctx.cmds.stream.flush()
         if pycache:
             shutil.rmtree(pycache, ignore_errors=True)
@@ -220,7 +230,9 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
     if rc == EXIT_USAGE:
         raise UsageError("`minify-bot check` rejected its input (see the log above)")
     if rc not in (EXIT_OK, EXIT_FAILURES):
-        raise InfraError(f"`minify-bot check` failed with exit code {rc}")
+        cause = getattr(run, "last_error", None)
+        raise InfraError(f"`minify-bot check` failed with exit code {rc}"
+                         + (f": {gha.redact(cause, ctx.secrets)}" if cause else ""))
     results = load(ctx.out / "results.json")
     if results is None:
         raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / 'results.json'}")
