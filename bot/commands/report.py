@@ -32,7 +32,8 @@ def add_arguments(p) -> None:
                    help="GitHub API URL, e.g. https://ghe.example.com/api/v3 "
                         "(default: $GITHUB_API_URL or api.github.com)")
     p.add_argument("--bot-login", help="login the bot's issues are authored by, when the token cannot read /user "
-                                       "(default: the token's user, else github-actions[bot])")
+                                       "(default: the token's user; github-actions[bot] only when GitHub says the "
+                                       "token is an Actions token; any other failure to read it exits 3)")
     p.add_argument("--label", default=d("label"), help="the bot's label (default: %(default)s)")
     p.add_argument("--max-new", type=int, default=d("max_new"),
                    help="new issues per run; the rest are listed (default: 10)")
