@@ -59,3 +59,61 @@ def test_selftest_passes(bot, tmp_path):
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "selftest: PASSED" in proc.stderr
     assert len(list((tmp_path / "issues").glob("*.json"))) == 1
+
+
+PROBE = r'''
+import json, os, re, sys
+TOKEN_RX = re.compile(rb"gh[pousr]_[A-Za-z0-9]{20,}")
+
+
+def read(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+found, pid, chain = [], os.getpid(), []
+while pid > 1:
+    chain.append(pid)
+    for what in ("environ", "cmdline"):
+        data = read(f"/proc/{pid}/{what}")
+        if data and TOKEN_RX.search(data):
+            found.append(f"{pid} {what}")
+    stat = read(f"/proc/{pid}/stat") or b") X 0"
+    pid = int(stat[stat.rfind(b")") + 2:].split()[1])
+with open(sys.argv[1], "w") as fh:
+    json.dump({"found": found, "ancestors": chain}, fh)
+print("RuntimeError: the benchmark failed", file=sys.stderr)
+sys.exit(1)
+'''
+
+
+@pytest.mark.slow
+def test_run_with_a_token_keeps_it_out_of_every_process_model_code_can_read(tmp_path, bot):
+    """`minify-bot run --tracker github` with GITHUB_TOKEN: the checked program reads the environment
+    block and command line of itself and every ancestor and finds no token; the report still files
+    with it (the GitHub stand-in)."""
+    import secrets
+    import sys
+
+    from tests.ghstub.fixtures import REPO, seeded_stub
+
+    token = "ghp_" + secrets.token_hex(18)
+    stub = seeded_stub()
+    try:
+        stub.add_user("runner-bot", token=token, permission="write", type="Bot")
+        prog, found = tmp_path / "probe.py", tmp_path / "found.json"
+        prog.write_text(PROBE)
+        proc = bot("run", "--command", f"{sys.executable} {prog} {found}", "--no-minify", "--out", tmp_path / "out",
+                   "--tracker", "github", "--repo", REPO, "--api-url", stub.base_url,
+                   env={"GITHUB_TOKEN": token}, timeout=300)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        doc = json.loads(found.read_text())
+        assert doc["found"] == [] and len(doc["ancestors"]) >= 3, doc   # probe, the stage, run (restarted)
+        assert token not in proc.stdout + proc.stderr
+        assert [i["user"]["login"] for i in stub.issues() if "minify-bot-dashboard" not in
+                [lb["name"] for lb in i["labels"]]] == ["runner-bot"]
+    finally:
+        stub.stop()

@@ -89,14 +89,19 @@ def run(args) -> int:
 
     resolve_source(args)  # a flag of another source: exit 2 before anything runs
     out = args.out
+    held = _hold_secrets(args)  # may restart this process: nothing before it has side effects
+    token = held.get("GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN")
     tracker = args.tracker
     if tracker is None:
-        tracker = "github" if (os.environ.get("GITHUB_TOKEN") and args.repo and not args.dry_run) else "local"
+        tracker = "github" if (token and args.repo and not args.dry_run) else "local"
+    stage = call_stage if not held else _stage_without_secrets
     check, minify, report = stage_options(args, tracker)
+    report.token = token if tracker == "github" else None
+    args.token = report.token
     retry = list(args.retry) + ([] if args.no_report or args.list else _dashboard_retry(args, tracker))
     check.retry = list(dict.fromkeys(retry))
     _stage("check")
-    rc_check = call_stage(check)
+    rc_check = stage(check)
     if args.list or rc_check not in (EXIT_OK, EXIT_FAILURES):
         return rc_check
 
@@ -104,7 +109,7 @@ def run(args) -> int:
     if not args.no_minify and _has_failures(out):
         _prepare_known(args, tracker)  # known.json: open issues' verified repros, read with the token here
         _stage("minify")
-        rc_minify = call_stage(minify)  # it says what known repros saved
+        rc_minify = stage(minify)  # it says what known repros saved
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
 
@@ -112,12 +117,16 @@ def run(args) -> int:
         from bot.options import BisectOptions
 
         _stage("bisect")
-        if call_stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
-                                    verify_runs=args.verify_runs)) != EXIT_OK:
+        if stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
+                               verify_runs=args.verify_runs)) != EXIT_OK:
             print("bisect failed; reporting the failures without the builds' answer", file=sys.stderr)
 
     if args.no_report:
         return rc_check
+    if held:
+        from bot.action.secrets import reap_strays
+
+        reap_strays()  # what the checked code left running does not outlive it into the report
     _stage("report")
     rc_report = call_stage(report)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
@@ -131,6 +140,37 @@ def run(args) -> int:
     return rc_check
 
 
+def _hold_secrets(args) -> dict[str, str]:
+    """No model code may reach a token in this run's environment (GITHUB_TOKEN, or any variable
+    whose name or value looks like a secret): this process restarts with every secret out of its
+    environment block, keeps them in memory only (the process made non-dumpable), and runs check,
+    minify and bisect as separate processes started with none of them (bot/action/secrets.py, as
+    the Action does). {} when there is nothing to hold."""
+    if args.list:
+        return {}
+    from bot.action.secrets import SECRETS_FD, is_secret, isolate
+
+    if not any(is_secret(k, v) for k, v in os.environ.items()) and SECRETS_FD not in os.environ:
+        return {}
+    return isolate()
+
+
+def _stage_without_secrets(opts) -> int:
+    """One model-running stage in a fresh interpreter whose environment holds no secret, its
+    output passed through; its exit code."""
+    from bot import gha, proc
+    from bot.action.stages import LAUNCH, STAGE_TIMEOUT
+    from bot.options import to_argv
+
+    env = gha.scrubbed_env(os.environ)
+    res = proc.run([sys.executable, "-c", LAUNCH, opts.STAGE, *to_argv(opts)], env=env, timeout=STAGE_TIMEOUT,
+                   on_line=lambda line: (sys.stderr.write(line), sys.stderr.flush()))
+    if res.error or res.timed_out or res.returncode is None or res.returncode < 0:
+        print(f"minify-bot {opts.STAGE}: {res.error or 'stopped or killed'}", file=sys.stderr)
+        return EXIT_INTERNAL
+    return res.returncode
+
+
 def _with_tracker(args, tracker_kind: str, use, what: str):
     """``use(tracker)`` with the report's tracker; None (and a note) when it cannot be read."""
     import argparse
@@ -139,7 +179,7 @@ def _with_tracker(args, tracker_kind: str, use, what: str):
     from bot.errors import BotError
 
     ns = argparse.Namespace(out=args.out, dry_run=args.dry_run, tracker=tracker_kind, issues_dir=args.issues_dir,
-                            repo=args.repo, token=None, api_url=args.api_url, bot_login=None)
+                            repo=args.repo, token=getattr(args, "token", None), api_url=args.api_url, bot_login=None)
     try:
         t = make_tracker(ns)
         try:
