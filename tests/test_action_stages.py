@@ -89,3 +89,15 @@ def test_runner_streams_a_real_stage_and_keeps_the_token_from_it(tmp_path, monke
     assert "ghp_secret_value_1234" not in log and "$ minify-bot report --out" in log
     with pytest.raises(InfraError, match="stopped at its time limit"):
         Runner(ctx)("check", ["--list"], timeout=0.01)
+
+
+def test_bisect_command_line_from_the_builds_inputs(tmp_path):
+    from bot.action.stages import bisect_options
+
+    ctx = make_ctx(tmp_path, builds=["old=torch==2.13.0", "torch==2.15.0"], builds_file="builds.yml",
+                   verification_runs=2)
+    assert to_argv(bisect_options(ctx)) == ["--out", str(tmp_path / "out"), "--build", "old=torch==2.13.0",
+                                            "--build", "torch==2.15.0", "--builds-file", "builds.yml",
+                                            "--verify-runs", "2"]
+    env = {"INPUT_BUILDS": "torch==2.13.0\n\ntorch==2.15.0\n", "INPUT_BUILDS-FILE": ""}
+    assert Inputs.read(env).builds == ["torch==2.13.0", "torch==2.15.0"]

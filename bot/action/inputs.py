@@ -34,6 +34,8 @@ class Inputs:
     reminify: bool = False
     verification_runs: int | None = None
     minify_budget: str = ""
+    builds: list[str] = field(default_factory=list)
+    builds_file: str = ""
     baseline: str = ""
     shard: str = ""
     tracker: str = "github"
@@ -76,6 +78,8 @@ class Inputs:
             reminify=gha.get_bool_input("reminify", False, env),
             verification_runs=gha.get_int_input("verification-runs", None, env, minimum=0),
             minify_budget=g("minify-budget"),
+            builds=gha.get_lines_input("builds", env),
+            builds_file=g("builds-file"),
             baseline=g("baseline"),
             shard=g("shard"),
             tracker=(g("tracker", "github") or "github").lower(),

@@ -26,7 +26,7 @@ from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
-from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, to_argv
+from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
 from bot.report import known as known_bugs
 
 STAGE_TIMEOUT = 6 * 3600.0
@@ -254,9 +254,32 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
             raise UsageError("`minify-bot minify` rejected its input (see the log above)")
         if mrc not in (EXIT_OK, EXIT_FAILURES):
             warn(ctx, f"`minify-bot minify` failed (exit code {mrc}); failures are reported without minimized repros")
+        elif ctx.inputs.builds or ctx.inputs.builds_file:
+            _bisect_builds(ctx, run)
     elif failing(results):
         ctx.notes.append("minification is off (input `minify: false`)")
     return rc
+
+
+def bisect_options(ctx: Context) -> BisectOptions:
+    i = ctx.inputs
+    return BisectOptions(out=str(ctx.out), build=list(i.builds), builds_file=i.builds_file or None,
+                         verify_runs=i.verification_runs)
+
+
+def _bisect_builds(ctx: Context, run) -> None:
+    """Each verified repro over the workflow's builds: a tokenless stage like minify (it runs the
+    repros); its answer goes into failure.json for the report. A failure here costs only the answer."""
+    try:
+        with ctx.cmds.group("minify-bot bisect"):
+            brc = run_stage(run, bisect_options(ctx))
+    except InfraError as exc:
+        warn(ctx, f"bisect over the builds did not run ({exc}); issues will not say which build broke or fixed it")
+        return
+    if brc == EXIT_USAGE:
+        raise UsageError("`minify-bot bisect` rejected its input (see the log above): check the builds inputs")
+    if brc not in (EXIT_OK, EXIT_FAILURES):
+        warn(ctx, f"`minify-bot bisect` failed (exit code {brc}); issues will not say which build broke or fixed it")
 
 
 def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) -> dict | None:
