@@ -112,3 +112,19 @@ def test_a_crash_on_inputs_eager_rejects_is_minified_to_the_op_that_aborts(workd
     v = f["repro"]["verification"]
     assert v["failed_same_way"] == 3 and v["random_inputs_reproduce"] is False   # the invalid id is in inputs/
     assert "tracing_mode='fake'" in (Path(f["_dir"]) / "repro.py").read_text()
+
+
+@pytest.mark.slow
+def test_a_program_whose_own_code_fails_after_compiling_is_not_blamed_on_the_compiler(workdir, bot):
+    """The check's rerun captured every graph (level 3), so minify tries them before any localize
+    run; none fails on its own, and only then are the stages rerun: the program fails without the
+    compiler, and no repro or culprit is claimed."""
+    prog = workdir / "own_error.py"
+    prog.write_text("import torch\nm = torch.nn.Linear(4, 4)\ntorch.compile(m)(torch.randn(2, 4))\n"
+                    "raise RuntimeError(\"the benchmark's own bookkeeping failed\")\n")
+    out = workdir / "own"
+    proc = bot("run", "--command", f"{sys.executable} {prog}", "--out", out, "--no-report")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert f["stage"] == "eager" and f["repro"]["status"] == "none" and f["culprit"] is None
+    assert "fails without the compiler" in f["repro"]["reason"]

@@ -89,6 +89,10 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
 
 PROGRAM_SOURCES = ("command", "harness")
 SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro level of the capture)
+# level 3 keeps every graph, not the failing one: the stage is inductor only if one of those graphs,
+# run eagerly as inductor received it (decomposed), passes and fails compiled; minify finds out, and
+# localize runs afterwards only when none does (to say which stage it is)
+PROVISIONAL = {("accuracy", 3), ("runtime_error", 3), ("crash", 3)}
 
 
 def settled_by_capture(row: dict) -> dict | None:
@@ -98,15 +102,18 @@ def settled_by_capture(row: dict) -> dict | None:
     raised), so the failure is in inductor and no localize run is needed. None otherwise (a runtime
     error's level-3 launchers name every graph, not the failing one)."""
     shared = row.get("capture")
-    if (row.get("backend") != "inductor" or not isinstance(shared, dict)
-            or (row.get("failure_class"), shared.get("repro_level")) not in SETTLED_BY
+    key = (row.get("failure_class"), shared.get("repro_level") if isinstance(shared, dict) else None)
+    if (row.get("backend") != "inductor" or not isinstance(shared, dict) or key not in SETTLED_BY | PROVISIONAL
             or not shared.get("launchers")
             or not any(isinstance(x, dict) and os.path.isfile(str(x.get("path"))) for x in shared["launchers"])):
         return None
-    return {"stage": "inductor", "first_failing": "inductor",
+    provisional = key in PROVISIONAL
+    return {"stage": "inductor", "first_failing": "inductor", "provisional": provisional,
             "ablation": [{"backend": "inductor", "status": row.get("status")}],
             "note": (f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
-                     "capture wrote the graph inductor received")}
+                     "capture wrote the graph inductor received" if not provisional else
+                     "the check's rerun captured every graph inductor received (level 3): minifying them first; "
+                     "the stages are rerun only if none fails on its own")}
 
 
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend

@@ -139,6 +139,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         # 1. localize
         stage_backend = row.get("backend") or settings.get("backend")
         timings = rec["repro"]["timings"]
+        provisional = False
         if opts.localize:
             t = time.time()
             lz = loc.settled_by_capture(row) if program else None
@@ -153,6 +154,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                     if e.get("event") == "stage" else None)
             rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
             stage_backend = lz["first_failing"]
+            provisional = bool(lz.get("provisional"))
             timings["localize"] = round(time.time() - t, 2)
         else:
             rec["stage"] = "inductor" if stage_backend == "inductor" else stage_backend
@@ -189,9 +191,11 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                                    c, interpreters)
             if (rec["repro"]["status"] not in ("none", "not_reproduced") or rec["flaky"] or i == len(levels) - 1
                     or (rec["repro"].get("capture") or {}).get("repro_after") != "aot"):
-                return
+                break
             say(f"{fid}: capture: no graph captured at level {level} fails on its own; capturing at level "
                 f"{levels[i + 1]}" + (" (every graph)" if levels[i + 1] == 3 else ""))
+        if provisional and rec["repro"]["status"] in ("none", "not_reproduced") and not rec["flaky"]:
+            _localize_after(rec, row, settings, work, log_path, opts, say)
         return
     else:
         c = None
@@ -202,6 +206,27 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
         rec["repro"]["capture"] = {"repro_after": None, "repro_level": None, "method": "given", "note": None}
     _reduce_and_verify(rec, row, fdir, work, log_path, opts, say, launcher, candidates, stage_backend, fclass, c,
                        interpreters)
+
+
+def _localize_after(rec, row, settings, work, log_path, opts: Options, say) -> None:
+    """No graph inductor received fails on its own: which stage does the program fail at? (The
+    stage was taken from the check's level-3 capture before minify; now the stages are rerun.)"""
+    fid = row["id"]
+    t = time.time()
+    say(f"{fid}: localize: no captured graph fails on its own; rerunning the program with eager / aot_eager / "
+        "aot_eager_decomp_partition")
+    lz = loc.localize_program(row, settings, os.path.join(work, "localize-after"), log_path, opts.check_timeout,
+                              on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
+                              if e.get("event") == "stage" else None)
+    rec["repro"]["timings"]["localize"] = round(rec["repro"]["timings"].get("localize", 0) + time.time() - t, 2)
+    rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
+    say(f"{fid}: first failing stage: {rec['stage']}")
+    if rec["stage"] == "eager":
+        rec["repro"].update(status="none", reason=FAILS_WITHOUT_COMPILER)
+    elif rec["stage"] != "inductor":
+        rec["repro"].update(status="none", reason=(
+            f"the program already fails at stage {rec['stage']}: the graphs inductor received do not fail on "
+            "their own (" + str(rec["repro"].get("reason")) + ")"))
 
 
 def _capture_levels(fclass: str | None, opts: Options) -> list[int | None]:
