@@ -363,6 +363,18 @@ def window_state(st: State, lo: int, k: int, kinds: dict):
     return State(gm, _args_for(sources, st.args, values))
 
 
+def _nearest_cut(lo: int, hi: int, make) -> tuple[State | None, int | None]:
+    """The candidate ``make(j)`` for the cut point ``j`` strictly between ``lo`` and ``hi`` nearest
+    their middle that can be made (a cut can fall where no state can be built: a non-tensor value,
+    a multi-output node split from its getitems); (None, None) when none can."""
+    mid = (lo + hi) // 2
+    for j in sorted(range(lo + 1, hi), key=lambda j: abs(j - mid)):
+        cand = make(j)
+        if cand is not None:
+            return cand, j
+    return None, None
+
+
 def _window_search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, kinds: dict, asked0: int):
     """The prefix search's halving, but each query compiles only the part of the range still in
     question, ``lo``..``mid``, fed the eager values of what it reads from before: a graph that
@@ -372,13 +384,7 @@ def _window_search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, kind
     so its answer counts only when the node it ends on fails compiled alone; otherwise None and the
     prefix search decides."""
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        cand, k = None, None
-        for j in sorted(range(lo + 1, hi), key=lambda j: abs(j - mid)):
-            cand = window_state(st, lo, j, kinds)
-            if cand is not None:
-                k = j
-                break
+        cand, k = _nearest_cut(lo, hi, lambda j, lo=lo: window_state(st, lo, j, kinds))
         if cand is None:
             return None
         if oracle(cand):
@@ -406,13 +412,7 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
             return found
     best_prefix = None
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        cand, k = None, None
-        for j in sorted(range(lo + 1, hi), key=lambda j: abs(j - mid)):
-            cand = prefix_state(st, j, kinds)
-            if cand is not None:
-                k = j
-                break
+        cand, k = _nearest_cut(lo, hi, lambda j: prefix_state(st, j, kinds))
         if cand is None:
             break
         if oracle(cand):
@@ -455,13 +455,7 @@ def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> 
     good, bad = 0, len(anc) - 1   # cut before the first (fails) .. before the end node (did not fail alone)
     _, kinds = eager_values(cand.gm, cand.args, lambda n: False)
     while bad - good > 1:
-        mid = (good + bad) // 2
-        cut, k = None, None
-        for j in sorted(range(good + 1, bad), key=lambda j: abs(j - mid)):
-            cut = _cut_before(cand, anc, j, kinds)
-            if cut is not None:
-                k = j
-                break
+        cut, k = _nearest_cut(good, bad, lambda j: _cut_before(cand, anc, j, kinds))
         if cut is None:
             break
         if oracle(cut):
