@@ -329,7 +329,7 @@ def test_a_bad_command_file_is_refused_with_what_is_wrong(tmp_path):
                         ("x:\n  command: ok.py\n  cwd: nowhere\n", "does not exist"),
                         ("x: \"python 'unclosed\"\n", "cannot parse the command"),
                         ("x:\n  cwd: .\n", "'command' must be a non-empty string"),
-                        ("'bad name': python x.py\n", "invalid check name")):
+                        ("'bad name': python x.py\n", "invalid command name")):
         cmds.write_text(text)
         with pytest.raises(UsageError, match=re.escape(words)):
             available("commands", file=str(cmds))

@@ -57,36 +57,14 @@ def zoo_models() -> list[Model]:
 
 
 def yaml_models(path: str) -> list[Model]:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except OSError as exc:
-        raise UsageError(f"cannot read model file {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"malformed YAML in {path}{where}: {problem}") from exc
+    doc = _load_yaml(path, "model file")
     if isinstance(doc, dict) and "models" in doc:
         doc = doc["models"]
     if not isinstance(doc, dict) or not doc:
         raise UsageError(f"{path}: expected a mapping of model names to 'module:factory' (optionally under 'models:')")
     base = os.path.dirname(os.path.abspath(path))
     out = []
-    for name, entry in doc.items():
-        where = f"{path}: model {name!r}"
-        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
-            raise UsageError(f"{path}: invalid model name {name!r} (letters, digits, '_', '-', '.')")
-        if isinstance(entry, str):
-            entry = {"factory": entry}
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where}: expected 'module:factory' or a mapping with a 'factory' key")
-        unknown = set(entry) - YAML_OPTIONS
-        if unknown:
-            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(unknown))} "
-                             f"(known: {', '.join(sorted(YAML_OPTIONS))})")
+    for name, entry, where in _entries(doc, path, "model", "factory", YAML_OPTIONS, "'module:factory'"):
         factory = entry.get("factory")
         if not isinstance(factory, str) or factory.count(":") != 1 or not all(factory.split(":")):
             raise UsageError(f"{where}: 'factory' must be 'module:function', got {factory!r}")
@@ -133,6 +111,24 @@ def _valid_name(name) -> bool:
     return isinstance(name, str) and bool(name) and name.replace("_", "").replace("-", "").replace(".", "").isalnum()
 
 
+def _entries(doc: dict, path: str, kind: str, key: str, options: set, short: str):
+    """(name, entry, where) for each entry of a YAML mapping of names to ``short`` or to a mapping
+    with ``key`` and some of ``options``; UsageError (exit 2) naming the file and the entry."""
+    for name, entry in doc.items():
+        if not _valid_name(name):
+            raise UsageError(f"{path}: invalid {kind} name {name!r} (letters, digits, '_', '-', '.')")
+        where = f"{path}: {kind} {name!r}"
+        if isinstance(entry, str):
+            entry = {key: entry}
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: expected {short} or a mapping with a '{key}' key")
+        unknown = set(entry) - options
+        if unknown:
+            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
+                             f"(known: {', '.join(sorted(options))})")
+        yield name, entry, where
+
+
 def commands_models(path: str | None, patterns: dict | None = None) -> list[Model]:
     """Named commands from a YAML file, each one command check of the sweep::
 
@@ -153,18 +149,7 @@ def commands_models(path: str | None, patterns: dict | None = None) -> list[Mode
         raise UsageError(f"{path}: expected a mapping of check names to commands (optionally under 'commands:')")
     base = os.path.dirname(os.path.abspath(path))
     out = []
-    for name, entry in doc.items():
-        if not _valid_name(name):
-            raise UsageError(f"{path}: invalid check name {name!r} (letters, digits, '_', '-', '.')")
-        where = f"{path}: command {name!r}"
-        if isinstance(entry, str):
-            entry = {"command": entry}
-        if not isinstance(entry, dict):
-            raise UsageError(f"{where}: expected a command string or a mapping with a 'command' key")
-        unknown = set(entry) - COMMAND_OPTIONS
-        if unknown:
-            raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
-                             f"(known: {', '.join(sorted(COMMAND_OPTIONS))})")
+    for name, entry, where in _entries(doc, path, "command", "command", COMMAND_OPTIONS, "a command string"):
         command = entry.get("command")
         if not isinstance(command, str) or not command.strip():
             raise UsageError(f"{where}: 'command' must be a non-empty string")
