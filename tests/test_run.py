@@ -61,57 +61,39 @@ def test_selftest_passes(bot, tmp_path):
     assert len(list((tmp_path / "issues").glob("*.json"))) == 1
 
 
-PROBE = r'''
-import json, os, re, sys
-TOKEN_RX = re.compile(rb"gh[pousr]_[A-Za-z0-9]{20,}")
-
-
-def read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-found, pid, chain = [], os.getpid(), []
-while pid > 1:
-    chain.append(pid)
-    for what in ("environ", "cmdline"):
-        data = read(f"/proc/{pid}/{what}")
-        if data and TOKEN_RX.search(data):
-            found.append(f"{pid} {what}")
-    stat = read(f"/proc/{pid}/stat") or b") X 0"
-    pid = int(stat[stat.rfind(b")") + 2:].split()[1])
-with open(sys.argv[1], "w") as fh:
-    json.dump({"found": found, "ancestors": chain}, fh)
-print("RuntimeError: the benchmark failed", file=sys.stderr)
-sys.exit(1)
-'''
-
-
 @pytest.mark.slow
 def test_run_with_a_token_keeps_it_out_of_every_process_model_code_can_read(tmp_path, bot):
     """`minify-bot run --tracker github` with GITHUB_TOKEN: the checked program reads the environment
-    block and command line of itself and every ancestor and finds no token; the report still files
-    with it (the GitHub stand-in)."""
+    block and command line of itself, every ancestor and every process of the run, and leaves a
+    daemon that keeps looking while the report (with the token) runs: nothing finds the token, no
+    daemon outlives the model-running stages, and the report still files with it."""
     import secrets
     import sys
+    import time
 
+    from tests.ghstub.action import probe
     from tests.ghstub.fixtures import REPO, seeded_stub
 
     token = "ghp_" + secrets.token_hex(18)
+    mark = "MINIFY_PROBE_JOB_" + secrets.token_hex(6)
     stub = seeded_stub()
     try:
         stub.add_user("runner-bot", token=token, permission="write", type="Bot")
-        prog, found = tmp_path / "probe.py", tmp_path / "found.json"
-        prog.write_text(PROBE)
-        proc = bot("run", "--command", f"{sys.executable} {prog} {found}", "--no-minify", "--out", tmp_path / "out",
+        out = tmp_path / "probe"
+        out.mkdir()
+        prog = tmp_path / "probe.py"
+        prog.write_text(probe(out, "check", mark))
+        proc = bot("run", "--command", f"{sys.executable} {prog}", "--no-minify", "--out", tmp_path / "out",
                    "--tracker", "github", "--repo", REPO, "--api-url", stub.base_url,
-                   env={"GITHUB_TOKEN": token}, timeout=300)
+                   env={"GITHUB_TOKEN": token, mark: "1"}, timeout=300)
         assert proc.returncode == 1, proc.stderr[-3000:]
-        doc = json.loads(found.read_text())
-        assert doc["found"] == [] and len(doc["ancestors"]) >= 3, doc   # probe, the stage, run (restarted)
+        reports = [json.loads(p.read_text()) for p in out.glob("check-*.json")]
+        assert reports and all(r["found"] == [] and len(r["ancestors"]) >= 3 for r in reports), reports
+        daemon = [json.loads(line) for line in (out / "daemon.jsonl").read_text().splitlines()]
+        assert daemon and all(d["found"] == [] for d in daemon)
+        time.sleep(0.5)
+        assert not [d for d in {x["pid"] for x in daemon} if Path(f"/proc/{d}").exists()
+                    and "Z" not in Path(f"/proc/{d}/stat").read_text().split(")")[-1][:3]]  # reaped before report
         assert token not in proc.stdout + proc.stderr
         assert [i["user"]["login"] for i in stub.issues() if "minify-bot-dashboard" not in
                 [lb["name"] for lb in i["labels"]]] == ["runner-bot"]

@@ -79,9 +79,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                                     _run_one(runner, m, settings, path, out_dir, capture)),
                 log_path, n_reruns,
                 progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
-            row = {**base, **result, "log": log_rel}
-            if row.get("reruns") or row.get("flaky"):
-                row["duration_s"] = round(time.perf_counter() - t0, 3)  # the reruns' time included
+            row = {**base, **result, "log": log_rel}   # a rerun check's duration_s includes its reruns
             row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
             mark_baseline(row, baseline)
             writer.add(row)

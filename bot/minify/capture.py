@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from bot.minify import procs
+from bot.suites.command import capture_env  # one definition, shared with the check's rerun
 
 LEVEL_FOR_CLASS = {"accuracy": 4, "compile_error": 2, "runtime_error": 3, "crash": 3}
 CAPTURE_BACKEND = "bot.torch_adapter.repro:capture_backend"
@@ -114,9 +115,6 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
     if res.timed_out:
         note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
     return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)
-
-
-from bot.suites.command import capture_env  # noqa: E402 - one definition, shared with the check's rerun
 
 
 def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str,

@@ -99,8 +99,10 @@ def settled_by_capture(row: dict) -> dict | None:
     """The first failing stage when the check's rerun already captured the failure after AOT
     autograd (bot.check.sweep): torch wrote a launcher at level 4 (the graph inductor received,
     already decomposed, differs from its own eager run) or at level 2 (inductor's compile of it
-    raised), so the failure is in inductor and no localize run is needed. None otherwise (a runtime
-    error's level-3 launchers name every graph, not the failing one)."""
+    raised), so the failure is in inductor and no localize run is needed. At level 3 (accuracy,
+    runtime errors, crashes) the launchers are every graph, not the failing one: the answer is
+    ``provisional`` (minify tries the graphs; localize runs after it if none fails on its own).
+    None when the rerun captured nothing usable."""
     shared = row.get("capture")
     key = (row.get("failure_class"), shared.get("repro_level") if isinstance(shared, dict) else None)
     if (row.get("backend") != "inductor" or not isinstance(shared, dict) or key not in SETTLED_BY | PROVISIONAL

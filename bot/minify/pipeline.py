@@ -146,12 +146,7 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             if lz is not None:
                 say(f"{fid}: localize: {lz['note']}")
             else:
-                say(f"{fid}: localize: rerunning {'the program ' if program else ''}with eager / aot_eager / "
-                    "aot_eager_decomp_partition")
-                lz = (loc.localize_program if program else loc.localize)(
-                    row, settings, os.path.join(work, "localize"), log_path, opts.check_timeout,
-                    on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
-                    if e.get("event") == "stage" else None)
+                lz = _localize(row, settings, os.path.join(work, "localize"), log_path, opts, say, program)
             rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
             stage_backend = lz["first_failing"]
             provisional = bool(lz.get("provisional"))
@@ -208,16 +203,24 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
                        interpreters)
 
 
+def _localize(row, settings, wdir, log_path, opts: Options, say, program: bool) -> dict:
+    """Rerun the check (or the program) with the debug backends: the first failing stage."""
+    fid = row["id"]
+    say(f"{fid}: localize: rerunning {'the program ' if program else ''}with eager / aot_eager / "
+        "aot_eager_decomp_partition")
+    return (loc.localize_program if program else loc.localize)(
+        row, settings, wdir, log_path, opts.check_timeout,
+        on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
+        if e.get("event") == "stage" else None)
+
+
 def _localize_after(rec, row, settings, work, log_path, opts: Options, say) -> None:
     """No graph inductor received fails on its own: which stage does the program fail at? (The
     stage was taken from the check's level-3 capture before minify; now the stages are rerun.)"""
     fid = row["id"]
     t = time.time()
-    say(f"{fid}: localize: no captured graph fails on its own; rerunning the program with eager / aot_eager / "
-        "aot_eager_decomp_partition")
-    lz = loc.localize_program(row, settings, os.path.join(work, "localize-after"), log_path, opts.check_timeout,
-                              on_event=lambda e: say(f"{fid}: localize: {e['backend']}: {e['status']}")
-                              if e.get("event") == "stage" else None)
+    say(f"{fid}: localize: no captured graph fails on its own")
+    lz = _localize(row, settings, os.path.join(work, "localize-after"), log_path, opts, say, True)
     rec["repro"]["timings"]["localize"] = round(rec["repro"]["timings"].get("localize", 0) + time.time() - t, 2)
     rec["stage"], rec["ablation"] = lz["stage"], lz["ablation"]
     say(f"{fid}: first failing stage: {rec['stage']}")
@@ -446,17 +449,12 @@ def _reduce_then_verify(rec, row, fdir, work, log_path, opts, say, launcher, can
     for fallback, why in _config_fallbacks(rec["config"], config):
         if v["failed_same_way"]:
             break
-        from bot.torch_adapter.repro import parse_repro_file
-
         vlog(f"the repro did not reproduce with {why}; retrying with {_config_words(fallback)}")
-        pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, fallback, judge_lines)
-        v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=rnd_known, interpreters=interps)
+        path, v = _package_and_verify(final, fallback, sig, rnd_known, opts, fdir, vlog, interps, judge_lines)
         timings["verify"] = round(timings["verify"] + v["seconds"], 2)
         if v["failed_same_way"]:
             config = fallback
             rec["config"]["minimal"] = None
-            if fallback is None:
-                rec["config"]["repro_keeps_file_config"] = True
     r["verification"] = {"runs": v["runs"], "failed_same_way": v["failed_same_way"],
                          "random_inputs_reproduce": v["random_inputs_reproduce"]}
     r.update(path="repro.py", inputs_dir="inputs")

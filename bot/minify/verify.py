@@ -20,7 +20,8 @@ def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
     """One run of the repro in a fresh process: (exit code, -signal, or None at the timeout; output).
     ``build``: a :class:`bot.builds.Prepared` whose Python (and environment) runs it instead of ours."""
     args = ["run", "--no-save-dir"] if random_inputs else []
-    res = interpreters.run_script(os.path.abspath(path), args, timeout=timeout) if interpreters is not None else None
+    res = (interpreters.run_script(os.path.abspath(path), args, timeout=timeout)
+           if interpreters is not None and build is None else None)   # a build runs its own torch
     if res is None:  # no server, or it is gone: a cold interpreter
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
             cmd = [os.path.abspath(path), *args]

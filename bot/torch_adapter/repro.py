@@ -433,18 +433,6 @@ def disable_repro_after():
 # --------------------------------------------------------------------------------------------
 
 
-def capture_env(repro_after: str, level: int, debug_dir: str) -> dict[str, str]:
-    """Env for a child process that should dump a launcher. The FX-graph and AOTAutograd
-    caches are turned off (a hit would skip the repro wrapper); the C++ kernel cache stays."""
-    return {
-        "TORCHDYNAMO_REPRO_AFTER": repro_after,
-        "TORCHDYNAMO_REPRO_LEVEL": str(level),
-        "TORCH_COMPILE_DEBUG_DIR": debug_dir,
-        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
-    }
-
-
 def probe_dynamo_repro_after(backend: str) -> str | None:
     """Run a clean 2-op function under TORCHDYNAMO_REPRO_AFTER=dynamo (level 2) with ``backend``.
 
