@@ -60,6 +60,7 @@ def test_a_program_judged_by_its_exit_status_alone_gets_its_wrong_result_minifie
     f = _failure(out)
     assert f["check"]["classified_by"] == "exit status"
     assert f["class"] == "accuracy", f["repro"]["reason"]   # learned from the graph
+    assert "judged by minify-bot's predicate" in f["repro"]["capture"]["note"]   # the issue says how
     assert f["repro"]["status"] == "minimized" and f["repro"]["verification"]["failed_same_way"] == 3
 
 

@@ -177,13 +177,13 @@ def _process(rec, row, settings, fdir, work, log_path, opts: Options, say, launc
             else:
                 c = None
                 candidates = _capture_built(rec, row, settings, wk, log_path, opts, say, fclass, stage_backend, level)
-            if fclass == "accuracy" and level == 3:
-                _note(rec, "every graph was captured at level 3 and judged by minify-bot's predicate (fp64 reference, "
-                      "the check's tolerance)" + (f", after torch's level-{levels[0]} accuracy check gave no graph "
-                                                  "that fails on its own" if i > 0 else ""))
             if candidates is not None:
                 _reduce_and_verify(rec, row, fdir, wk, log_path, opts, say, None, candidates, stage_backend, fclass,
                                    c, interpreters)
+            if rec["class"] == "accuracy" and level == 3:  # the check's class, or the one the graph showed
+                _note(rec, "every graph was captured at level 3 and judged by minify-bot's predicate (fp64 reference, "
+                      "the check's tolerance)" + (f", after torch's level-{levels[0]} accuracy check gave no graph "
+                                                  "that fails on its own" if i > 0 else ""))
             if (rec["repro"]["status"] not in ("none", "not_reproduced") or rec["flaky"] or i == len(levels) - 1
                     or (rec["repro"].get("capture") or {}).get("repro_after") != "aot"):
                 break
