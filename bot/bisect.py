@@ -185,14 +185,14 @@ def judge(cache: BuildCache, build: Build, repro: str, sig, runs: int, need: int
     if info.error:
         return Verdict(build, SKIP, info.error, seconds=time.perf_counter() - t0)
     res = verify(repro, sig, runs=runs, timeout=timeout, random_known=True, build=prepared)
-    same, exits = int(res["failed_same_way"]), list(res.get("exits") or [])
+    same, exits = res.failed_same_way, res.exits
     v = Verdict(build, SKIP, "", info.torch, info.git, runs, same, time.perf_counter() - t0)
     if same >= need:
         v.verdict, v.reason = BAD, f"fails the same way in {same}/{runs} runs"
     elif same == 0 and exits and all(rc == 0 for rc in exits):
         v.verdict = GOOD
     elif same == 0:
-        tail = [ln for ln in str(res.get("last_output_tail") or "").splitlines() if ln.strip()][-1:]
+        tail = [ln for ln in res.last_output_tail.splitlines() if ln.strip()][-1:]
         v.reason = f"the repro cannot run here (exit {exits[-1] if exits else '?'}): " + (tail[0][:200] if tail else "")
     else:
         v.reason = f"fails the same way in only {same}/{runs} runs (needs {need})"

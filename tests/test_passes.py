@@ -14,7 +14,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bot.minify import passes as P
+from bot.minify.records import MinifyJob
 from bot.signature import bisect_words
+
+
+def _job(failure_class: str = "accuracy", **kw) -> MinifyJob:
+    return MinifyJob(**{"repro": "repro.py", "workdir": ".", "failure_class": failure_class, "budget": 600.0, **kw})
 
 
 def _trace(model, *inputs):
@@ -137,7 +142,7 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
 
     st = _deep(12, 9)
     with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
-        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, "aot", None)
+        ev = Evaluator(_job(), "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
         assert ev.pinned is not None
         oracle = P.Oracle(ev)
@@ -146,7 +151,7 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
         assert oracle.asked <= 2 * math.ceil(math.log2(len(st.gm.graph.nodes))) + 4
         answers = {}
         for kind in ("backend", "dynamo"):  # the worker's way (each backend on the aten graph), and dynamo's
-            ev2 = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, kind, ev.pinned)
+            ev2 = Evaluator(_job(), kind, ev.pinned)
             answers[kind] = B.bisect_graph(alone.gm, alone.args, lambda g, a, b, ev2=ev2: _bisect_probe(ev2, g, a, b),
                                            budget=120)
     res = answers["backend"]
@@ -261,7 +266,7 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
     st = _symbolic_state()
     relu_bug = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
     with torch._inductor.config.patch(relu_bug):
-        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": str(tmp_path), "dynamic": True},
+        ev = Evaluator(_job(workdir=str(tmp_path), dynamic=True),
                        "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
         assert ev.pinned is not None  # the symbolic graph compiles with dynamic shapes and fails
@@ -362,9 +367,9 @@ def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsy
 
     st = _deep(12, 9)
     with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
-        ev = Evaluator({"class": "accuracy", "tolerance": 1e-4, "workdir": "."}, "aot", None)
+        ev = Evaluator(_job(), "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
-        hint = known_hint({"class": "accuracy"}, ev, st)
+        hint = known_hint(_job(), ev, st)
         calls = P.call_nodes(st.gm)
         assert hint is not None and any(_computes_relu_node(c) for c in calls[hint.lo:hint.hi]), hint
         oracle = P.Oracle(ev)
@@ -417,7 +422,7 @@ def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(la
         def __call__(self, g, a):
             return oracle_fails(g, a)
 
-    gm, args, culprit = reduce_graph({"class": "error", "use_hints": False}, st.gm, st.args, Ev(),
+    gm, args, culprit = reduce_graph(_job("error", use_hints=False), st.gm, st.args, Ev(),
                                      lambda g, a: None, "/nonexistent")
     final_nodes = len(gm.graph.nodes)
     n = len(st.gm.graph.nodes)

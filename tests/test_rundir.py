@@ -12,7 +12,7 @@ import pytest
 from bot import rundir
 from bot.check import isolate
 from bot.check.results import ResultsWriter, csv_to_rows
-from bot.minify.pipeline import base_record
+from bot.records import FailureRecord
 from tests.ghstub.rundir import check_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def test_what_the_writers_write_validates_as_untrusted_input(tmp_path):
     w.finish()
     fdir = rundir.failure_dir(tmp_path, row["id"])
     fdir.mkdir(parents=True)
-    rundir.write_failure(fdir, base_record(row))
+    rundir.write_failure(fdir, FailureRecord.for_check(row).to_json())
     run = rundir.load_untrusted(tmp_path)
     assert [r["status"] for r in run.results["checks"]][:len(rundir.STATUSES)] == list(rundir.STATUSES)
     assert run.failures[row["id"]]["signature"] is None

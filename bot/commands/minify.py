@@ -87,33 +87,26 @@ def run(args) -> int:
 
 
 def execute(args) -> int:
-    """The minify stage on typed options (bot.options.MinifyOptions, every option resolved)."""
-    from bot.minify.pipeline import Options
-
+    """The minify stage on typed options (bot.options.MinifyOptions, every option resolved): the
+    one options object that flows to each failure's pipeline and into the worker's job."""
     if args.budget <= 0:
         raise UsageError("--budget must be a positive number of seconds")
     if args.verify_runs < 1:
         raise UsageError("--verify-runs must be at least 1")
-    opts = Options(repro_after=args.repro_after, repro_level=args.repro_level,
-                   strict_accuracy=args.strict_accuracy, offload_to_disk=args.offload_to_disk,
-                   isolate=args.isolate, budget=args.budget, verify_runs=args.verify_runs,
-                   localize=not args.no_localize, bisect=not args.no_bisect, check_timeout=args.check_timeout)
-    run_dir = os.path.abspath(args.out)
-    given = args.launcher or args.repro
     from bot.minify.procs import Interpreters
 
     # one fork server for all the failures of this command (the minify workers and the
     # verification runs fork from it), started once there is something to minify
-    servers = Interpreters(opts.verify_runs)
+    servers = Interpreters(args.verify_runs)
     try:
-        return _run(args, opts, run_dir, given, servers)
+        return _run(args, os.path.abspath(args.out), servers)
     finally:
         servers.close()
 
 
-def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
-    from bot.minify.pipeline import process
-
+def _todo(args, run_dir: str) -> list[tuple[dict, dict, str | None]] | None:
+    """What to minify: (check row, settings, given launcher); None when nothing fails."""
+    given = args.launcher or args.repro
     todo: list[tuple[dict, dict, str | None]] = []
     if given:
         from bot.torch_adapter.repro import parse_repro_file
@@ -125,6 +118,7 @@ def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
         todo.append((row, {}, os.path.abspath(given)))
     else:
         from bot.check import results
+        from bot.options import CheckOptions
 
         doc = results.load(run_dir)  # UsageError (exit 2) for an unknown schema
         settings = dict(doc.get("settings") or {})
@@ -143,16 +137,23 @@ def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
                          "(no repro is written for a clean model)")
                 continue
             s = {k: r.get(k, settings.get(k)) for k in ("backend", "mode", "dtype", "device", "dynamic", "config")}
-            s["timeout"] = settings.get("timeout", 600)
+            s["timeout"] = settings.get("timeout", CheckOptions.default_of("timeout"))
             todo.append((r, s, None))
         if not todo:
             _say(f"no failing checks{' among ' + ','.join(sorted(only)) if only else ''} in "
                  f"{os.path.join(args.out, 'results.json')}: nothing to minify")
-            return EXIT_OK
-    if not given and not args.reminify:
-        from bot import known
+            return None
+    return todo
 
-        opts.known = known.load(run_dir)
+
+def _run(args, run_dir: str, servers) -> int:
+    from bot import known as kn
+    from bot.minify.pipeline import process
+
+    todo = _todo(args, run_dir)
+    if todo is None:
+        return EXIT_OK
+    known = kn.load(run_dir) if not (args.launcher or args.repro or args.reminify) else []
     t0 = time.time()
     servers.start()  # its torch import and warm-up overlap the checks below and the capture
     versions = preflight(servers)
@@ -160,20 +161,18 @@ def _run(args, opts, run_dir: str, given: str | None, servers) -> int:
     records = []
     for i, (row, s, launcher) in enumerate(todo, 1):
         _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
-        rec = process(row, s, run_dir, opts, versions, lambda m: _say(f"  {m}"), launcher=launcher,
-                      interpreters=servers)
-        records.append(rec)
-        st = rec["repro"]["status"]
-        ver = rec["repro"].get("verification") or {}
-        extra = f", verified {ver.get('failed_same_way')}/{ver.get('runs')}" if ver else ""
+        rec = process(row, s, run_dir, args, versions, lambda m: _say(f"  {m}"), launcher=launcher,
+                      interpreters=servers, known=known)
+        records.append(rec.to_json())
+        st = rec.repro.status
+        ver = rec.repro.verification
+        extra = f", verified {ver.failed_same_way}/{ver.runs}" if ver else ""
         _say(f"[{i}/{len(todo)}] {row['id']}: {st}{extra}"
-             + (f" ({rec['repro']['reason']})" if rec["repro"].get("reason") else "")
+             + (f" ({rec.repro.reason})" if rec.repro.reason else "")
              + f" -> {os.path.relpath(os.path.join(run_dir, 'failures', row['id']))}/")
         if st in ("minimized", "partial"):
             found += 1
     _say(f"done: {found}/{len(todo)} failures minimized and verified in {time.time() - t0:.0f} s")
-    if opts.known:
-        from bot import known
-
-        _say(known.savings(records).line() or "known bugs: none of the failures matched a known repro")
+    if known:
+        _say(kn.savings(records).line() or "known bugs: none of the failures matched a known repro")
     return EXIT_FAILURES if found else EXIT_OK

@@ -46,9 +46,11 @@ def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300
     """None when TORCHDYNAMO_REPRO_AFTER=dynamo works on a clean graph here, else the reason."""
     res = procs.run_logged([procs.python(), "-m", "bot.minify.worker", "probe-dynamo", backend],
                            cwd=os.path.join(workdir, "probe"), log_path=log_path, timeout=timeout)
-    for ev in res.events:
-        if ev.get("event") == "probe":
-            return ev.get("reason") if ev.get("broken") else None
+    from bot.minify.records import Probe, parse_event
+
+    for ev in map(parse_event, res.events):
+        if isinstance(ev, Probe):
+            return ev.reason if ev.broken else None
     return f"the probe process failed (exit {res.returncode})"
 
 

@@ -10,11 +10,11 @@ goes to stdout as ``@@ `` + JSON lines (:func:`emit`); everything else is the mi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
+from bot.minify.records import Judge, MinifyJob, Query, emit
 from bot.signature import Signature, consistent, exception_chain, signature_of_error_record, signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -22,11 +22,6 @@ CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit 
 
 class BudgetExceeded(Exception):
     pass
-
-
-def emit(**kw) -> None:
-    sys.stdout.write("@@ " + json.dumps(kw) + "\n")
-    sys.stdout.flush()
 
 
 def log(msg: str) -> None:
@@ -53,20 +48,20 @@ def load_graph(path: str, kind_hint: str | None = None):
 class Evaluator:
     """Evaluates one candidate graph in this process and returns (fails_same_way, signature)."""
 
-    def __init__(self, job: dict, kind: str, pinned: Signature | None):
+    def __init__(self, job: MinifyJob, kind: str, pinned: Signature | None):
         self.job = job
-        self.cls = job["class"]
+        self.cls = job.failure_class
         self.kind = kind
-        self.backend = job.get("backend") or "inductor"
+        self.backend = job.backend
         self.pinned = pinned
-        self.tol = float(job.get("tolerance") or 1e-4)
-        self.strict = bool(job.get("strict_accuracy"))
+        self.tol = job.tolerance
+        self.strict = job.strict_accuracy
         # integer and bool outputs are compared exactly when the failure is in them (the sanity
         # step learns it), or under --strict-accuracy
-        self.ignore_non_fp = not (self.strict or job.get("compare_non_fp"))
+        self.ignore_non_fp = not (self.strict or job.compare_non_fp)
         self.queries = 0
         self.last_error = ""
-        self.deadline = job.get("deadline")
+        self.deadline = job.deadline
         hook = os.environ.get(CRASH_HOOK_ENV, "")
         self.crash_after = int(hook) if hook.strip().isdigit() else None
 
@@ -74,7 +69,7 @@ class Evaluator:
         from bot.torch_adapter import minifier as M
 
         if self.kind == "dynamo":
-            return M.compile_dynamo(gm, self.backend, dynamic=bool(self.job.get("dynamic")))
+            return M.compile_dynamo(gm, self.backend, dynamic=self.job.dynamic)
         if self.kind == "backend":
             return M.compile_backend(gm, args, self.backend)
         return M.compile_aot(gm, args)
@@ -88,7 +83,7 @@ class Evaluator:
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
-        if self.job.get("dynamic") and not R.symbolic_placeholders(gm):
+        if self.job.dynamic and not R.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         eager_error = None
@@ -130,7 +125,7 @@ class Evaluator:
             os._exit(70)  # fault injection for the isolation fallback
         sig = self.observe(gm, args)
         ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
-        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok)
+        emit(Query(n=self.queries, nodes=len(gm.graph.nodes), fails=ok))
         return ok
 
 
@@ -141,15 +136,15 @@ class IsolatedEvaluator:
     its own process down. A child that dies with ``terminate called after throwing ...`` fails as
     the runtime error ``UncaughtCppException`` (the way ``check`` records it)."""
 
-    def __init__(self, job: dict, kind: str, pinned: Signature | None):
+    def __init__(self, job: MinifyJob, kind: str, pinned: Signature | None):
         self.job, self.kind, self.pinned = job, kind, pinned
         self.queries = 0
-        self.deadline = job.get("deadline")
-        self.dir = os.path.join(job["workdir"], "isolate")
+        self.deadline = job.deadline
+        self.dir = os.path.join(job.workdir, "isolate")
         os.makedirs(self.dir, exist_ok=True)
 
     def observe(self, gm, args, config: tuple[dict, dict] | None = None) -> Signature | None:
-        timeout = float(self.job.get("query_timeout") or 300)
+        timeout = self.job.query_timeout
         if self.deadline:
             timeout = max(5.0, min(timeout, self.deadline - time.time() + 5))
         return observe_forked(self.job, self.kind, gm, args, timeout, self.dir, config)
@@ -160,11 +155,11 @@ class IsolatedEvaluator:
         self.queries += 1
         sig = self.observe(gm, args)
         ok = sig is not None and (self.pinned.matches(sig) if self.pinned else True)
-        emit(event="query", n=self.queries, nodes=len(gm.graph.nodes), fails=ok, isolated=True)
+        emit(Query(n=self.queries, nodes=len(gm.graph.nodes), fails=ok, isolated=True))
         return ok
 
 
-def observe_forked(job: dict, kind: str, gm, args, timeout: float, qdir: str,
+def observe_forked(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str,
                    config: tuple[dict, dict] | None = None) -> Signature | None:
     """Evaluate a candidate in a forked child; its failure signature (None: it does not fail).
     ``config``: (all keys, subset) — run with only ``subset`` of the config diff set.
@@ -188,30 +183,30 @@ def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
 
     def child(send):
         os.environ.pop(CRASH_HOOK_ENV, None)
-        threads = job.get("_threads")
+        threads = job.threads
         if threads:
             import torch
 
             torch.set_num_threads(int(threads))
-        ev = Evaluator({**job, "deadline": None}, kind, None)
+        ev = Evaluator(job.replace(deadline=None), kind, None)
         if config is not None:
             sig = with_config(config[0], config[1], lambda: ev.observe(gm, args))
         else:
             sig = ev.observe(gm, args)
-        return {"signature": sig.to_json() if sig else None}
+        return sig.to_json() if sig else None   # the Signature record (or none)
 
     res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
                     capture=20000, grace=0.0, child_setup=after_fork)
     if res.timed_out:
         log(f"query: killed at its {timeout:.0f} s limit")
         return None, False
-    if res.returncode == 0 and isinstance(res.value, dict):
-        return Signature.from_json(res.value.get("signature")), False
+    if res.returncode == 0:
+        return Signature.from_json(res.value), False
     output = res.output
     if res.signal is not None:
         death = death_of(res.signal, output)
         sig = signature_of_abort(output) if death.kind == "abort" else None
-        if sig is None and job["class"] == "crash":
+        if sig is None and job.failure_class == "crash":
             sig = Signature("crash")
         log(f"query: process died with {death.signal}" + (f" ({sig.describe()})" if sig else
                                                           ": " + " | ".join(output.strip().splitlines()[-6:])))
@@ -220,27 +215,25 @@ def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     return None, False
 
 
-def acc_mode(job: dict) -> str:
-    if job["class"] != "accuracy":
+def acc_mode(job: MinifyJob) -> str:
+    if job.failure_class != "accuracy":
         return ""
-    return "strict_accuracy" if job.get("strict_accuracy") else "accuracy"
+    return "strict_accuracy" if job.strict_accuracy else "accuracy"
 
 
-def judge_of(job: dict) -> dict:
+def judge_of(job: MinifyJob) -> Judge:
     """How this worker judges a candidate, for the parent and for the repro it writes: the
     failure class, and for accuracy failures the check's tolerance and whether integer outputs
     are compared (torch's ``repro_tolerance`` / ``repro_ignore_non_fp`` in the repro)."""
-    out = {"class": job["class"], "config": []}
-    if job["class"] == "accuracy":
-        out.update(tolerance=float(job.get("tolerance") or 1e-4),
-                   compare_non_fp=bool(job.get("strict_accuracy") or job.get("compare_non_fp")))
-        from bot.torch_adapter import repro as R
+    if job.failure_class != "accuracy":
+        return Judge(job.failure_class)
+    from bot.torch_adapter import repro as R
 
-        out["config"] = R.judge_config(out["tolerance"], out["compare_non_fp"])
-    return out
+    compare = job.strict_accuracy or job.compare_non_fp
+    return Judge(job.failure_class, job.tolerance, compare, R.judge_config(job.tolerance, compare))
 
 
-def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | None, str]:
+def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signature | None, str]:
     """Does the captured graph fail on its own, the way the check failed? (signature, "") or
     (None, why not). Updates ``job`` with what it learns, in this order:
 
@@ -255,18 +248,18 @@ def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | N
         ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
         return ev.observe(gm, args)
 
-    uncertain = bool(job.get("class_uncertain"))
-    original = None if uncertain else signature_of_error_record(job["class"], job.get("original_error"))
+    uncertain = job.class_uncertain
+    original = None if uncertain else signature_of_error_record(job.failure_class, job.original_error)
     sig = observe()
-    if sig is None and uncertain and job["class"] != "accuracy":
-        log(f"sanity: the graph raises nothing as {job['class']}; judging its result against fp64")
-        job["class"] = "accuracy"
+    if sig is None and uncertain and job.failure_class != "accuracy":
+        log(f"sanity: the graph raises nothing as {job.failure_class}; judging its result against fp64")
+        job.failure_class = "accuracy"
         sig = observe()
-    if sig is None and job["class"] == "accuracy" and not (job.get("strict_accuracy") or job.get("compare_non_fp")):
-        job["compare_non_fp"] = True
+    if sig is None and job.failure_class == "accuracy" and not (job.strict_accuracy or job.compare_non_fp):
+        job.compare_non_fp = True
         sig = observe()
         if sig is None:
-            job["compare_non_fp"] = False
+            job.compare_non_fp = False
         else:
             log("sanity: the floating-point outputs agree; an integer or bool output differs")
     if sig is None:
@@ -277,7 +270,7 @@ def sanity(job: dict, kind: str, gm, args, isolate: bool) -> tuple[Signature | N
     return sig, ""
 
 
-def random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:
+def random_inputs_reproduce(job: MinifyJob, kind, pinned, gm, final_path: str, isolate: bool) -> bool | None:
     """Whether the minimized graph fails the same way on random inputs (what ``repro.py run
     --no-save-dir`` and repro_standalone.py use: the file's load_args read with no save dir).
     Evaluated here (forked when isolated) rather than in one more fresh interpreter; None when
@@ -291,8 +284,7 @@ def random_inputs_reproduce(job, kind, pinned, gm, final_path: str, isolate: boo
         with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
             rf = R.parse_repro_file(final_path)
             rargs = R.read_inputs(R.load_repro_file(rf), None)
-            ev = (IsolatedEvaluator({**job, "deadline": None}, kind, pinned) if isolate
-                  else Evaluator({**job, "deadline": None}, kind, pinned))
+            ev = (IsolatedEvaluator if isolate else Evaluator)(job.replace(deadline=None), kind, pinned)
             sig = ev.observe(gm, rargs)
         return sig is not None and pinned.matches(sig)
     except Exception as exc:  # noqa: BLE001

@@ -10,11 +10,12 @@ result is marked partial.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
 
 from bot.minify import procs
+from bot.minify.records import Event, Loaded, MinifyJob, Query, WorkerResult, parse_event
+from bot.signature import Signature
 
 GRACE_S = 30.0
 
@@ -25,11 +26,24 @@ def latest_checkpoint(workdir: str) -> str | None:
     return min(files, key=lambda f: int(os.path.basename(f)[:-3])) if files else None
 
 
-def _run_worker(job: dict, workdir: str, log_path: str, on_event, interpreters=None) -> procs.Outcome:
-    path = os.path.join(workdir, "job.json" if not job.get("isolate") else "job_isolated.json")
-    with open(path, "w") as fh:
-        json.dump(job, fh)
-    timeout = max(10.0, job["deadline"] - time.time()) + GRACE_S
+def _typed(on_event):
+    """The worker's ``@@`` events as typed records for ``on_event``."""
+    def handle(doc: dict) -> None:
+        event = parse_event(doc)
+        if event is not None and on_event is not None:
+            on_event(event)
+    return handle
+
+
+def _events(out: procs.Outcome) -> list[Event]:
+    return [e for e in map(parse_event, out.events) if e is not None]
+
+
+def _run_worker(job: MinifyJob, workdir: str, log_path: str, on_event, interpreters=None) -> procs.Outcome:
+    path = os.path.join(workdir, "job.json" if not job.isolate else "job_isolated.json")
+    job.write(path)
+    timeout = max(10.0, job.deadline - time.time()) + GRACE_S
+    on_event = _typed(on_event)
     if interpreters is not None:
         # forked from the command's fork server, which imported and warmed torch while this
         # process did other work: as `python -m bot.minify.worker minify job.json` would run
@@ -45,66 +59,64 @@ def _run_worker(job: dict, workdir: str, log_path: str, on_event, interpreters=N
                              cwd=workdir, log_path=log_path, timeout=timeout, on_event=on_event)
 
 
-def reduce(job: dict, log_path: str, on_event=None, interpreters=None) -> dict:
-    """``job``: repro, workdir, class, original_error, tolerance, strict_accuracy, offload_to_disk,
-    isolate, budget, check_config, bisect, backend. The worker runs in a fork of ``interpreters``
-    (:class:`bot.minify.procs.Interpreters`) when given, else in a fork of this process. Returns
-    the worker's result dict plus ``final`` (the repro file to package) and ``isolated`` / ``note``."""
-    workdir = job["workdir"]
+def reduce(job: MinifyJob, log_path: str, on_event=None, interpreters=None) -> WorkerResult:
+    """Run the worker on ``job`` (its deadline starts now). The worker runs in a fork of
+    ``interpreters`` (:class:`bot.minify.procs.Interpreters`) when given, else in a fork of this
+    process; ``on_event`` gets its typed events. Returns the worker's result with ``final`` (the
+    repro file to package), ``isolated`` and ``note`` set."""
+    workdir = job.workdir
     os.makedirs(workdir, exist_ok=True)
     t0 = time.time()
-    job = dict(job, deadline=t0 + float(job.get("budget") or 600))
+    job = job.replace(deadline=t0 + job.budget)
     result_path = os.path.join(workdir, "result.json")
     out = _run_worker(job, workdir, log_path, on_event, interpreters)
     note = None
-    isolated = bool(job.get("isolate"))
-    if not os.path.exists(result_path) and not out.timed_out and time.time() < job["deadline"] and not isolated:
+    if not os.path.exists(result_path) and not out.timed_out and time.time() < job.deadline and not job.isolate:
         # the in-process worker died: resume with per-query isolation
         ck = latest_checkpoint(workdir)
-        nodes_before = _nodes_from_events(out.events)
         resumed_from = "from the " + os.path.basename(ck)[:-3] + "-node checkpoint " if ck else ""
         note = (f"the in-process minify worker died (exit {out.returncode}); resumed "
                 f"{resumed_from}with one process per query")
-        job2 = dict(job, repro=ck or job["repro"], isolate=True, nodes_before=nodes_before)
-        out = _run_worker(job2, workdir, log_path, on_event, interpreters)
-        isolated = True
-    result: dict
+        job = job.replace(repro=ck or job.repro, isolate=True, nodes_before=_nodes_before(out))
+        out = _run_worker(job, workdir, log_path, on_event, interpreters)
     if os.path.exists(result_path):
-        with open(result_path) as fh:
-            result = json.load(fh)
+        result = WorkerResult.read(result_path)
     else:
-        ck = latest_checkpoint(workdir)
-        if ck is None:
-            return {"status": "none", "reason": _why(out, job), "seconds": round(time.time() - t0, 2),
-                    "queries": _queries(out.events), "isolated": isolated, "note": note}
-        result = {"status": "partial", "reason": f"{_why(out, job)}; kept the smallest checkpoint",
-                  "nodes_before": _nodes_from_events(out.events), "nodes_after": int(os.path.basename(ck)[:-3]),
-                  "queries": _queries(out.events), "seconds": round(time.time() - t0, 2), "final": ck,
-                  "config_minimal": None, "config_diff": None, "bisect": None, "graph": None}
-    if result.get("status") in ("minimized", "partial") and "final" not in result:
-        result["final"] = os.path.join(workdir, "final", "repro.py")
-    if "signature" not in result and os.path.exists(os.path.join(workdir, "signature.json")):
-        with open(os.path.join(workdir, "signature.json")) as fh:
-            result["signature"] = json.load(fh)
-    result["isolated"] = isolated
-    result["note"] = note
-    result["seconds"] = round(time.time() - t0, 2)
+        result = _without_result(out, job)
+    if result.status in ("minimized", "partial") and result.final is None:
+        result.final = os.path.join(workdir, "final", "repro.py")
+    if result.signature is None and os.path.exists(os.path.join(workdir, "signature.json")):
+        result.signature = Signature.from_json(_read_json(os.path.join(workdir, "signature.json")))
+    result.isolated, result.note, result.seconds = job.isolate, note, round(time.time() - t0, 2)
     return result
 
 
-def _why(out: procs.Outcome, job: dict) -> str:
-    if out.timed_out or time.time() >= job["deadline"]:
-        return f"time budget of {job.get('budget')} s ran out"
+def _without_result(out: procs.Outcome, job: MinifyJob) -> WorkerResult:
+    """The worker wrote no result (it died or ran out of time): the smallest checkpoint, if any."""
+    events = _events(out)
+    queries = sum(isinstance(e, Query) for e in events)
+    ck = latest_checkpoint(job.workdir)
+    if ck is None:
+        return WorkerResult(status="none", reason=_why(out, job), queries=queries)
+    return WorkerResult(status="partial", reason=f"{_why(out, job)}; kept the smallest checkpoint",
+                        nodes_before=_nodes_before(out), nodes_after=int(os.path.basename(ck)[:-3]),
+                        queries=queries, final=ck)
+
+
+def _read_json(path: str):
+    import json
+
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _why(out: procs.Outcome, job: MinifyJob) -> str:
+    if out.timed_out or time.time() >= job.deadline:
+        return f"time budget of {job.budget} s ran out"
     last_line = out.tail.strip().splitlines()[-1] if out.tail.strip() else ""
     return f"the minify worker failed (exit {out.returncode}): {last_line}"
 
 
-def _queries(events) -> int:
-    return sum(1 for e in events if e.get("event") == "query")
-
-
-def _nodes_from_events(events) -> int | None:
-    for e in events:
-        if e.get("event") == "loaded":
-            return e.get("nodes")
-    return None
+def _nodes_before(out: procs.Outcome) -> int | None:
+    """The graph's size as the worker loaded it (its first ``loaded`` event)."""
+    return next((e.nodes for e in _events(out) if isinstance(e, Loaded)), None)

@@ -9,9 +9,10 @@ import time
 from bot import signature as sg
 from bot.known import REUSE_TIMEOUT, REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import verify as ver
+from bot.records import Capture, ConfigDiff, Culprit, FailureRecord, Reused, Verification
 
 
-def reuse(rec: dict, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
+def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
     """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
     entry and return True. Otherwise the repro is removed and minify goes on as usual."""
     sig = sg.Signature.from_json(entry.signature)
@@ -35,24 +36,30 @@ def reuse(rec: dict, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
     if same == 0:
         os.remove(path)
         say(f"known repro of #{entry.issue} no longer fails the same way ({seconds:.1f} s): minifying again")
-        rec["repro"]["timings"]["known_verify"] = seconds
+        rec.repro.timings["known_verify"] = seconds
         return False
-    r = entry.record
-    rec["class"] = r.get("class") or rec["class"]
-    rec["stage"] = r.get("stage")
-    rec["culprit"] = r.get("culprit")
-    rec["config"] = r.get("config") or {"diff": [], "minimal": None}
+    _restore(rec, entry.record)
     sig.verified = True
-    rec["signature"] = sig.to_json()
+    rec.signature = sig.to_json()
     saved = round(entry.minify_seconds - seconds, 2) if entry.minify_seconds is not None else None
-    rec["repro"].update(
-        status=r.get("status") if r.get("status") in sg.VERIFIED_STATUSES else "minimized",
-        reason=None, path="repro.py", nodes_before=r.get("nodes_before"), nodes_after=r.get("nodes_after"),
-        queries=0, seconds=0.0, capture=r.get("capture"),
-        verification={"runs": REUSE_VERIFY_RUNS, "failed_same_way": same, "random_inputs_reproduce": True},
-        reused={"issue": entry.issue, "verify_seconds": seconds, "saved_seconds": saved})
-    rec["repro"]["timings"]["known_verify"] = seconds
+    r = rec.repro
+    r.reason, r.path, r.queries, r.seconds = None, "repro.py", 0, 0.0
+    r.verification = Verification(REUSE_VERIFY_RUNS, same, True)
+    r.reused = Reused(entry.issue, seconds, saved)
+    r.timings["known_verify"] = seconds
     say(f"known bug #{entry.issue}: its repro still fails the same way ({same}/{REUSE_VERIFY_RUNS} fresh run, "
         f"{seconds:.1f} s); not minified again"
         + (f" (saved about {saved:.0f} s)" if saved is not None else ""))
     return True
+
+
+def _restore(rec: FailureRecord, known: dict) -> None:
+    """The known record's fields (known.json, written by a trusted report run) onto ``rec``."""
+    rec.failure_class = known.get("class") or rec.failure_class
+    rec.stage = known.get("stage")
+    rec.culprit = Culprit.from_json(known["culprit"]) if isinstance(known.get("culprit"), dict) else None
+    rec.config = ConfigDiff.from_json(known["config"]) if isinstance(known.get("config"), dict) else ConfigDiff()
+    r = rec.repro
+    r.status = known.get("status") if known.get("status") in sg.VERIFIED_STATUSES else "minimized"
+    r.nodes_before, r.nodes_after = known.get("nodes_before"), known.get("nodes_after")
+    r.capture = Capture.from_json(known["capture"]) if isinstance(known.get("capture"), dict) else None

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 from bot import proc
 from bot.minify import procs
 from bot.minify.procs import Interpreters
+from bot.records import Verification
 from bot.signature import Signature, stderr_matches
 
 
@@ -43,6 +45,23 @@ def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
     return rc != 0 and stderr_matches(sig, output)
 
 
+@dataclass
+class VerifyRuns:
+    """What :func:`verify` saw: the failure record's :class:`bot.records.Verification` and more."""
+
+    runs: int
+    failed_same_way: int
+    random_inputs_reproduce: bool
+    seconds: float = 0.0
+    exits: list = field(default_factory=list)   # each saved-input run's exit code (-signal, None: timeout)
+    last_output_tail: str = ""
+    package_seconds: float = 0.0                # set by the caller that packaged the repro first
+
+    @property
+    def record(self) -> Verification:
+        return Verification(self.runs, self.failed_same_way, self.random_inputs_reproduce)
+
+
 def side_by_side(n: int) -> int:
     """How many of ``n`` verification runs go at once: all of them, but one at a time on a
     one-core machine. Each is one small compile and a run, forked from a warm server; they usually
@@ -52,7 +71,7 @@ def side_by_side(n: int) -> int:
 
 
 def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=None, jobs: int | None = None,
-           random_known: bool | None = None, interpreters: Interpreters | None = None, build=None) -> dict:
+           random_known: bool | None = None, interpreters: Interpreters | None = None, build=None) -> VerifyRuns:
     """``runs`` fresh-process runs with the saved inputs, ``jobs`` at a time (default:
     :func:`side_by_side`). Each run is its own process that ran nothing of the minifier: that is the
     point. Plus one run with random inputs, unless ``random_known`` already says whether random
@@ -82,6 +101,5 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
             log(f"verify with random inputs: exit {rc}, {'fails the same way' if rnd else 'does not reproduce'}")
     else:
         rnd = bool(random_known)
-    return {"runs": runs, "failed_same_way": same, "random_inputs_reproduce": rnd,
-            "seconds": round(time.time() - t0, 2), "last_output_tail": last_output[-2000:],
-            "exits": [rc for rc, _ in outs[:runs]]}
+    return VerifyRuns(runs, same, rnd, round(time.time() - t0, 2), [rc for rc, _ in outs[:runs]],
+                      last_output[-2000:])

@@ -29,7 +29,6 @@ from bot.minify.predicate import (
     IsolatedEvaluator,
     acc_mode,
     bisect_probe,
-    emit,
     judge_of,
     load_graph,
     log,
@@ -37,6 +36,20 @@ from bot.minify.predicate import (
     sanity,
     with_config,
 )
+from bot.minify.records import (
+    Checkpoint,
+    Done,
+    Final,
+    Judge,
+    Loaded,
+    MinifyJob,
+    Pinned,
+    Probe,
+    Query,
+    WorkerResult,
+    emit,
+)
+from bot.records import Culprit
 from bot.signature import Signature, bisect_words
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
@@ -55,7 +68,7 @@ class Stop(Exception):
 class Run:
     """One worker run: the job, the captured graph, and what the steps learn."""
 
-    job: dict
+    job: MinifyJob
     rf: Any                       # the launcher as parsed (bot.torch_adapter.repro.ReproFile)
     gm: Any
     args: list
@@ -65,7 +78,7 @@ class Run:
     status: str = "minimized"
     culprit: Any = None           # passes.Culprit
     queries: int = 0
-    result: dict = field(default_factory=lambda: {"status": None, "reason": None, "timings": {}})
+    result: WorkerResult = field(default_factory=WorkerResult)
 
     @property
     def kind(self) -> str:
@@ -73,11 +86,11 @@ class Run:
 
     @property
     def isolate(self) -> bool:
-        return bool(self.job.get("isolate"))
+        return self.job.isolate
 
     @property
     def workdir(self) -> str:
-        return self.job["workdir"]
+        return self.job.workdir
 
     @contextlib.contextmanager
     def timed(self, name: str):
@@ -85,10 +98,10 @@ class Run:
         try:
             yield
         finally:
-            self.result["timings"][name] = round(time.time() - t, 2)
+            self.result.timings[name] = round(time.time() - t, 2)
 
     def evaluator(self, kind: str | None = None, budgeted: bool = True):
-        job = self.job if budgeted else {**self.job, "deadline": None}
+        job = self.job if budgeted else self.job.replace(deadline=None)
         cls = IsolatedEvaluator if self.isolate and kind is None else Evaluator
         return cls(job, kind or self.kind, self.pinned)
 
@@ -111,12 +124,11 @@ def cmd_minify(job_path: str) -> int:
         return _finish(run, stop.status, stop.reason)
     from bot.torch_adapter import minifier as M
 
-    run.result.update(
-        graph=M.graph_ops(run.gm), nodes_after=len(run.gm.graph.nodes), queries=run.queries, kind=run.kind,
-        backend=run.job.get("backend"), graph_role=graph_role(run.rf.source) if run.kind == "aot" else None,
-        dynamic=bool(run.job.get("dynamic")),
-    )
-    return _finish(run, run.status, run.result.get("reason"))
+    r = run.result
+    r.graph, r.nodes_after, r.queries, r.kind = M.graph_ops(run.gm), len(run.gm.graph.nodes), run.queries, run.kind
+    r.backend, r.dynamic = run.job.backend, run.job.dynamic
+    r.graph_role = graph_role(run.rf.source) if run.kind == "aot" else None
+    return _finish(run, run.status, r.reason)
 
 
 def load_run(job_path: str) -> Run:
@@ -125,25 +137,23 @@ def load_run(job_path: str) -> Run:
 
     from bot.torch_adapter import repro as R
 
-    with open(job_path) as fh:
-        job = json.load(fh)
-    os.makedirs(job["workdir"], exist_ok=True)
-    os.chdir(job["workdir"])  # torch writes scratch files into the CWD
+    job = MinifyJob.read(job_path)
+    os.makedirs(job.workdir, exist_ok=True)
+    os.chdir(job.workdir)  # torch writes scratch files into the CWD
     t0 = time.time()
     R.require_repro_api()
-    os.makedirs(os.path.join(job["workdir"], "checkpoints"), exist_ok=True)
-    if job.get("isolate"):
+    os.makedirs(os.path.join(job.workdir, "checkpoints"), exist_ok=True)
+    if job.isolate:
         # queries are forked from this process: it must not start OpenMP's thread pool itself
-        job["_threads"] = torch.get_num_threads()
+        job.threads = torch.get_num_threads()
         torch.set_num_threads(1)
     t = time.time()
-    rf, gm, args = load_graph(job["repro"])
-    job.setdefault("backend", rf.backend or "inductor")
+    rf, gm, args = load_graph(job.repro)
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
-    job["dynamic"] = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
-    run = Run(job, rf, gm, args, t0, int(job.get("nodes_before") or len(gm.graph.nodes)))
-    run.result["timings"]["load"] = round(time.time() - t, 2)
-    emit(event="loaded", nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job["dynamic"])
+    job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
+    run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
+    run.result.timings["load"] = round(time.time() - t, 2)
+    emit(Loaded(nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job.dynamic))
     return run
 
 
@@ -156,7 +166,7 @@ def step_sanity(run: Run) -> None:
         if os.path.exists(sig_path):
             run.pinned = Signature.from_json(json.load(open(sig_path)))
             with contextlib.suppress(OSError, ValueError):
-                run.job.update(json.load(open(judge_path)))
+                run.job.learn(Judge.from_json(json.load(open(judge_path))))
         if run.pinned is None:
             sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
             if sig is None:
@@ -165,10 +175,10 @@ def step_sanity(run: Run) -> None:
             with open(sig_path, "w") as fh:
                 json.dump(sig.to_json(), fh)
             with open(judge_path, "w") as fh:
-                json.dump(judge_of(run.job), fh)
-    emit(event="signature", signature=run.pinned.to_json())
-    run.result["signature"] = run.pinned.to_json()
-    run.result["judge"] = judge_of(run.job)
+                json.dump(judge_of(run.job).to_json(), fh)
+    emit(Pinned(run.pinned))
+    run.result.signature = run.pinned
+    run.result.judge = judge_of(run.job)
 
 
 def step_reduce(run: Run) -> None:
@@ -180,7 +190,7 @@ def step_reduce(run: Run) -> None:
 
     evaluator = run.evaluator()
     stats = PassStats()
-    run.result["passes"] = stats.queries   # per stage and pass: queries asked (filled as they run)
+    run.result.passes = stats.queries   # per stage and pass: queries asked (filled as they run)
     best = {"gm": run.gm, "args": run.args}
     store = os.path.join(run.workdir, "store")
 
@@ -190,13 +200,13 @@ def step_reduce(run: Run) -> None:
         path = os.path.join(run.workdir, "checkpoints", f"{n}.py")
         try:
             src = R.repro_source(cur_gm, cur_args, kind=run.kind, accuracy=acc_mode(run.job), save_dir=store,
-                                 backend=run.job.get("backend"), tracing_mode=run.rf.tracing_mode)
+                                 backend=run.job.backend, tracing_mode=run.rf.tracing_mode)
             with open(path + ".tmp", "w") as fh:
                 fh.write(src)
             os.replace(path + ".tmp", path)
         except Exception as exc:  # noqa: BLE001 - a checkpoint is a convenience; the reduction goes on
             log(f"could not write checkpoint {path}: {exc}")
-        emit(event="checkpoint", nodes=n, path=path)
+        emit(Checkpoint(nodes=n, path=path))
 
     with run.timed("reduce"):
         try:
@@ -204,7 +214,7 @@ def step_reduce(run: Run) -> None:
                                                          stats)
         except BudgetExceeded:
             run.status = "partial"
-            run.result["reason"] = f"time budget of {run.job.get('budget')} s ran out; kept the smallest checkpoint"
+            run.result.reason = f"time budget of {run.job.budget} s ran out; kept the smallest checkpoint"
             run.gm, run.args = best["gm"], best["args"]
         except M.SanityCheckFailed as exc:
             raise Stop("not_reproduced", "the captured graph does not fail when run on its own") from exc
@@ -217,14 +227,14 @@ def step_config(run: Run) -> None:
     from bot.torch_adapter import repro as R
 
     with run.timed("config"):
-        values = {**run.rf.config, **(run.job.get("check_config") or {})}
+        values = {**run.rf.config, **run.job.check_config}
         diff = true_diff(values, ignore=R.CAPTURE_KEYS)
-        run.result["config_diff"] = diff
+        run.result.config_diff = diff
         keys = {d["key"]: values[d["key"]] for d in diff if not isinstance(values[d["key"]], R._Unparsed)}
         minimal = None
         if keys:
             if run.isolate:
-                iso = IsolatedEvaluator({**run.job, "deadline": None}, run.kind, run.pinned)
+                iso = IsolatedEvaluator(run.job.replace(deadline=None), run.kind, run.pinned)
 
                 def fails(cfg):
                     sig = iso.observe(run.gm, run.args, config=(keys, cfg))
@@ -236,7 +246,7 @@ def step_config(run: Run) -> None:
                 minimal = minimal_config(keys, fails)
             except Exception as exc:  # noqa: BLE001 - the full diff is kept: it reproduces
                 log(f"config minimization failed: {type(exc).__name__}: {exc}")
-        run.result["config_minimal"] = None if minimal is None else [d for d in diff if d["key"] in minimal]
+        run.result.config_minimal = None if minimal is None else [d for d in diff if d["key"] in minimal]
 
 
 def step_final(run: Run) -> bool:
@@ -248,44 +258,44 @@ def step_final(run: Run) -> bool:
     os.makedirs(final_dir, exist_ok=True)
     path = os.path.join(final_dir, "repro.py")
     src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
-                         save_dir=os.path.join(final_dir, "inputs"), backend=run.job.get("backend"),
+                         save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode)
     with open(path, "w") as fh:
         fh.write(src)
     r = run.result
-    r["random_inputs_reproduce"] = random_inputs_reproduce(run.job, run.kind, run.pinned, run.gm, path, run.isolate)
-    bisects = bool(run.job.get("bisect")) and run.kind == "aot" and not run.isolate
-    emit(event="final", path=path, config_diff=r["config_diff"], config_minimal=r["config_minimal"],
-         random_inputs_reproduce=r["random_inputs_reproduce"], bisects=bisects, judge=r.get("judge"))
+    r.random_inputs_reproduce = random_inputs_reproduce(run.job, run.kind, run.pinned, run.gm, path, run.isolate)
+    bisects = run.job.bisect and run.kind == "aot" and not run.isolate
+    emit(Final(path=path, config_diff=r.config_diff, config_minimal=r.config_minimal,
+               random_inputs_reproduce=r.random_inputs_reproduce, bisects=bisects, judge=r.judge))
     return bisects
 
 
 def step_bisect(run: Run, bisects: bool) -> None:
     """5. torch's CompilerBisector on the final graph (optional), and the culprit record."""
     t = time.time()
-    run.result["bisect"] = None
+    run.result.bisect = None
     if bisects:
         from bot.torch_adapter import bisect as B
 
         if os.environ.get(BISECT_CRASH_ENV) == "1":
             os._exit(70)  # fault injection: the worker dies after it announced its final repro
-        remaining = (run.job.get("deadline") or (time.time() + 120)) - time.time()
+        remaining = (run.job.deadline or (time.time() + 120)) - time.time()
         if remaining > 10:
             # each of the bisector's backends (eager ... inductor) straight on the aten graph;
             # through dynamo where the graph has symbolic sizes (dynamo keeps them symbolic)
-            ev = run.evaluator("dynamo" if run.job.get("dynamic") else "backend", budgeted=False)
+            ev = run.evaluator("dynamo" if run.job.dynamic else "backend", budgeted=False)
             try:
-                run.result["bisect"] = B.bisect_graph(
+                run.result.bisect = B.bisect_graph(
                     run.gm, run.args, lambda g, a, b: bisect_probe(ev, g, a, b),
-                    budget=min(remaining - 5, float(run.job.get("bisect_budget") or 60)))
+                    budget=min(remaining - 5, run.job.bisect_budget))
             except Exception as exc:  # noqa: BLE001 - the bisector's answer is optional
                 log(f"bisect failed: {type(exc).__name__}: {exc}")
-    if run.result["bisect"] is not None or run.job.get("bisect"):
-        run.result["timings"]["bisect"] = round(time.time() - t, 2)
-    run.result["culprit"] = culprit_record(run.gm, run.culprit, run.result["bisect"], run.status)
+    if run.result.bisect is not None or run.job.bisect:
+        run.result.timings["bisect"] = round(time.time() - t, 2)
+    run.result.culprit = culprit_record(run.gm, run.culprit, run.result.bisect, run.status)
 
 
-def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str, stats=None):
+def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, stats=None):
     """Reduce ``gm``: the culprit search first (log N queries); when the culprit does not fail
     compiled alone, how far back the failure reaches from where it shows (log N), and only when
     that fails torch's fx minifier on the smallest failing prefix; then the cleanup passes.
@@ -302,7 +312,7 @@ def reduce_graph(job: dict, gm, args, evaluator, dump_state, workdir: str, stats
     return out
 
 
-def _reduce(job: dict, st, oracle, dump_state, workdir: str, stats):
+def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
     from bot.minify import passes as P
     from bot.torch_adapter import minifier as M
 
@@ -317,10 +327,10 @@ def _reduce(job: dict, st, oracle, dump_state, workdir: str, stats):
 
     found = None
     evaluator = oracle.fails
-    if job.get("culprit_search", True):
+    if job.culprit_search:
         t = time.time()
         try:
-            hint = known_hint(job, evaluator, st) if job.get("use_hints", os.environ.get(NO_HINTS_ENV) != "1") else None
+            hint = known_hint(job, evaluator, st) if job.use_hints and os.environ.get(NO_HINTS_ENV) != "1" else None
             found = staged("culprit_search", lambda: P.find_culprit(st, oracle, log=log, hint=hint), st)
         except BudgetExceeded:
             raise
@@ -344,7 +354,7 @@ def _reduce(job: dict, st, oracle, dump_state, workdir: str, stats):
         dump_state(start.gm, start.args)
     g, a = staged("fx_minifier", lambda: M.fx_minify(
         start.gm, start.args, lambda g_, a_: oracle(P.State(g_, list(a_))), dump_state, skip_sanity=True,
-        offload_to_disk=bool(job.get("offload_to_disk")), save_dir=os.path.join(workdir, "offload")), start)
+        offload_to_disk=job.offload_to_disk, save_dir=os.path.join(workdir, "offload")), start)
     final = P.cleanup(P.State(g, list(a)), oracle, stats)
     if len(final.gm.graph.nodes) < len(g.graph.nodes):
         dump_state(final.gm, final.args)
@@ -352,7 +362,7 @@ def _reduce(job: dict, st, oracle, dump_state, workdir: str, stats):
     return final.gm, final.args, culprit
 
 
-def known_hint(job: dict, evaluator, st):
+def known_hint(job: MinifyJob, evaluator, st):
     """What is known before the culprit search: for errors, the node the error message names
     (the check's error and the sanity run's); for accuracy failures (in-process only), the first
     intermediate of the compiled graph that diverges from the fp64 run (one compile of the graph
@@ -360,8 +370,8 @@ def known_hint(job: dict, evaluator, st):
     from bot.minify import passes as P
     from bot.torch_adapter import minifier as M
 
-    if job["class"] != "accuracy":
-        texts = [str((job.get("original_error") or {}).get("message") or ""), getattr(evaluator, "last_error", "")]
+    if job.failure_class != "accuracy":
+        texts = [str((job.original_error or {}).get("message") or ""), getattr(evaluator, "last_error", "")]
         hint = P.error_hint(st.gm, "\n".join(t for t in texts if t))
         if hint is not None:
             log(f"hint: the error names {hint.node}")
@@ -382,13 +392,13 @@ def known_hint(job: dict, evaluator, st):
     except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
         log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
         return None
-    emit(event="query", n=evaluator.queries, nodes=len(st.gm.graph.nodes), fails=hint is not None, analysis=True)
+    emit(Query(n=evaluator.queries, nodes=len(st.gm.graph.nodes), fails=hint is not None, analysis=True))
     log(f"hint: fp64 divergence analysis in {time.time() - t:.1f} s: "
         + (f"first divergence within call nodes {hint.lo + 1}..{hint.hi}" if hint else "no intermediate diverges"))
     return hint
 
 
-def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None:
+def culprit_record(gm, culprit, bisect: dict | None, status: str) -> Culprit | None:
     """failure.json's "culprit": the op(s) that fail compiled alone (or the reduced graph's ops),
     and the bisector's one-line answer."""
     from bot.minify import passes as P
@@ -399,7 +409,7 @@ def culprit_record(gm, culprit, bisect: dict | None, status: str) -> dict | None
     agree = P.agrees_with_bisect(ops, bisect)
     if agree is False:
         log(f"culprit {', '.join(ops)} does not match the bisector's answer {bisect_words(bisect)!r}")
-    return {"ops": ops, "bisect": bisect_words(bisect), "method": method}
+    return Culprit(ops, bisect_words(bisect), method)
 
 
 def graph_role(source: str) -> str:
@@ -433,12 +443,10 @@ def minimal_config(keys: dict, fails) -> list[str]:
 
 def _finish(run: Run, status: str, reason: str | None) -> int:
     result = run.result
-    result.update(status=status, reason=reason, seconds=round(time.time() - run.t0, 2), nodes_before=run.nodes_before)
-    path = os.path.join(run.workdir, "result.json")
-    with open(path + ".tmp", "w") as fh:
-        json.dump(result, fh, indent=2, default=str)
-    os.replace(path + ".tmp", path)
-    emit(event="done", status=status)
+    result.status, result.reason, result.nodes_before = status, reason, run.nodes_before
+    result.seconds = round(time.time() - run.t0, 2)
+    result.write(os.path.join(run.workdir, "result.json"))
+    emit(Done(status))
     return 0
 
 
@@ -446,7 +454,7 @@ def cmd_probe_dynamo(backend: str) -> int:
     from bot.torch_adapter import repro as R
 
     reason = R.probe_dynamo_repro_after(backend)
-    emit(event="probe", broken=reason is not None, reason=reason)
+    emit(Probe(broken=reason is not None, reason=reason))
     return 0
 
 

@@ -1,0 +1,211 @@
+"""Typed records: what crosses a process or stage boundary, as dataclasses with ``to_json`` /
+``from_json``, used on both sides of the boundary (never a bare dict).
+
+``Record`` is the one way a record becomes JSON and comes back: a field is written under its name
+(or its ``key`` metadata, e.g. ``class``); a field whose type is a record (or a list of records, or
+anything else with a ``from_json`` classmethod, like :class:`bot.signature.Signature`) is read back
+as that type. A field missing from the JSON takes its default; a key the record does not know is
+dropped. Reading is for this machine's own files; what comes from an artifact is checked by
+:mod:`bot.rundir`'s bounded readers first.
+
+The failure record (``failures/<id>/failure.json``, its JSON Schema in bot/schemas/) is defined
+here: minify writes it, report, known-bug reuse and bisect read it. The minify stage's own records
+(the job, the worker's result and events) are in :mod:`bot.minify.records`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+FAILURE_SCHEMA = "minify-action/failure/v1"
+
+
+class RecordError(ValueError):
+    """A record's JSON is not what its type says."""
+
+
+def key(name: str) -> dict:
+    """Field metadata: the JSON key of a field whose name cannot be the key (``class``)."""
+    return {"key": name}
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Record) or hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+def _loader(tp: Any):
+    """How a JSON value becomes a value of type ``tp``: a record type (optionally in ``X | None``
+    or ``list[X]``) is read with its ``from_json``; anything else is taken as it is."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(inner) == 1:
+            load = _loader(inner[0])
+            return lambda v: None if v is None else load(v)
+        return lambda v: v
+    if origin is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        load = _loader(arg)
+        return lambda v: [load(x) for x in v] if isinstance(v, list) else v
+    if isinstance(tp, type) and hasattr(tp, "from_json"):
+        return tp.from_json
+    return lambda v: v
+
+
+class Record:
+    """Base of every typed record (a dataclass)."""
+
+    @classmethod
+    def _fields(cls) -> list[tuple[str, str, Any]]:
+        cached = cls.__dict__.get("_field_cache")
+        if cached is None:
+            hints = typing.get_type_hints(cls)
+            cached = [(f.name, f.metadata.get("key", f.name), _loader(hints[f.name])) for f in fields(cls)]
+            cls._field_cache = cached
+        return cached
+
+    def to_json(self) -> dict:
+        return {k: _dump(getattr(self, name)) for name, k, _ in self._fields()}
+
+    @classmethod
+    def from_json(cls, doc: Any):
+        if isinstance(doc, cls):
+            return doc
+        if not isinstance(doc, dict):
+            raise RecordError(f"{cls.__name__}: expected an object, got {type(doc).__name__}")
+        values = {name: load(doc[k]) for name, k, load in cls._fields() if k in doc}
+        try:
+            return cls(**values)
+        except TypeError as exc:  # a required field is missing
+            raise RecordError(f"{cls.__name__}: {exc}") from None
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+# --- the failure record (failures/<id>/failure.json) ----------------------------------------------
+
+
+@dataclass
+class Culprit(Record):
+    """The op(s) that fail compiled alone (or the reduced graph's ops) and the bisector's answer."""
+
+    ops: list[str]
+    bisect: str | None = None
+    method: str | None = None
+
+
+@dataclass
+class Verification(Record):
+    """Fresh-process runs of the packaged repro and how many failed the same way."""
+
+    runs: int
+    failed_same_way: int
+    random_inputs_reproduce: bool
+
+
+@dataclass
+class Capture(Record):
+    """How the failing graph was captured (repro-after point and level, or given by the user)."""
+
+    repro_after: str | None = None
+    repro_level: int | None = None
+    method: str | None = None
+    note: str | None = None
+    graph: int | None = None       # which of a program's compiled graphs (1-based)
+    graphs: int | None = None      # how many the capture run compiled
+    role: str | None = None        # forward / backward / inference
+    dynamic: bool | None = None
+
+    def add_note(self, text: str | None) -> None:
+        self.note = "; ".join(x for x in (self.note, text) if x) or None
+
+
+@dataclass
+class Reused(Record):
+    """A known bug's repro verified again instead of minifying (bot/known.py)."""
+
+    issue: int
+    verify_seconds: float
+    saved_seconds: float | None = None
+
+
+@dataclass
+class Repro(Record):
+    """The minimized repro: status, where its files are, its numbers."""
+
+    status: str = "none"   # minimized | partial | not_reproduced | none
+    reason: str | None = None
+    path: str | None = None
+    standalone_path: str | None = None
+    inputs_dir: str | None = None
+    log: str | None = None
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    queries: int = 0
+    seconds: float = 0.0
+    graph: list | None = None
+    verification: Verification | None = None
+    capture: Capture | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    reused: Reused | None = None
+
+    def add_time(self, name: str, seconds: float) -> None:
+        self.timings[name] = round(self.timings.get(name, 0) + seconds, 2)
+
+
+@dataclass
+class ConfigDiff(Record):
+    """The non-default settings the graph was minimized under, and the minimal subset."""
+
+    diff: list = field(default_factory=list)
+    minimal: list | None = None
+
+
+@dataclass
+class FailureRecord(Record):
+    """failures/<id>/failure.json (schema ``minify-action/failure/v1``)."""
+
+    SCHEMA: ClassVar[str] = FAILURE_SCHEMA
+
+    id: str
+    check: dict = field(default_factory=dict)   # the check's results.json row
+    failure_class: str | None = field(default=None, metadata=key("class"))
+    stage: str | None = None
+    ablation: list | None = None
+    bisect: dict | None = None
+    culprit: Culprit | None = None
+    error: dict | None = None
+    accuracy: dict | None = None
+    repro: Repro = field(default_factory=Repro)
+    config: ConfigDiff = field(default_factory=ConfigDiff)
+    versions: dict = field(default_factory=dict)
+    flaky: bool = False
+    signature: dict | None = None   # set once verification proves the repro fails the same way
+    schema: str = FAILURE_SCHEMA
+    builds: dict | None = None      # `minify-bot bisect`'s answer over torch builds
+
+    def to_json(self) -> dict:
+        doc = super().to_json()
+        if doc.get("builds") is None:
+            doc.pop("builds")
+        return doc
+
+    @classmethod
+    def for_check(cls, row: dict) -> "FailureRecord":
+        """The record of a failing check before minify learned anything."""
+        acc = row.get("accuracy")
+        fclass = row.get("failure_class")
+        return cls(id=row["id"], check=row, failure_class=fclass, error=row.get("error"),
+                   accuracy=({k: acc.get(k) for k in ("tolerance", "rmse_res", "rmse_ref")}
+                             if fclass == "accuracy" and isinstance(acc, dict) else None))
