@@ -30,6 +30,7 @@ import zlib
 from bot import fingerprint as fp
 from bot import rundir
 from bot import signature as sg
+from bot.records import ConfigDiff, KnownRecord
 
 MAX_REPRO_CHARS = 200_000  # a repro larger than this is not kept in the issue state
 MAX_PACKED = 24_000  # characters of packed repro in the marker (the body budget is 65,536)
@@ -43,17 +44,17 @@ class KnownRepro:
     issue: int
     checks: list[str]  # check keys (bot.fingerprint.check_key) the issue was seen on
     signature: dict  # the verified bot.signature.Signature
-    record: dict  # failure.json fields to restore: class, stage, culprit, bisect, config, repro numbers
+    record: KnownRecord  # failure.json fields to restore: class, stage, culprit, config, repro numbers
     repro: str  # repro.py source
     minify_seconds: float | None  # the original minify's wall time
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "record": self.record.to_json()}
 
     @classmethod
     def from_json(cls, d: dict) -> "KnownRepro":
         return cls(int(d["issue"]), [str(c) for c in d.get("checks") or []], dict(d["signature"]),
-                   dict(d.get("record") or {}), str(d["repro"]),
+                   KnownRecord.from_json(d.get("record") or {}), str(d["repro"]),
                    float(d["minify_seconds"]) if d.get("minify_seconds") is not None else None)
 
 
@@ -214,10 +215,8 @@ def from_state(number: int, state: dict) -> KnownRepro | None:
         return None
     if sg.Signature.from_json(block.get("signature")) is None:
         return None
-    record = dict(block.get("record") or {})
-    record["torch"] = block.get("torch")
-    if block.get("check_config") is not None:
-        record["check_config"] = block["check_config"]
+    record = KnownRecord.from_json(block.get("record") or {})
+    record.torch, record.check_config = block.get("torch"), block.get("check_config")
     checks = [str(c)[:200] for c in state.get("checks") or []][:1000]
     return KnownRepro(number, checks, block["signature"], record, text, block.get("minify_seconds"))
 
@@ -227,7 +226,7 @@ def torch_allows(entry: KnownRepro, torch: str | None) -> bool:
     a newer build is not assumed to be in an older one); unknown versions on either side: no."""
     from bot.builds import version_word
 
-    then, now = version_word(entry.record.get("torch")), version_word(torch)
+    then, now = version_word(entry.record.torch), version_word(torch)
     if then is None or now is None:
         return False
     return _version_key(now) >= _version_key(then)
@@ -273,15 +272,14 @@ def config_allows(entry: KnownRepro, row: dict) -> bool:
     minified under. A config-carried bug A says nothing about a check that no longer sets A's key."""
     now = {str(k): _config_value(v) for k, v in (row.get("config") or {}).items()} \
         if isinstance(row.get("config"), dict) else {}
-    config = entry.record.get("config") if isinstance(entry.record.get("config"), dict) else {}
-    minimal = config.get("minimal")
-    if isinstance(minimal, list):
+    config = entry.record.config or ConfigDiff()
+    if isinstance(config.minimal, list):
         return all(isinstance(d, dict) and now.get(str(d.get("key"))) == _config_value(d.get("value"))
-                   for d in minimal)
-    then = entry.record.get("check_config")
+                   for d in config.minimal)
+    then = entry.record.check_config
     if isinstance(then, dict):
         return then == now
-    return not config.get("diff") and not now
+    return not config.diff and not now
 
 
 def match(entries: list[KnownRepro], row: dict) -> KnownRepro | None:

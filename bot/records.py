@@ -209,3 +209,26 @@ class FailureRecord(Record):
         return cls(id=row["id"], check=row, failure_class=fclass, error=row.get("error"),
                    accuracy=({k: acc.get(k) for k in ("tolerance", "rmse_res", "rmse_ref")}
                              if fclass == "accuracy" and isinstance(acc, dict) else None))
+
+
+@dataclass
+class KnownRecord(Record):
+    """The failure record fields an open issue's verified repro restores when minify reuses it
+    (known.json's ``record``, from the issue's state block; bot/known.py)."""
+
+    failure_class: str | None = field(default=None, metadata=key("class"))
+    stage: str | None = None
+    culprit: Culprit | None = None
+    config: ConfigDiff | None = None
+    status: str | None = None
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    capture: Capture | None = None
+    torch: str | None = None            # the version word of the build that minified it
+    check_config: dict | None = None    # the check's own settings then
+
+    @classmethod
+    def of_failure(cls, failure: "FailureRecord") -> "KnownRecord":
+        r = failure.repro
+        return cls(failure.failure_class, failure.stage, failure.culprit, failure.config, r.status,
+                   r.nodes_before, r.nodes_after, r.capture)

@@ -9,7 +9,7 @@ import time
 from bot import signature as sg
 from bot.known import REUSE_TIMEOUT, REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import verify as ver
-from bot.records import Capture, ConfigDiff, Culprit, FailureRecord, Reused, Verification
+from bot.records import ConfigDiff, FailureRecord, KnownRecord, Reused, Verification
 
 
 def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
@@ -53,13 +53,10 @@ def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) 
     return True
 
 
-def _restore(rec: FailureRecord, known: dict) -> None:
+def _restore(rec: FailureRecord, known: KnownRecord) -> None:
     """The known record's fields (known.json, written by a trusted report run) onto ``rec``."""
-    rec.failure_class = known.get("class") or rec.failure_class
-    rec.stage = known.get("stage")
-    rec.culprit = Culprit.from_json(known["culprit"]) if isinstance(known.get("culprit"), dict) else None
-    rec.config = ConfigDiff.from_json(known["config"]) if isinstance(known.get("config"), dict) else ConfigDiff()
+    rec.failure_class = known.failure_class or rec.failure_class
+    rec.stage, rec.culprit, rec.config = known.stage, known.culprit, known.config or ConfigDiff()
     r = rec.repro
-    r.status = known.get("status") if known.get("status") in sg.VERIFIED_STATUSES else "minimized"
-    r.nodes_before, r.nodes_after = known.get("nodes_before"), known.get("nodes_after")
-    r.capture = Capture.from_json(known["capture"]) if isinstance(known.get("capture"), dict) else None
+    r.status = known.status if known.status in sg.VERIFIED_STATUSES else "minimized"
+    r.nodes_before, r.nodes_after, r.capture = known.nodes_before, known.nodes_after, known.capture

@@ -39,7 +39,7 @@ def collect(tracker, label: str, skip: set[int] = frozenset(), *, torch: str | N
                 f" ({bad or 'it does not unpack to its digest'}); its failures are minified afresh")
             continue
         if not kn.torch_allows(entry, torch):
-            say(f"known bug #{issue.number}: minified on torch {entry.record.get('torch') or 'unknown'}, this run "
+            say(f"known bug #{issue.number}: minified on torch {entry.record.torch or 'unknown'}, this run "
                 f"checked torch {torch or 'unknown'}: minified afresh")
             continue
         out.append(entry)
