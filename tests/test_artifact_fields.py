@@ -21,7 +21,7 @@ HOSTILE = "@acme/maintainers <img src=x onerror=alert(1)> [x](javascript:alert(1
 
 
 def report(run, issues):
-    return report_run(run, LocalTracker(issues), ReportOptions())
+    return report_run(run, LocalTracker(issues), ReportOptions(dashboard=False))
 
 
 def only_issue(issues):

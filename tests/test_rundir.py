@@ -129,8 +129,9 @@ def test_csv_import_with_every_status_word_goes_through_merge_and_report(tmp_pat
 JSON_READERS = {
     "bot/rundir.py": "the run directory",
     "bot/safejson.py": "the bounded parser that untrusted JSON (payloads, artifacts) goes through",
-    "bot/minify/worker.py": "the worker's job file and pinned signature (minify-work/)",
-    "bot/minify/reduce.py": "the worker's result and signature files (minify-work/)",
+    "bot/minify/worker.py": "the worker's pinned signature and judge (minify-work/)",
+    "bot/minify/records.py": "the worker's job and result files (minify-work/)",
+    "bot/minify/reduce.py": "the worker's signature file (minify-work/)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
     "bot/proc.py": "event lines and a forked child's messages over its pipe",
     "bot/minify/procs.py": "the one line of torch facts a fork of the fork server prints",

@@ -6,10 +6,16 @@ import json
 
 from bot import fingerprint as fp
 from bot.cli import main
-from bot.report import ReportOptions, report_run
+from bot.report import ReportOptions
+from bot.report import report_run as _report_run
 from bot.tracker.github import GitHubTracker
 from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once
 from tests.ghstub.rundir import failing_run, passing_run
+
+
+def report_run(run, tracker, options: ReportOptions | None = None):
+    """The issue lifecycle alone: these tests count the issues a report leaves (no dashboard issue)."""
+    return _report_run(run, tracker, options or ReportOptions(dashboard=False))
 
 
 def tracker(stub, **kw) -> GitHubTracker:
@@ -147,7 +153,7 @@ def test_issues_by_others_and_fake_markers_are_ignored(ghstub, tmp_path):
 
 def test_ghes_prefix_and_assignees(ghstub_ghes, tmp_path):
     t = tracker(ghstub_ghes)
-    report_run(failing_run(tmp_path / "run"), t, ReportOptions(assignees=["alice"], label="compiler-bot"))
+    report_run(failing_run(tmp_path / "run"), t, ReportOptions(assignees=["alice"], label="compiler-bot", dashboard=False))
     [issue] = ghstub_ghes.issues()
     assert [a["login"] for a in issue["assignees"]] == ["alice"]
     assert "compiler-bot" in [lb["name"] for lb in issue["labels"]]
