@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -72,89 +73,73 @@ def _shard(results: dict, where: str) -> tuple[int, int]:
     return i, n
 
 
+@dataclass
+class _Sweep:
+    """The shards given, checked to be shards of one sweep (or of one settings matrix)."""
+
+    shards: dict = field(default_factory=dict)    # (configuration key, i) -> shard directory
+    total_n: dict = field(default_factory=dict)   # configuration key -> number of shards
+    groups: dict = field(default_factory=dict)    # configuration key -> its configurations
+    owner: dict = field(default_factory=dict)     # check id -> the shard directory's name
+
+    def add(self, run, base, base_settings: dict, base_torch) -> None:
+        where = run.root.name
+        settings = run.results.get("settings") or {}
+        for key in _SAME_SETTINGS:
+            if settings.get(key) != base_settings.get(key):
+                raise UsageError(f"{where}: setting {key!r} differs from {base.root.name} "
+                                 f"({settings.get(key)!r} vs {base_settings.get(key)!r}): not shards of one sweep")
+        torch_version = (run.results.get("versions") or {}).get("torch")
+        if torch_version != base_torch:
+            raise UsageError(f"{where}: torch {torch_version!r} differs from {base.root.name} ({base_torch!r})")
+        i, n = _shard(run.results, where)
+        key, configs = _configuration(settings)
+        self.groups.setdefault(key, configs)
+        if self.total_n.setdefault(key, n) != n:
+            raise UsageError(f"{where}: shard {i}/{n} does not belong to a sweep of {self.total_n[key]} shards")
+        if (key, i) in self.shards:
+            raise UsageError(f"{where}: shard {i}/{n} was already given ({self.shards[key, i].name})")
+        self.shards[key, i] = run.root
+        for row in run.results["checks"]:
+            if row["id"] in self.owner:
+                raise UsageError(f"{where}: check {row['id']!r} is also in {self.owner[row['id']]}")
+            self.owner[row["id"]] = where
+
+    def missing(self) -> list[str]:
+        several = len(self.groups) > 1
+        return [f"{i}/{n}" + (f" ({_label(self.groups[key])})" if several else "")
+                for key, n in self.total_n.items() for i in range(1, n + 1) if (key, i) not in self.shards]
+
+
 def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTAL_BYTES,
           max_files: int = rundir.MAX_FILES) -> dict:
     """Validate and merge; returns the merge record (also written to out/merge.json)."""
     if not shard_dirs:
         raise UsageError("no shard directories to merge")
     runs = [rundir.load_untrusted(d, max_total=max_bytes, max_files=max_files) for d in shard_dirs]
-
     first = runs[0].results
-    base_settings = first.get("settings") or {}
-    base_torch = (first.get("versions") or {}).get("torch")
-    shards: dict[tuple[str, int], Path] = {}
-    total_n: dict[str, int] = {}
-    groups: dict[str, list[dict]] = {}
-    owner: dict[str, str] = {}
+    sweep = _Sweep()
     for run in runs:
-        where = run.root.name
-        settings = run.results.get("settings") or {}
-        for key in _SAME_SETTINGS:
-            if settings.get(key) != base_settings.get(key):
-                raise UsageError(f"{where}: setting {key!r} differs from {runs[0].root.name} "
-                                 f"({settings.get(key)!r} vs {base_settings.get(key)!r}): not shards of one sweep")
-        torch_version = (run.results.get("versions") or {}).get("torch")
-        if torch_version != base_torch:
-            raise UsageError(f"{where}: torch {torch_version!r} differs from {runs[0].root.name} ({base_torch!r})")
-        i, n = _shard(run.results, where)
-        key, configs = _configuration(settings)
-        groups.setdefault(key, configs)
-        if key not in total_n:
-            total_n[key] = n
-        elif n != total_n[key]:
-            raise UsageError(f"{where}: shard {i}/{n} does not belong to a sweep of {total_n[key]} shards")
-        if (key, i) in shards:
-            raise UsageError(f"{where}: shard {i}/{n} was already given ({shards[key, i].name})")
-        shards[key, i] = run.root
-        for row in run.results["checks"]:
-            if row["id"] in owner:
-                raise UsageError(f"{where}: check {row['id']!r} is also in {owner[row['id']]}")
-            owner[row["id"]] = where
-
+        sweep.add(run, runs[0], first.get("settings") or {}, (first.get("versions") or {}).get("torch"))
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: the output directory exists and is not empty")
-    several = len(groups) > 1
-    missing = [f"{i}/{n}" + (f" ({_label(groups[key])})" if several else "")
-               for key, n in total_n.items() for i in range(1, n + 1) if (key, i) not in shards]
+    missing = sweep.missing()
     complete = not missing and all(r.results.get("complete", False) for r in runs)
-
     staging = out.with_name(out.name + ".merging")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    checks: list[dict] = []
-    for run in runs:
-        for rel in run.files:
-            if rel in (rundir.RESULTS, rundir.RESULTS_CSV):
-                continue
-            dst = staging / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run.root / rel, dst)  # regular files only (validated), content copied
-        checks.extend(run.results["checks"])
-    checks.sort(key=lambda row: row["id"])
-
-    starts = [r.results.get("started") for r in runs if r.results.get("started")]
-    ends = [r.results.get("finished") for r in runs]
-    merged = dict(first)
-    merged["settings"] = dict(base_settings, shard="1/1")
-    if several:  # a settings matrix: the configurations side by side, each row keeps its own settings
-        for k in _CONFIG_SETTINGS:
-            merged["settings"].pop(k, None)
-        merged["settings"]["matrix"] = [c for configs in groups.values() for c in configs]
-    merged["started"] = min(starts) if starts else None
-    merged["finished"] = None if (not ends or None in ends) else max(ends)
-    merged["complete"] = complete
-    merged["checks"] = checks
-    rundir.write_results(staging, merged)
+    checks = _copy_files(runs, staging)
+    rundir.write_results(staging, _merged_results(runs, sweep, complete, checks))
     if all(rundir.RESULTS_CSV in r.files for r in runs):
         rundir.concat_csv(staging, [r.root / rundir.RESULTS_CSV for r in runs])
     record = {
         "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "shards": [{"shard": f"{i}/{total_n[key]}", "dir": shards[key, i].name,
-                    "configuration": _label(groups[key]),
-                    "checks": sum(1 for row in checks if owner[row["id"]] == shards[key, i].name)}
-                   for key, i in sorted(shards)],
+        "shards": [{"shard": f"{i}/{sweep.total_n[key]}", "dir": sweep.shards[key, i].name,
+                    "configuration": _label(sweep.groups[key]),
+                    "checks": sum(1 for row in checks if sweep.owner[row["id"]] == sweep.shards[key, i].name)}
+                   for key, i in sorted(sweep.shards)],
         "missing_shards": missing,
         "ignored_files": {r.root.name: r.ignored for r in runs if r.ignored},
         "complete": complete,
@@ -166,3 +151,34 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
         out.rmdir()
     os.replace(staging, out)
     return record
+
+
+def _copy_files(runs, staging: Path) -> list[dict]:
+    """Every shard's files but its results into ``staging``; the shards' check rows, by id."""
+    checks: list[dict] = []
+    for run in runs:
+        for rel in run.files:
+            if rel in (rundir.RESULTS, rundir.RESULTS_CSV):
+                continue
+            dst = staging / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run.root / rel, dst)  # regular files only (validated), content copied
+        checks.extend(run.results["checks"])
+    return sorted(checks, key=lambda row: row["id"])
+
+
+def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[dict]) -> dict:
+    first = runs[0].results
+    starts = [r.results.get("started") for r in runs if r.results.get("started")]
+    ends = [r.results.get("finished") for r in runs]
+    merged = dict(first)
+    merged["settings"] = dict(first.get("settings") or {}, shard="1/1")
+    if len(sweep.groups) > 1:  # a settings matrix: the configurations side by side, each row keeps its own settings
+        for k in _CONFIG_SETTINGS:
+            merged["settings"].pop(k, None)
+        merged["settings"]["matrix"] = [c for configs in sweep.groups.values() for c in configs]
+    merged["started"] = min(starts) if starts else None
+    merged["finished"] = None if (not ends or None in ends) else max(ends)
+    merged["complete"] = complete
+    merged["checks"] = checks
+    return merged
