@@ -22,22 +22,10 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     request is None when nothing should run (not a command, help, or refused)."""
     from bot import pr
 
-    payload = ctx.event.payload
-    comment = payload.get("comment")
-    issue = payload.get("issue")
-    if not isinstance(comment, dict) or not isinstance(issue, dict):
-        raise UsageError("the issue_comment payload has no comment or issue object")
-    if payload.get("action") not in (None, "created"):
-        if not isinstance(payload.get("action"), str):
-            raise UsageError("the issue_comment payload's action is not a string")
-        ctx.notes.append(f"ignored: the comment was {payload.get('action')[:40]}, only new comments are commands")
+    got = _command_of(ctx)
+    if got is None:
         return None, None, None
-    if not isinstance(comment.get("body"), (str, type(None))):
-        raise UsageError("the issue_comment payload's comment body is not a string")
-    cmd = slash.parse(comment.get("body"))
-    if cmd is None:
-        ctx.notes.append("ignored: the comment holds no /minify command")
-        return None, None, None
+    cmd, comment, issue = got
     if not issue.get("pull_request"):
         ctx.notes.append("ignored: /minify works on pull requests only")
         return cmd, None, None
@@ -47,19 +35,8 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
         raise UsageError("the issue_comment payload lacks a valid issue number or comment id")
     prc = pr_context(ctx, number, comment_id)
     ctx.prc = prc  # from here on, whatever goes wrong is answered in the pull request
-    user = comment.get("user")
-    if not isinstance(user, dict):
-        raise UsageError("the issue_comment payload's comment.user is not an object")
-    login, assoc = user.get("login"), comment.get("author_association")
-    if not isinstance(login, str) or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", login):
-        raise UsageError("the issue_comment payload lacks a valid author login")
-    if assoc is not None and not isinstance(assoc, str):
-        raise UsageError("the issue_comment payload's author_association is not a string")
-    if login == prc.login or user.get("type") == "Bot":
-        ctx.prc = None  # never answer a bot
-    ctx.requester = login
-    if login == prc.login or user.get("type") == "Bot":
-        ctx.notes.append("ignored: the comment was written by a bot")
+    login, assoc = _author(ctx, prc, comment)
+    if login is None:
         return None, None, None
     ctx.output("pr-number", str(number))
     ctx.output("comment-id", str(comment_id))
@@ -76,23 +53,17 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
 
     auth = pr.authorize(prc.repo, login, assoc)
     if not auth.allowed:
-        react(ctx, prc, pr.REACTION_REJECTED)
-        reply(ctx, prc, f"@{login} I did not run `/minify`: {gha.md_escape(auth.reason, 300)}.")
-        ctx.output("authorized", "false")
+        _refuse(ctx, prc, login, gha.md_escape(auth.reason, 300))
         raise UsageError(f"/minify refused: {auth.reason}")
     try:
         pull = prc.repo.get_pull(number)
         sha = pr.pin_head(prc.repo, pull, cmd.sha, commented_at=comment_time(prc),
                           timeline=prc.issue.get_timeline())
     except pr.Rejected as exc:
-        react(ctx, prc, pr.REACTION_REJECTED)
-        reply(ctx, prc, f"@{login} I did not run `/minify`: {gha.md_escape(str(exc), 300)}.")
-        ctx.output("authorized", "false")
+        _refuse(ctx, prc, login, gha.md_escape(str(exc), 300))
         raise UsageError(f"/minify refused: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - fail closed
-        react(ctx, prc, pr.REACTION_REJECTED)
-        reply(ctx, prc, f"@{login} I did not run `/minify`: could not read the pull request's head commit.")
-        ctx.output("authorized", "false")
+        _refuse(ctx, prc, login, "could not read the pull request's head commit")
         raise InfraError(f"cannot read pull request #{number}: {http_reason(exc)}") from None
     request = slash.to_request(cmd, sha=sha, pr=number, comment_id=comment_id, requested_by=login)
     ctx.output("authorized", "true")
@@ -100,6 +71,53 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     ctx.output("request", json.dumps(request, sort_keys=True))
     ctx.notes.append(f"authorized /minify by @{login} ({auth.permission}) on #{number} at {sha[:12]}")
     return cmd, request, prc
+
+
+def _command_of(ctx: Context) -> tuple[slash.SlashCommand, dict, dict] | None:
+    """(command, comment, issue) of a new comment's payload; None (noted) when it holds none."""
+    payload = ctx.event.payload
+    comment = payload.get("comment")
+    issue = payload.get("issue")
+    if not isinstance(comment, dict) or not isinstance(issue, dict):
+        raise UsageError("the issue_comment payload has no comment or issue object")
+    if payload.get("action") not in (None, "created"):
+        if not isinstance(payload.get("action"), str):
+            raise UsageError("the issue_comment payload's action is not a string")
+        ctx.notes.append(f"ignored: the comment was {payload.get('action')[:40]}, only new comments are commands")
+        return None
+    if not isinstance(comment.get("body"), (str, type(None))):
+        raise UsageError("the issue_comment payload's comment body is not a string")
+    cmd = slash.parse(comment.get("body"))
+    if cmd is None:
+        ctx.notes.append("ignored: the comment holds no /minify command")
+        return None
+    return cmd, comment, issue
+
+
+def _author(ctx: Context, prc: PRContext, comment: dict) -> tuple[str | None, str | None]:
+    """(login, author association) of the comment's author; (None, None) for a bot (never answered)."""
+    user = comment.get("user")
+    if not isinstance(user, dict):
+        raise UsageError("the issue_comment payload's comment.user is not an object")
+    login, assoc = user.get("login"), comment.get("author_association")
+    if not isinstance(login, str) or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", login):
+        raise UsageError("the issue_comment payload lacks a valid author login")
+    if assoc is not None and not isinstance(assoc, str):
+        raise UsageError("the issue_comment payload's author_association is not a string")
+    ctx.requester = login
+    if login == prc.login or user.get("type") == "Bot":
+        ctx.prc = None  # never answer a bot
+        ctx.notes.append("ignored: the comment was written by a bot")
+        return None, None
+    return login, assoc
+
+
+def _refuse(ctx: Context, prc: PRContext, login: str, why: str) -> None:
+    from bot import pr
+
+    react(ctx, prc, pr.REACTION_REJECTED)
+    reply(ctx, prc, f"@{login} I did not run `/minify`: {why}.")
+    ctx.output("authorized", "false")
 
 
 def comment_time(prc: PRContext):
