@@ -73,80 +73,37 @@ def _result(status, failure_class=None, error=None, accuracy=None, **extra):
     return row
 
 
-def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None) -> dict:
-    import torch
+class _Verdict(Exception):
+    """A step decided the check's result early (the model does not load, eager fails, ...)."""
 
-    from bot.suites import build
+    def __init__(self, row: dict):
+        super().__init__(row.get("status"))
+        self.row = row
+
+
+def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None) -> dict:
+    """One check by the harness's rules: load, fp64 reference, two eager runs that must agree,
+    the compiled run, the comparison. The check's row (status, class, error, accuracy, extras)."""
     from bot.torch_adapter import config as tconfig
     from bot.torch_adapter import runtime as rt
 
     rt.setup_determinism(s.device)
     tconfig.apply_overrides(s.config)
-    training = s.mode == "training"
     t0 = time.perf_counter()
-
-    phase("load")
     try:
-        rt.reseed()
-        model, inputs, batch_size = build(spec, spec.get("batch_size"))
-        model = model.to(s.device)
-        inputs = tuple(x.to(s.device) if isinstance(x, torch.Tensor) else x for x in inputs)
-        if s.dtype in ("float16", "bfloat16"):
-            model, inputs = rt.cast_to(getattr(torch, s.dtype), model, inputs)
-        model.train(training)
-    except NotImplementedError as exc:
-        return _result("model_fail_to_load", "eager_error", error_info(exc))
-    except Exception as exc:  # noqa: BLE001 - any failure to load the model is the check's result
-        if rt.is_oom(exc):
-            return _result("eager_fail_to_run", "oom", error_info(exc))
-        if is_setup_failure(exc):
-            return _result("model_fail_to_load", "setup_error", error_info(exc))
-        return _result("eager_fail_to_run", "eager_error", error_info(exc))
-
-    autocast = rt.autocast_context(s.device) if s.dtype == "amp" else None
-    tolerance, cosine = tolerance_for(spec, s)
-    extra = {"batch_size": batch_size}
-
-    phase("fp64")
-    fp64 = None
-    try:
-        m64, in64 = rt.cast_to(torch.float64, copy.deepcopy(model), inputs)
-        fp64 = rt.run_iteration(m64, in64, training)
-    except Exception:  # noqa: BLE001 - any fp64 failure only changes the comparison
-        cosine = True  # the harness falls back to cosine similarity when fp64 fails
-
-    refs = []
-    for nth in ("1st", "2nd"):  # two eager runs with the same seed must agree
-        phase(f"eager_{nth}")
-        try:
-            refs.append(rt.run_iteration(copy.deepcopy(model), inputs, training, autocast))
-        except Exception as exc:  # noqa: BLE001 - any eager failure is the check's result
-            oom = rt.is_oom(exc)
-            return _result(f"eager_{nth}_run_OOM" if oom else f"eager_{nth}_run_fail",
-                           "oom" if oom else "eager_error", error_info(exc), **extra)
-    ref, ref2 = refs
-    if not rt.same(ref, ref2, None, tol=0.0, cosine=False):
-        return _result("eager_two_runs_differ", "eager_error",
-                       {"type": "EagerNondeterminism", "message": "two eager runs with the same seed differ",
-                        "traceback": "", "frames": []}, **extra)
-
-    phase("compile")
-    rt.reset()
-    compiled_model = copy.deepcopy(model)
-    t1 = time.perf_counter()
-    try:
-        opt = rt.compile_model(compiled_model, s.backend, s.dynamic)
-        new = rt.run_iteration(opt, inputs, training, autocast)
-    except Exception as exc:  # noqa: BLE001 - any compile or run failure is the check's result
-        extra["compile_s"] = round(time.perf_counter() - t1, 3)
-        extra["stats"] = rt.dynamo_stats()
-        if rt.is_oom(exc):
-            return _result("OOM", "oom", error_info(exc), **extra)
-        cls = "compile_error" if rt.is_compile_exception(exc) else "runtime_error"
-        return _result("fail_to_run", cls, error_info(exc), **extra)
-    extra["compile_s"] = round(time.perf_counter() - t1, 3)
-    extra["stats"] = rt.dynamo_stats()
-
+        phase("load")
+        model, inputs, batch_size = _load(spec, s)
+        extra = {"batch_size": batch_size}
+        autocast = rt.autocast_context(s.device) if s.dtype == "amp" else None
+        tolerance, cosine = tolerance_for(spec, s)
+        phase("fp64")
+        fp64 = _fp64_reference(model, inputs, s)
+        cosine = cosine or fp64 is None  # the harness falls back to cosine similarity when fp64 fails
+        ref = _eager_reference(model, inputs, s, autocast, phase, extra)
+        phase("compile")
+        new = _compiled_run(model, inputs, s, autocast, extra)
+    except _Verdict as verdict:
+        return verdict.row
     phase("compare")
     ok = rt.same(ref, new, fp64, tol=tolerance, cosine=cosine)
     accuracy = {"tolerance": tolerance, "cosine": cosine, **rt.rmse_summary(ref, new, fp64)}
@@ -154,3 +111,83 @@ def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None
     if not ok:
         return _result("fail_accuracy", "accuracy", None, accuracy, **extra)
     return _result("pass", None, None, accuracy, **extra)
+
+
+def _load(spec: dict, s: Settings):
+    """The model and its inputs on the check's device and dtype, in the check's mode."""
+    import torch
+
+    from bot.suites import build
+    from bot.torch_adapter import runtime as rt
+
+    try:
+        rt.reseed()
+        model, inputs, batch_size = build(spec, spec.get("batch_size"))
+        model = model.to(s.device)
+        inputs = tuple(x.to(s.device) if isinstance(x, torch.Tensor) else x for x in inputs)
+        if s.dtype in ("float16", "bfloat16"):
+            model, inputs = rt.cast_to(getattr(torch, s.dtype), model, inputs)
+        model.train(s.mode == "training")
+        return model, inputs, batch_size
+    except NotImplementedError as exc:
+        raise _Verdict(_result("model_fail_to_load", "eager_error", error_info(exc))) from None
+    except Exception as exc:  # noqa: BLE001 - any failure to load the model is the check's result
+        if rt.is_oom(exc):
+            raise _Verdict(_result("eager_fail_to_run", "oom", error_info(exc))) from None
+        if is_setup_failure(exc):
+            raise _Verdict(_result("model_fail_to_load", "setup_error", error_info(exc))) from None
+        raise _Verdict(_result("eager_fail_to_run", "eager_error", error_info(exc))) from None
+
+
+def _fp64_reference(model, inputs, s: Settings):
+    """The model's result in float64, or None when it does not run in float64."""
+    import torch
+
+    from bot.torch_adapter import runtime as rt
+
+    try:
+        m64, in64 = rt.cast_to(torch.float64, copy.deepcopy(model), inputs)
+        return rt.run_iteration(m64, in64, s.mode == "training")
+    except Exception:  # noqa: BLE001 - any fp64 failure only changes the comparison
+        return None
+
+
+def _eager_reference(model, inputs, s: Settings, autocast, phase, extra: dict):
+    """Two eager runs with the same seed, which must agree: the reference."""
+    from bot.torch_adapter import runtime as rt
+
+    refs = []
+    for nth in ("1st", "2nd"):
+        phase(f"eager_{nth}")
+        try:
+            refs.append(rt.run_iteration(copy.deepcopy(model), inputs, s.mode == "training", autocast))
+        except Exception as exc:  # noqa: BLE001 - any eager failure is the check's result
+            oom = rt.is_oom(exc)
+            raise _Verdict(_result(f"eager_{nth}_run_OOM" if oom else f"eager_{nth}_run_fail",
+                                   "oom" if oom else "eager_error", error_info(exc), **extra)) from None
+    if not rt.same(refs[0], refs[1], None, tol=0.0, cosine=False):
+        raise _Verdict(_result("eager_two_runs_differ", "eager_error",
+                               {"type": "EagerNondeterminism", "message": "two eager runs with the same seed differ",
+                                "traceback": "", "frames": []}, **extra))
+    return refs[0]
+
+
+def _compiled_run(model, inputs, s: Settings, autocast, extra: dict):
+    """The model compiled with the check's backend, run once; compile time and dynamo's counters
+    go into ``extra``."""
+    from bot.torch_adapter import runtime as rt
+
+    rt.reset()
+    compiled_model = copy.deepcopy(model)
+    t1 = time.perf_counter()
+    try:
+        opt = rt.compile_model(compiled_model, s.backend, s.dynamic)
+        new = rt.run_iteration(opt, inputs, s.mode == "training", autocast)
+    except Exception as exc:  # noqa: BLE001 - any compile or run failure is the check's result
+        extra.update(compile_s=round(time.perf_counter() - t1, 3), stats=rt.dynamo_stats())
+        if rt.is_oom(exc):
+            raise _Verdict(_result("OOM", "oom", error_info(exc), **extra)) from None
+        cls = "compile_error" if rt.is_compile_exception(exc) else "runtime_error"
+        raise _Verdict(_result("fail_to_run", cls, error_info(exc), **extra)) from None
+    extra.update(compile_s=round(time.perf_counter() - t1, 3), stats=rt.dynamo_stats())
+    return new
