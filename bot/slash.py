@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from bot import safejson
+from bot.torch_adapter.config import PREFIXES
 
 if TYPE_CHECKING:
     from bot.options import CheckOptions
@@ -33,7 +34,7 @@ MAX_CONFIG = 20
 BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "cudagraphs")
 MODES = ("inference", "training")
 DTYPES = ("float32", "float16", "bfloat16", "amp")
-CONFIG_MODULES = ("inductor", "dynamo", "functorch", "fx")
+CONFIG_MODULES = PREFIXES   # the prefixes of torch's config modules (bot.torch_adapter.config)
 
 MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 CONFIG_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")

@@ -11,7 +11,8 @@ import os
 import re
 import shutil
 
-from bot.torch_adapter.repro import CONFIG_LINE, ENV_LINE, SAVE_DIR_ARG, STORAGE_LINE
+from bot.torch_adapter.config import CONFIG_LINE, config_line
+from bot.torch_adapter.repro import ENV_LINE, SAVE_DIR_ARG, STORAGE_LINE
 
 INPUTS_LINE = "_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'inputs')"
 HEADER = "# Minimized by minify-bot. Run: python {name}   (inputs: {inputs})\n"
@@ -20,13 +21,6 @@ _ABS = re.compile(r"""(['"])(/(?:[^'"\s]+/)+[^'"\s]*)\1""")
 # repro run as a file never is: 9 lines a maintainer would only have to read past
 _COMPILE_SOURCE_BLOCK = re.compile(r'\nif "__compile_source__" in globals\(\):\n(?:[ \t]+\S.*\n)+')
 _MACHINE_COMMENT = re.compile(r"^#.*(/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\)")
-
-
-def config_line(key: str, value) -> str:
-    prefix, _, name = key.partition(".")
-    mod = {"inductor": "torch._inductor.config", "dynamo": "torch._dynamo.config",
-           "functorch": "torch._functorch.config", "fx": "torch.fx.experimental._config"}[prefix]
-    return f"{mod}.{name} = {value!r}"
 
 
 def clean_source(source: str, config: list[dict] | None, *, standalone: bool, name: str,

@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-CALL_OPS = ("call_function", "call_method", "call_module")
+from bot.torch_adapter.minifier import CALL_OPS, has_compute, is_op_overload
 
 
 @dataclass
@@ -103,19 +103,13 @@ class Oracle:
 # ------------------------------------------------------------------------------------------
 
 
-def has_compute(gm) -> bool:
-    return any(n.op in CALL_OPS for n in gm.graph.nodes)
-
-
 def call_nodes(gm) -> list:
     return [n for n in gm.graph.nodes if n.op in CALL_OPS]
 
 
 def op_name(node) -> str:
-    import torch
-
     t = node.target
-    if node.op == "call_function" and isinstance(t, torch._ops.OpOverload):
+    if node.op == "call_function" and is_op_overload(t):
         return f"aten.{t._opname}.{t._overloadname}" if t.namespace == "aten" else str(t)
     if node.op == "call_function":
         mod = getattr(t, "__module__", None) or ""

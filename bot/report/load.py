@@ -12,7 +12,6 @@ from bot import fingerprint as fp
 from bot import rundir
 from bot.options import ReportStageOptions
 
-
 _STAGE = ReportStageOptions.default_of   # each default is the report stage's, defined once
 
 

@@ -8,18 +8,43 @@ before any model runs.
 from __future__ import annotations
 
 import importlib
+import re
 import types
 import typing
 from typing import Any
 
 from bot.errors import InfraError, UsageError
 
-# prefix -> config module
+# The one table of torch's config modules: a key's prefix -> the module. The setter
+# (:func:`set_config`), the line a repro carries (:func:`config_line`), the pattern that reads
+# such a line back (:data:`CONFIG_LINE`) and the prefixes `/minify` accepts all come from it.
 MODULES = {
     "inductor": "torch._inductor.config",
     "dynamo": "torch._dynamo.config",
     "functorch": "torch._functorch.config",
+    "fx": "torch.fx.experimental._config",
 }
+PREFIXES = tuple(MODULES)
+PREFIX_OF = {module: prefix for prefix, module in MODULES.items()}
+CONFIG_LINE = re.compile(r"^(" + "|".join(re.escape(m) for m in MODULES.values()) + r")\.([A-Za-z_][\w.]*) = (.+)$")
+
+
+def config_line(key: str, value) -> str:
+    """The line that sets ``key`` in a repro file: ``torch._inductor.config.cpp.x = 'accuracy'``."""
+    prefix, _, name = key.partition(".")
+    return f"{MODULES[prefix]}.{name} = {value!r}"
+
+
+def key_of_line(line: str) -> tuple[str, str] | None:
+    """(key, value text) of a config line of a repro file; None for any other line."""
+    m = CONFIG_LINE.match(line.strip())
+    return (f"{PREFIX_OF[m.group(1)]}.{m.group(2)}", m.group(3)) if m else None
+
+
+def set_config(key: str, value: Any) -> None:
+    """Set one option (nested options such as cpp.x are flat, dotted keys of the ConfigModule)."""
+    prefix, name = split_key(key)
+    setattr(_module(prefix), name, value)
 
 # Options whose values are a closed set that the declared type (str) does not express.
 KNOWN_CHOICES = {
@@ -48,7 +73,7 @@ def split_key(key: str) -> tuple[str, str]:
     prefix, _, name = key.partition(".")
     if prefix not in MODULES or not name:
         raise UsageError(
-            f"invalid config key {key!r}: expected inductor.<key>, dynamo.<key> or functorch.<key>"
+            f"invalid config key {key!r}: expected {', '.join(p + '.<key>' for p in MODULES)}"
         )
     return prefix, name
 
@@ -182,8 +207,7 @@ def _to_text(value: Any) -> str:
 def apply_overrides(config: dict[str, Any]) -> None:
     """Set the overrides on the live config modules of this process."""
     for key, value in (config or {}).items():
-        prefix, name = split_key(key)
-        setattr(_module(prefix), name, value)
+        set_config(key, value)
 
 
 def default_of(key: str) -> Any:

@@ -21,18 +21,20 @@ class SanityCheckFailed(Exception):
 
 
 def clone_inputs(args) -> list:
-    """Fresh copies for one query: compiled graphs may mutate or (boxed calls) clear their inputs."""
+    """Fresh copies of a model's or a graph's inputs for one run (a check's iteration, a minifier
+    query): compiled code may mutate or (boxed calls) clear its inputs. Tensors keep their strides
+    and whether they require grad; containers are deep-copied; anything else is passed as it is."""
     import torch
 
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
             c = _clone_strided(a.detach())
-            if a.requires_grad and a.is_leaf:
+            if a.requires_grad:
                 c.requires_grad_(True)
             out.append(c)
         else:
-            out.append(a)
+            out.append(copy.deepcopy(a) if isinstance(a, (list, tuple, dict)) else a)
     return out
 
 
@@ -238,5 +240,16 @@ def graph_ops(gm) -> list[dict]:
     return out
 
 
+CALL_OPS = ("call_function", "call_method", "call_module")
+
+
 def has_compute(gm) -> bool:
-    return any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes)
+    """Whether the graph computes anything (an empty graph never reproduces a compiler bug)."""
+    return any(n.op in CALL_OPS for n in gm.graph.nodes)
+
+
+def is_op_overload(target) -> bool:
+    """Whether a call_function target is one of torch's operator overloads (aten.relu.default)."""
+    import torch
+
+    return isinstance(target, torch._ops.OpOverload)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -21,21 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import InfraError, UsageError
+from bot.torch_adapter import config as tconfig
 from bot.torch_adapter.prewarm import CPU_ISA_IMPORTS
 
 # torch releases this adapter was verified against; newer ones are tried (feature-detected).
 MIN_TORCH = (2, 5)
 
-CONFIG_LINE = re.compile(
-    r"^(torch\._dynamo\.config|torch\._inductor\.config|torch\._functorch\.config|"
-    r"torch\.fx\.experimental\._config)\.([A-Za-z_][\w.]*) = (.+)$"
-)
-_PREFIX = {
-    "torch._dynamo.config": "dynamo",
-    "torch._inductor.config": "inductor",
-    "torch._functorch.config": "functorch",
-    "torch.fx.experimental._config": "fx",
-}
+CONFIG_LINE = tconfig.CONFIG_LINE   # a config line of a repro file (the one table: bot.torch_adapter.config)
 ENV_LINE = re.compile(r"^os\.environ\[(['\"])([^'\"]+)\1\] = .*$")
 SAVE_DIR_ARG = re.compile(r"save_dir=(None|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 RUN_REPRO_CALL = re.compile(r"run_repro\(mod, load_args, (.*)\)")
@@ -165,14 +158,14 @@ def parse_repro_file(path: str) -> ReproFile:
             save_dir = cand
     config = {}
     for line in source.splitlines():
-        cm = CONFIG_LINE.match(line.strip())
-        if not cm:
+        found = tconfig.key_of_line(line)
+        if not found:
             continue
-        key = f"{_PREFIX[cm.group(1)]}.{cm.group(2)}"
+        key, text = found
         try:
-            config[key] = ast.literal_eval(cm.group(3))
+            config[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            config[key] = _Unparsed(cm.group(3))
+            config[key] = _Unparsed(text)
     storages = [m.group(2) for m in STORAGE_LINE.finditer(source)]
     m = re.search(r"tracing_mode=('[a-z]*'|\"[a-z]*\")", kwargs_text)
     tracing_mode = ast.literal_eval(m.group(1)) if m else "real"
@@ -183,7 +176,11 @@ def parse_repro_file(path: str) -> ReproFile:
 
 
 class _Unparsed(str):
-    """A config value written as an expression we do not evaluate (e.g. a callable)."""
+    """A config value written as an expression we do not evaluate (e.g. a callable); written back
+    as it was."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def strip_env_lines(source: str) -> str:
@@ -359,27 +356,14 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
 # --------------------------------------------------------------------------------------------
 
 
-def config_module(prefix: str):
-    import importlib
-
-    name = {"dynamo": "torch._dynamo.config", "inductor": "torch._inductor.config",
-            "functorch": "torch._functorch.config", "fx": "torch.fx.experimental._config"}[prefix]
-    return importlib.import_module(name)
-
-
 def config_default(key: str) -> Any:
-    from bot.torch_adapter import config as tconfig
-
     try:
         return tconfig.default_of(key)
     except UsageError:
         raise KeyError(key) from None
 
 
-def set_config(key: str, value: Any) -> None:
-    prefix, _, name = key.partition(".")
-    # nested options (cpp.x) are flat, dotted keys of the ConfigModule
-    setattr(config_module(prefix), name, value)
+set_config = tconfig.set_config
 
 
 def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
@@ -399,12 +383,7 @@ def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
 
 
 def config_lines(config: dict[str, Any]) -> list[str]:
-    inv = {v: k for k, v in _PREFIX.items()}
-    out = []
-    for key, value in config.items():
-        prefix, _, name = key.partition(".")
-        out.append(f"{inv[prefix]}.{name} = {value if isinstance(value, _Unparsed) else repr(value)}")
-    return out
+    return [tconfig.config_line(key, value) for key, value in config.items()]
 
 
 @contextlib.contextmanager
@@ -412,7 +391,7 @@ def config_snapshot():
     """Restore every torch config module after the block."""
     import warnings
 
-    mods = [config_module(p) for p in ("dynamo", "inductor", "functorch")]
+    mods = [importlib.import_module(tconfig.MODULES[p]) for p in ("dynamo", "inductor", "functorch")]
     saved = [m.get_config_copy() if hasattr(m, "get_config_copy") else None for m in mods]
     try:
         yield

@@ -7,12 +7,12 @@ the harness's tolerance and its cosine fallback.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import random
 from typing import Any, Callable
 
 from bot.errors import UsageError
+from bot.torch_adapter.minifier import clone_inputs
 
 SEED = 1337  # the harness patches torch.manual_seed to this
 
@@ -126,20 +126,6 @@ def is_oom(exc: BaseException) -> bool:
 
 
 # --- accuracy -----------------------------------------------------------------------------------
-
-
-def clone_inputs(inputs):
-    import torch
-
-    out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            y = x.detach().clone()
-            y.requires_grad_(x.requires_grad)
-            out.append(y)
-        else:
-            out.append(copy.deepcopy(x))
-    return tuple(out)
 
 
 def cast_to(dtype, model, inputs):
