@@ -53,6 +53,15 @@ MERGE = "merge.json"
 KNOWN = "known.json"
 CHECKS_DIR = "checks"
 FAILURES_DIR = "failures"
+SUMMARY = "summary.md"                # the report's (or the check's) job summary
+ACTION_SUMMARY = "action-summary.md"  # the Action's own summary
+ACTION_ERROR = "action-error.txt"     # the Action's traceback when a stage failed inside it
+WORK_DIR = "minify-work"              # minify's scratch space, one directory per failure (removed when done)
+# failures/<id>/: the repro, its saved inputs, the standalone repro (random inputs), the minifier's log
+REPRO = "repro.py"
+INPUTS_DIR = "inputs"
+STANDALONE = "repro_standalone.py"
+MINIFIER_LOG = "minifier.log"
 
 RESULTS_SCHEMA = "minify-action/results/v1"
 FAILURE_SCHEMA = "minify-action/failure/v1"

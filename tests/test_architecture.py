@@ -108,3 +108,125 @@ def test_no_import_cycle_between_the_parts_of_bot():
                 if b in graph[a]:
                     lines.append(f"    {a} -> {b}: imported by {', '.join(sorted(graph[a][b]))}")
     assert not lines, "import cycles:\n" + "\n".join(lines)
+
+
+# --- "one place" claims of docs/architecture.md, checked on the source -------------------------------
+#
+# Each checker takes (path, source) and returns what it finds; each has a companion test that
+# feeds it a small violation, so that a checker that stopped finding anything would fail.
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body \
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):
+            out.add(id(n.body[0].value))
+    return out
+
+
+def _strings(tree: ast.AST):
+    """(line, text) of every string constant that is not a docstring."""
+    docs = _docstring_ids(tree)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            yield n.lineno, n.value
+
+
+def private_torch_uses(rel: str, source: str) -> list[str]:
+    """``torch._x`` attribute chains and imports of ``torch._x`` modules (comments and docstrings
+    do not count)."""
+    found = []
+    tree = ast.parse(source)
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}   # a.b of a.b.c: only the whole
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and id(n) not in inner:
+            chain, v = [n.attr], n.value
+            while isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            if isinstance(v, ast.Name) and v.id == "torch" and any(
+                    p.startswith("_") and not p.startswith("__") for p in chain):
+                found.append(f"{rel}:{n.lineno} torch.{'.'.join(reversed(chain))}")
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            found += [f"{rel}:{n.lineno} import {m}" for m in names
+                      if m.split(".")[0] == "torch" and any(p.startswith("_") for p in m.split(".")[1:])]
+    return sorted(set(found))
+
+
+def _sources(skip=lambda rel: False):
+    for path in sorted(BOT.rglob("*.py")):
+        rel = path.relative_to(BOT.parent).as_posix()
+        if not skip(rel):
+            yield rel, path.read_text(encoding="utf-8")
+
+
+def test_the_private_torch_checker_finds_attribute_chains_and_imports():
+    src = "import torch._dynamo.config\nimport torch\nx = torch._ops.OpOverload\ny = torch.nn.functional.relu\n"
+    assert private_torch_uses("m.py", src) == ["m.py:1 import torch._dynamo.config", "m.py:3 torch._ops.OpOverload"]
+
+
+def test_torch_private_api_is_used_only_in_the_torch_adapter():
+    found = [f for rel, src in _sources(lambda rel: rel.startswith("bot/torch_adapter/"))
+             for f in private_torch_uses(rel, src)]
+    assert found == [], "torch's private API outside bot/torch_adapter/:\n" + "\n".join(found)
+
+
+def run_dir_names_spelled(rel: str, source: str, names: set[str]) -> list[str]:
+    return [f"{rel}:{line} {text!r}" for line, text in _strings(ast.parse(source)) if text in names]
+
+
+def _run_dir_names() -> set[str]:
+    from bot import rundir
+
+    return {rundir.RESULTS, rundir.RESULTS_CSV, rundir.FAILURE, rundir.REPORT, rundir.MERGE, rundir.KNOWN,
+            rundir.SUMMARY, rundir.ACTION_SUMMARY, rundir.ACTION_ERROR, rundir.WORK_DIR, rundir.REPRO,
+            rundir.STANDALONE, rundir.MINIFIER_LOG}
+
+
+def test_the_run_directory_name_checker_skips_docstrings_and_messages():
+    src = '"""Writes results.json."""\np = d / "results.json"\nmsg = f"{d}/results.json not found"\n'
+    assert run_dir_names_spelled("m.py", src, {"results.json"}) == ["m.py:2 'results.json'"]
+
+
+def test_run_directory_file_names_are_spelled_only_in_rundir():
+    names = _run_dir_names()
+    found = [f for rel, src in _sources(lambda rel: rel == "bot/rundir.py")
+             for f in run_dir_names_spelled(rel, src, names)]
+    assert found == [], "run-directory file names spelled outside bot/rundir.py:\n" + "\n".join(found)
+
+
+def config_modules_spelled(rel: str, source: str) -> list[str]:
+    return [f"{rel}:{line} {text!r}" for line, text in _strings(ast.parse(source))
+            if any(m in text for m in ("torch._inductor.config", "torch._dynamo.config", "torch._functorch.config",
+                                        "torch.fx.experimental._config"))]
+
+
+def test_the_config_module_checker_finds_a_second_table():
+    assert config_modules_spelled("m.py", 'MODS = {"inductor": "torch._inductor.config"}\n') == [
+        "m.py:1 'torch._inductor.config'"]
+
+
+def test_torchs_config_modules_are_named_in_one_table():
+    found = [f for rel, src in _sources(lambda rel: rel == "bot/torch_adapter/config.py")
+             for f in config_modules_spelled(rel, src)]
+    assert found == [], "torch config modules named outside bot/torch_adapter/config.py:\n" + "\n".join(found)
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(rel: str, source: str) -> list[str]:
+    return [f"{rel}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_the_length_checker_finds_a_long_function():
+    src = "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES + "\ndef g():\n    pass\n"
+    assert long_functions("m.py", src) == [f"m.py:1 f ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def test_no_function_in_bot_is_longer_than_80_lines():
+    found = [f for rel, src in _sources() for f in long_functions(rel, src)]
+    assert found == [], "functions over 80 lines (split them into named steps):\n" + "\n".join(found)

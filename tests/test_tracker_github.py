@@ -153,7 +153,8 @@ def test_issues_by_others_and_fake_markers_are_ignored(ghstub, tmp_path):
 
 def test_ghes_prefix_and_assignees(ghstub_ghes, tmp_path):
     t = tracker(ghstub_ghes)
-    report_run(failing_run(tmp_path / "run"), t, ReportOptions(assignees=["alice"], label="compiler-bot", dashboard=False))
+    report_run(failing_run(tmp_path / "run"), t,
+               ReportOptions(assignees=["alice"], label="compiler-bot", dashboard=False))
     [issue] = ghstub_ghes.issues()
     assert [a["login"] for a in issue["assignees"]] == ["alice"]
     assert "compiler-bot" in [lb["name"] for lb in issue["labels"]]

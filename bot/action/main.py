@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from bot import gha, slash
+from bot import gha, rundir, slash
 from bot.action import authorize, sticky, summary
 from bot.action.context import Context, default_out
 from bot.action.inputs import STAGES, Inputs
@@ -91,7 +91,7 @@ def comment_check(ctx: Context, run) -> int:
     with ctx.cmds.group("settings"):
         print(f"/minify request: {slash.command_from_request(request).describe()}" if request else "no request")
     rc = stage_check(ctx, run, slash.command_from_request(request) if request else None)
-    results = load(ctx.out / "results.json")
+    results = load(ctx.out / rundir.RESULTS)
     summary.result_outputs(ctx, results, None)
     summary.summary_results(ctx, results, None, "minify-bot: checks of the pull request")
     return summary.exit_for(ctx, results) if rc in (EXIT_OK, EXIT_FAILURES) else rc
@@ -127,7 +127,7 @@ def _comment_report(ctx: Context, run, request: dict, prc: PRContext) -> int:
             sticky.post(ctx, prc, request, None, None, problem="the check job produced no results")
             raise InfraError("no results to report")
     report = stage_report(ctx, run, file_issues=ctx.inputs.pr_issues, pr_run=True)
-    results = load(ctx.out / "results.json")
+    results = load(ctx.out / rundir.RESULTS)
     sticky.post(ctx, prc, request, results, report)
     react(ctx, prc, pr.REACTION_SUCCESS)
     summary.result_outputs(ctx, results, report)
@@ -147,7 +147,7 @@ def sweep_all(ctx: Context, run) -> int:
 def sweep_check(ctx: Context, run) -> int:
     """check -> minify only (a GPU job with a read-only token); the run directory is the artifact."""
     _sweep_check(ctx, run)
-    return _sweep_end(ctx, load(ctx.out / "results.json"), None)
+    return _sweep_end(ctx, load(ctx.out / rundir.RESULTS), None)
 
 
 def sweep_report(ctx: Context, run) -> int:
@@ -175,7 +175,7 @@ def _sweep_check(ctx: Context, run) -> None:
 def _sweep_report(ctx: Context, run) -> int:
     is_pr = ctx.event.name in PR_EVENTS
     report = stage_report(ctx, run, file_issues=not is_pr, pr_run=is_pr)
-    results = load(ctx.out / "results.json")
+    results = load(ctx.out / rundir.RESULTS)
     if is_pr:
         sticky.post_for_event(ctx, results, report)
     return _sweep_end(ctx, results, report)

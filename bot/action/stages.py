@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot import gha, proc, slash
+from bot import gha, proc, rundir, slash
 from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
@@ -233,9 +233,9 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
         cause = getattr(run, "last_error", None)
         raise InfraError(f"`minify-bot check` failed with exit code {rc}"
                          + (f": {gha.redact(cause, ctx.secrets)}" if cause else ""))
-    results = load(ctx.out / "results.json")
+    results = load(ctx.out / rundir.RESULTS)
     if results is None:
-        raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / 'results.json'}")
+        raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / rundir.RESULTS}")
     for row in failing(results)[:50]:  # results.json is written next to model code: bounded text
         error(ctx, f"{str(row.get('id'))[:200]}: {str(row.get('status'))[:40]} ({str(row.get('failure_class'))[:40]})",
               title="minify-bot: check failed")
@@ -295,7 +295,7 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
     if not local and not i.token:
         raise UsageError("filing issues needs the `github-token` input (or set `dry-run: true`)")
     try:
-        (ctx.out / "report.json").unlink()  # never read a stale (or planted) report as this run's
+        (ctx.out / rundir.REPORT).unlink()  # never read a stale (or planted) report as this run's
     except OSError:
         pass
     if not local:
@@ -312,10 +312,10 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
     if rc == EXIT_USAGE:
         raise UsageError("`minify-bot report` rejected its input (see the log above)")
     if rc != EXIT_OK:  # report never finds failures: any other exit is a crash, never "failures found"
-        cause = report_error(load(ctx.out / "report.json"))
+        cause = report_error(load(ctx.out / rundir.REPORT))
         raise InfraError("filing issues failed: "
                          + (cause or f"`minify-bot report` exited with code {rc} (see the log)"))
-    return load(ctx.out / "report.json")
+    return load(ctx.out / rundir.REPORT)
 
 
 def merge_shards(ctx: Context) -> dict | None:
@@ -323,12 +323,10 @@ def merge_shards(ctx: Context) -> dict | None:
     from bot.merge import expand, merge
 
     if not ctx.inputs.shards:
-        from bot import rundir
-
         # the run directory may still come from another job: validate it all the same
-        if (ctx.out / "results.json").exists():
+        if (ctx.out / rundir.RESULTS).exists():
             rundir.load_untrusted(ctx.out)
-        return load(ctx.out / "results.json")
+        return load(ctx.out / rundir.RESULTS)
     with ctx.cmds.group("minify-bot merge"):
         record = merge(expand(ctx.inputs.shards), ctx.out)
         ctx.produced_results = True
@@ -336,4 +334,4 @@ def merge_shards(ctx: Context) -> dict | None:
     if record["missing_shards"]:
         warn(ctx, f"shards missing from the merge: {', '.join(record['missing_shards'])}; "
                   "the sweep is incomplete, so nothing is closed as fixed")
-    return load(ctx.out / "results.json")
+    return load(ctx.out / rundir.RESULTS)

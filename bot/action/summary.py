@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from bot import gha, known
+from bot import gha, known, rundir
 from bot.action import ownership
 from bot.action.context import Context
 from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error
@@ -56,7 +56,7 @@ def table_rows(results: dict | None, failures_dir: Path | None, report: dict | N
         looked = bool(r.get("failure_class")) and failures_dir is not None
         entry = by_id.get(str(r.get("id")))
         out.append({"check": r, "looked": looked, "entry": entry, "url": entry_url(entry) if entry else None,
-                    "failure": load(failures_dir / str(r.get("id")) / "failure.json") if looked else None})
+                    "failure": load(failures_dir / str(r.get("id")) / rundir.FAILURE) if looked else None})
     return out
 
 
@@ -88,7 +88,7 @@ def result_outputs(ctx: Context, results: dict | None, report: dict | None) -> N
     ctx.output("regression-count", str(len(regressions(results))))
     ctx.output("issue-urls", "\n".join(issue_urls(report)))
     ctx.output("run-dir", str(ctx.out))
-    ctx.output("results-path", str(ctx.out / "results.json") if results is not None else "")
+    ctx.output("results-path", str(ctx.out / rundir.RESULTS) if results is not None else "")
 
 
 def summary_results(ctx: Context, results: dict | None, report: dict | None, title: str) -> None:
@@ -116,7 +116,7 @@ def save_traceback(ctx: Context | None) -> None:
         return
     try:
         ctx.out.mkdir(parents=True, exist_ok=True)
-        (ctx.out / "action-error.txt").write_text(gha.redact(traceback.format_exc(), ctx.secrets), encoding="utf-8")
+        (ctx.out / rundir.ACTION_ERROR).write_text(gha.redact(traceback.format_exc(), ctx.secrets), encoding="utf-8")
     except Exception:  # noqa: BLE001
         pass
 
@@ -136,9 +136,9 @@ def _write_finish(ctx: Context | None, env: dict, code: int, started: float) -> 
     ctx.output("exit-code", str(code))
     if "failure-count" not in ctx.outputs and ctx.produced_results:
         # an error after the checks ran: still say what was found
-        results = load(ctx.out / "results.json")
+        results = load(ctx.out / rundir.RESULTS)
         if results is not None:
-            report = load(ctx.out / "report.json")
+            report = load(ctx.out / rundir.REPORT)
             result_outputs(ctx, results, report)
             summary_results(ctx, results, report, "minify-bot results (incomplete run)")
     summary = gha.redact(render("action_summary.md.j2", body="\n".join(ctx.summary).rstrip(),
@@ -146,7 +146,7 @@ def _write_finish(ctx: Context | None, env: dict, code: int, started: float) -> 
                                 event=ctx.event.name, seconds=f"{time.monotonic() - started:.0f}"), ctx.secrets)
     try:
         ctx.out.mkdir(parents=True, exist_ok=True)
-        path = ctx.out / "action-summary.md"
+        path = ctx.out / rundir.ACTION_SUMMARY
         path.write_text(summary, encoding="utf-8")
         ctx.output("summary-path", str(path))
     except OSError:

@@ -39,7 +39,7 @@ def is_failure(row: dict) -> bool:
 # What one run writes into the run directory; a new check clears it so that a reused directory
 # never mixes runs. The local issue tracker (issues/) lives on across runs and is kept.
 RUN_OUTPUTS = (rundir.RESULTS, rundir.RESULTS_CSV, rundir.CHECKS_DIR, rundir.FAILURES_DIR, rundir.REPORT,
-               rundir.MERGE, "summary.md")
+               rundir.MERGE, rundir.SUMMARY)
 
 
 def clear_run_outputs(out_dir: str) -> None:

@@ -103,7 +103,7 @@ def execute(opts) -> int:
     cache = bl.BuildCache(opts.cache_dir, log=say)
     for fdir, rec in todo:
         sig = Signature.from_json(rec.get("signature"))
-        repro = fdir / ((rec.get("repro") or {}).get("path") or "repro.py")
+        repro = fdir / ((rec.get("repro") or {}).get("path") or rundir.REPRO)
         if sig is None or not repro.is_file():
             say(f"{fdir.name}: no verified signature or repro.py; skipped")
             continue

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from bot import rundir
 from bot.errors import EXIT_FAILURES, EXIT_OK, UsageError
 
 HELP = "run torch.compile accuracy checks over a model source and write a run directory"
@@ -252,5 +253,5 @@ def execute(args) -> int:
     writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
                        memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
     print(table(writer.rows), flush=True)
-    print(f"results: {os.path.join(args.out, 'results.json')}", file=sys.stderr)
+    print(f"results: {os.path.join(args.out, rundir.RESULTS)}", file=sys.stderr)
     return exit_code(writer.rows, args.fail_on)

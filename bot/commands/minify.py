@@ -8,6 +8,7 @@ import re
 import sys
 import time
 
+from bot import rundir
 from bot.errors import EXIT_FAILURES, EXIT_OK, InfraError, UsageError
 
 HELP = "minimize each failing check's graph into a verified repro (failures/<id>/)"
@@ -141,7 +142,7 @@ def _todo(args, run_dir: str) -> list[tuple[dict, dict, str | None]] | None:
             todo.append((r, s, None))
         if not todo:
             _say(f"no failing checks{' among ' + ','.join(sorted(only)) if only else ''} in "
-                 f"{os.path.join(args.out, 'results.json')}: nothing to minify")
+                 f"{os.path.join(args.out, rundir.RESULTS)}: nothing to minify")
             return None
     return todo
 

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from bot import rundir
 from bot.errors import EXIT_OK, UsageError
 
 HELP = "file or update one issue per bug found in a run directory (local directory or GitHub)"
@@ -95,7 +96,7 @@ def execute(args) -> int:
     """The report stage on typed options (bot.options.ReportStageOptions, every option resolved)."""
     from bot.report import ReportOptions, report_run
 
-    if not (Path(args.out) / "results.json").exists():
+    if not (Path(args.out) / rundir.RESULTS).exists():
         raise UsageError(f"{args.out}/results.json not found (run `minify-bot check --out {args.out}` first)")
     opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,

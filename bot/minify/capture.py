@@ -18,6 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from bot import rundir
 from bot.minify import procs
 from bot.suites.command import capture_env  # one definition, shared with the check's rerun
 
@@ -137,7 +138,7 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
     shared = cap_row is not None
     if cap_row is None:
         cwd = row["spec"].get("cwd") if row["spec"]["source"] == "command" else None
-        stray = os.path.join(cwd, "repro.py") if cwd else None
+        stray = os.path.join(cwd, rundir.REPRO) if cwd else None
         stray_before = os.path.exists(stray) if stray else True
         cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
                                 extra_env=capture_env(level, debug), launcher_dir=keep)

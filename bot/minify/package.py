@@ -11,7 +11,8 @@ import os
 import re
 import shutil
 
-from bot.torch_adapter.config import CONFIG_LINE, config_line
+from bot import rundir
+from bot.torch_adapter.config import CONFIG_LINE, MODULES, config_line
 from bot.torch_adapter.repro import ENV_LINE, SAVE_DIR_ARG, STORAGE_LINE
 
 INPUTS_LINE = "_INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'inputs')"
@@ -47,7 +48,7 @@ def clean_source(source: str, config: list[dict] | None, *, standalone: bool, na
                                                          for d in judge) + "\n"
         extra += "".join(config_line(d["key"], d["value"]) + "\n" for d in judge)
     if extra:
-        anchor = "import torch.fx.experimental._config\n"
+        anchor = f"import {MODULES['fx']}\n"   # the last config import of a torch-format repro
         if anchor in text and config is not None:
             text = text.replace(anchor, anchor + extra, 1)
         else:  # after the file's own config lines (they are kept), before the graph
@@ -89,17 +90,17 @@ def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: lis
                 judge: list[dict] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
-    copy_inputs(source, save_dir, os.path.join(out_dir, "inputs"))
-    path = os.path.join(out_dir, "repro.py")
+    copy_inputs(source, save_dir, os.path.join(out_dir, rundir.INPUTS_DIR))
+    path = os.path.join(out_dir, rundir.REPRO)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(clean_source(source, config, standalone=False, name="repro.py", judge=judge))
+        fh.write(clean_source(source, config, standalone=False, name=rundir.REPRO, judge=judge))
     return path
 
 
 def write_standalone(out_dir: str, config: list[dict] | None, final_path: str, judge: list[dict] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
-    path = os.path.join(out_dir, "repro_standalone.py")
+    path = os.path.join(out_dir, rundir.STANDALONE)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(clean_source(source, config, standalone=True, name="repro_standalone.py", judge=judge))
+        fh.write(clean_source(source, config, standalone=True, name=rundir.STANDALONE, judge=judge))
     return path

@@ -80,7 +80,7 @@ class Failure:
 
     @property
     def log_path(self) -> str:
-        return os.path.join(self.fdir, "minifier.log")
+        return os.path.join(self.fdir, rundir.MINIFIER_LOG)
 
     @property
     def program(self) -> bool:
@@ -111,7 +111,7 @@ def process(row: dict, settings: dict, run_dir: str, opts: MinifyOptions, versio
     options, resolved. ``interpreters``: the caller's fork server (shared by its failures; the
     caller closes it)."""
     fdir = os.path.join(run_dir, "failures", row["id"])
-    work = os.path.join(run_dir, "minify-work", row["id"])
+    work = os.path.join(run_dir, rundir.WORK_DIR, row["id"])
     for d in (fdir, work):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d, exist_ok=True)
@@ -124,12 +124,12 @@ def process(row: dict, settings: dict, run_dir: str, opts: MinifyOptions, versio
     except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
         import traceback
 
-        rec.repro = Repro(reason=f"minify-bot internal error: {type(exc).__name__}: {exc}", log="minifier.log",
+        rec.repro = Repro(reason=f"minify-bot internal error: {type(exc).__name__}: {exc}", log=rundir.MINIFIER_LOG,
                           timings=rec.repro.timings)
         f.log(traceback.format_exc().rstrip())
         f.say(f"internal error: {type(exc).__name__}: {exc}")
     if os.path.exists(f.log_path):
-        rec.repro.log = "minifier.log"
+        rec.repro.log = rundir.MINIFIER_LOG
     timings = rec.repro.timings
     timings["total"] = round(time.time() - t0, 2)
     f.say("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
@@ -483,7 +483,7 @@ def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interp
 def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, config, judge_lines) -> None:
     r = f.repro
     r.verification = v.record
-    r.path, r.inputs_dir = "repro.py", "inputs"
+    r.path, r.inputs_dir = rundir.REPRO, rundir.INPUTS_DIR
     f.say(f"verify: {v.failed_same_way}/{v.runs} fresh runs fail the same way; random inputs "
           f"{'reproduce' if v.random_inputs_reproduce else 'do not reproduce'}")
     if v.failed_same_way == 0:
@@ -498,7 +498,7 @@ def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, co
     f.rec.signature = verified_signature(result.signature, f.rec.to_json()).to_json()
     if v.random_inputs_reproduce:
         pkg.write_standalone(f.fdir, config, result.final, judge_lines)
-        r.standalone_path = "repro_standalone.py"
+        r.standalone_path = rundir.STANDALONE
 
 
 def _repro_config(minimal: list | None, diff: list | None) -> list:
@@ -595,9 +595,9 @@ class _EarlyVerify:
     def discard(self) -> None:
         """Wait for it and remove the repro it packaged."""
         self.job.wait()
-        shutil.rmtree(os.path.join(self.fdir, "inputs"), ignore_errors=True)
+        shutil.rmtree(os.path.join(self.fdir, rundir.INPUTS_DIR), ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(self.fdir, "repro.py"))
+            os.remove(os.path.join(self.fdir, rundir.REPRO))
 
 
 def _class_of_launcher(path: str) -> str:

@@ -13,6 +13,7 @@ import glob
 import os
 import time
 
+from bot import rundir
 from bot.minify import procs
 from bot.minify.records import Event, Loaded, MinifyJob, Query, WorkerResult, parse_event
 from bot.signature import Signature
@@ -84,7 +85,7 @@ def reduce(job: MinifyJob, log_path: str, on_event=None, interpreters=None) -> W
     else:
         result = _without_result(out, job)
     if result.status in ("minimized", "partial") and result.final is None:
-        result.final = os.path.join(workdir, "final", "repro.py")
+        result.final = os.path.join(workdir, "final", rundir.REPRO)
     if result.signature is None and os.path.exists(os.path.join(workdir, "signature.json")):
         result.signature = Signature.from_json(_read_json(os.path.join(workdir, "signature.json")))
     result.isolated, result.note, result.seconds = job.isolate, note, round(time.time() - t0, 2)

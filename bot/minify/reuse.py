@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+from bot import rundir
 from bot import signature as sg
 from bot.known import REUSE_TIMEOUT, REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import verify as ver
@@ -16,7 +17,7 @@ def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) 
     """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
     entry and return True. Otherwise the repro is removed and minify goes on as usual."""
     sig = sg.Signature.from_json(entry.signature)
-    path = os.path.join(fdir, "repro.py")
+    path = os.path.join(fdir, rundir.REPRO)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(entry.repro)
     t = time.time()
@@ -43,7 +44,7 @@ def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) 
     rec.signature = sig.to_json()
     saved = round(entry.minify_seconds - seconds, 2) if entry.minify_seconds is not None else None
     r = rec.repro
-    r.reason, r.path, r.queries, r.seconds = None, "repro.py", 0, 0.0
+    r.reason, r.path, r.queries, r.seconds = None, rundir.REPRO, 0, 0.0
     r.verification = Verification(REUSE_VERIFY_RUNS, same, True)
     r.reused = Reused(entry.issue, seconds, saved)
     r.timings["known_verify"] = seconds

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import rundir
 from bot.minify.predicate import (
     BudgetExceeded,
     Evaluator,
@@ -256,7 +257,7 @@ def step_final(run: Run) -> bool:
 
     final_dir = os.path.join(run.workdir, "final")
     os.makedirs(final_dir, exist_ok=True)
-    path = os.path.join(final_dir, "repro.py")
+    path = os.path.join(final_dir, rundir.REPRO)
     src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode)

@@ -8,6 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
+from bot import rundir
 from bot import signature as sg
 from bot.report.load import Failure, ReportOptions
 from bot.report.state import IssueState, repro_rank
@@ -296,7 +297,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
                   "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
                   "size": len(rep.repro_text or ""),
-                  "artifact_path": f"{rel_dir}/{repro.get('path') or 'repro.py'}",
+                  "artifact_path": f"{rel_dir}/{repro.get('path') or rundir.REPRO}",
                   "needs_inputs": bool(repro.get("inputs_dir")) and not (ver or {}).get("random_inputs_reproduce"),
                   "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
                   "queries": repro.get("queries"),

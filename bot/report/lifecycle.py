@@ -405,6 +405,6 @@ def write_summary(rep: Lifecycle, failures) -> Path:
                                configs=rep.configs, dashboard=rep.dashboard,
                                not_filed=not_filed, max_new=rep.opts.max_new, dry_run=rep.opts.dry_run,
                                run_id=rep.run_id, run_url=rep.opts.run_url)
-    path = rep.run_dir / "summary.md"
+    path = rep.run_dir / rundir.SUMMARY
     path.write_text(text, encoding="utf-8")
     return path

@@ -49,7 +49,7 @@ CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "i
 # stay out of the server, so a repro that needed them would fail its verification.
 PREWARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.py")
 REPRO_PRELOAD = ("torch", *CPU_ISA_IMPORTS, f"{PREWARM}:learn_cpu_isa&", "torch.fx", "torch._dynamo",
-                 "torch._dynamo.testing", "torch._inductor.config", "torch._inductor.inductor_prims",
+                 "torch._dynamo.testing", tconfig.MODULES["inductor"], "torch._inductor.inductor_prims",
                  "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot", f"{PREWARM}:compile_once")
 
 
