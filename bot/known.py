@@ -285,18 +285,14 @@ def config_allows(entry: KnownRepro, row: dict) -> bool:
 def match(entries: list[KnownRepro], row: dict) -> KnownRepro | None:
     """The known repro for a failing check: the issue was seen on this check, the bug's minimal
     configuration is part of the check's configuration (``config_allows``), and the check fails the
-    way the repro does (bot.signature.consistent). The torch build was checked by the side that wrote
+    way the repro does (``Signature.admits``). The torch build was checked by the side that wrote
     known.json (``torch_allows``)."""
     key = fp.check_key(row)
-    cls = row.get("failure_class")
     for e in entries:
         if key not in e.checks or not config_allows(e, row):
             continue
         stored = sg.Signature.from_json(e.signature)
-        if stored is None or stored.failure_class != cls and not (
-                cls in sg.ERROR_CLASSES and stored.failure_class in sg.ERROR_CLASSES):
-            continue
-        if sg.consistent(sg.of_record(row), stored):
+        if stored is not None and sg.of_record(row).admits(stored):
             return e
     return None
 

@@ -139,6 +139,66 @@ class Signature:
             return not self.messages and not other.messages
         return bool(set(self.messages) & set(other.messages))
 
+    def admits(self, captured: "Signature") -> bool:
+        """Whether a captured graph's failure is this (the check's) failure: the class must match
+        (any two error classes do: the graph may fail at compile where the program failed at run);
+        the exception type too where both have one; message keys must overlap when both have them."""
+        both_errors = self.failure_class in ERROR_CLASSES and captured.failure_class in ERROR_CLASSES
+        if self.failure_class != captured.failure_class and not both_errors:
+            return False
+        if captured.failure_class not in ERROR_CLASSES:
+            return True
+        if self.exc_type and captured.exc_type and self.exc_type != captured.exc_type:
+            return False
+        if self.messages and captured.messages:
+            return bool(set(self.messages) & set(captured.messages))
+        return True
+
+    def seen_in(self, output: str) -> bool:
+        """Whether a process's output shows this failure (a repro run's stderr)."""
+        if self.failure_class == "accuracy":
+            return "AccuracyError" in output
+        if self.failure_class not in ERROR_CLASSES:
+            return True
+        if self.exc_type == ABORT_TYPE:
+            found = signature_of_abort(output, None)
+            return found is not None and self.matches(found)
+        if self.exc_type and self.exc_type not in output:
+            return False
+        if not self.messages:
+            return True
+        norm = {normalize_line(line) for line in output.splitlines()}
+        keys = set(message_keys(output)) | norm
+        text = "\n".join(keys)
+        return any(m in keys or m in text for m in self.messages)
+
+    @staticmethod
+    def reruns_alike(a: dict, b: dict) -> bool:
+        """Two runs of one check (results.json rows) failed the same way, to the number: the same
+        status and class, the same accuracy numbers (RMSE compiled and eager vs fp64, to 4
+        significant digits) or the same error type (the check is deterministic)."""
+        if (a.get("status"), a.get("failure_class")) != (b.get("status"), b.get("failure_class")):
+            return False
+        acc_a, acc_b = a.get("accuracy") or {}, b.get("accuracy") or {}
+        for key in ("rmse_res", "rmse_ref"):
+            x, y = acc_a.get(key), acc_b.get(key)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+                if f"{x:.4g}" != f"{y:.4g}":
+                    return False
+            elif x != y:
+                return False
+        return (a.get("error") or {}).get("type") == (b.get("error") or {}).get("type")
+
+    def fails_run(self, rc: int | None, output: str) -> bool:
+        """Whether a process that ended with ``rc`` (-signal; None: killed at its time limit) and
+        printed ``output`` failed this way: a crash by a signal, anything else by a non-zero exit
+        whose output shows it."""
+        if rc is None:
+            return False
+        if self.failure_class == "crash":
+            return rc < 0
+        return rc != 0 and self.seen_in(output)
+
     def describe(self) -> str:
         if self.failure_class not in ERROR_CLASSES:
             return self.failure_class
@@ -278,42 +338,6 @@ def signature_of_error_record(failure_class: str, error: dict | None) -> Signatu
             etype = found.group(1)
             message = message[found.start(2):]
     return Signature(failure_class, etype, message_keys(message))
-
-
-def consistent(original: Signature | None, captured: Signature) -> bool:
-    """Whether a captured graph's failure is the check's failure (type must match; message keys
-    must overlap when both have them)."""
-    if original is None:
-        return True
-    both_errors = original.failure_class in ERROR_CLASSES and captured.failure_class in ERROR_CLASSES
-    if original.failure_class != captured.failure_class and not both_errors:
-        return False
-    if captured.failure_class not in ERROR_CLASSES:
-        return True
-    if original.exc_type and captured.exc_type and original.exc_type != captured.exc_type:
-        return False
-    if original.messages and captured.messages:
-        return bool(set(original.messages) & set(captured.messages))
-    return True
-
-
-def stderr_matches(sig: Signature, stderr: str) -> bool:
-    """Whether a process's stderr shows this failure (used to verify repro.py runs)."""
-    if sig.failure_class == "accuracy":
-        return "AccuracyError" in stderr
-    if sig.failure_class not in ERROR_CLASSES:
-        return True
-    if sig.exc_type == ABORT_TYPE:
-        found = signature_of_abort(stderr, None)
-        return found is not None and sig.matches(found)
-    if sig.exc_type and sig.exc_type not in stderr:
-        return False
-    if not sig.messages:
-        return True
-    norm = {normalize_line(line) for line in stderr.splitlines()}
-    keys = set(message_keys(stderr)) | norm
-    text = "\n".join(keys)
-    return any(m in keys or m in text for m in sig.messages)
 
 
 # --------------------------------------------------------------------------- a record's signature

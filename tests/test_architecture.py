@@ -230,3 +230,32 @@ def test_the_length_checker_finds_a_long_function():
 def test_no_function_in_bot_is_longer_than_80_lines():
     found = [f for rel, src in _sources() for f in long_functions(rel, src)]
     assert found == [], "functions over 80 lines (split them into named steps):\n" + "\n".join(found)
+
+
+SAMENESS_WORDS = ("same", "match", "consistent", "admit", "alike")
+
+
+def sameness_rules(rel: str, source: str) -> list[str]:
+    """Functions that, by their name, decide whether two failures are the same (outside the
+    Signature, which is where that is decided). Matching a known bug to a check (known.match)
+    and a lifecycle's issue lookup use Signature's rules; they are listed in ALLOWED."""
+    return [f"{rel}:{n.lineno} {n.name}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(w in n.name for w in SAMENESS_WORDS) and f"{rel}:{n.name}" not in SAMENESS_ALLOWED]
+
+
+SAMENESS_ALLOWED = {
+    "bot/known.py:match",                   # which open issue's repro stands in: Signature.admits
+    "bot/report/lifecycle.py:_match",       # which issue a group of failures belongs to: by fingerprint
+    "bot/torch_adapter/runtime.py:same",    # torch's accuracy comparison of two results (numbers, not failures)
+}
+
+
+def test_the_sameness_checker_finds_a_second_rule():
+    assert sameness_rules("bot/minify/verify.py", "def fails_same_way(sig, rc, out):\n    pass\n") == [
+        "bot/minify/verify.py:1 fails_same_way"]
+
+
+def test_the_same_failure_is_decided_only_by_signature():
+    found = [f for rel, src in _sources(lambda rel: rel == "bot/signature.py") for f in sameness_rules(rel, src)]
+    assert found == [], "a rule for 'the same failure' outside bot.signature.Signature:\n" + "\n".join(found)

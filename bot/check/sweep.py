@@ -9,6 +9,7 @@ import time
 
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
+from bot.signature import Signature
 
 IN_PROCESS_SOURCES = ("zoo", "yaml", "huggingface", "timm")
 RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboard
@@ -113,7 +114,7 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
             first["attempts"] = k + 1
             first["log"] = os.path.join("checks", os.path.basename(log_path))
             return {**again, "flaky": first, "duration_s": _elapsed(t0)}
-        if same_failure(result, again):
+        if Signature.reruns_alike(result, again):
             # a deterministic failure (the same status and the same numbers twice) is not run again;
             # what the rerun captured for minify goes with it
             shared = {"capture": again["capture"]} if again.get("capture") else {}
@@ -124,22 +125,6 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
 def _elapsed(t0: float) -> float:
     """The check's time with its reruns (the table shows what the check cost)."""
     return round(time.perf_counter() - t0, 3)
-
-
-def same_failure(a: dict, b: dict) -> bool:
-    """Two runs of a check failed the same way: the same status and class, the same accuracy
-    numbers (RMSE compiled and eager vs fp64, to 4 significant digits) or the same error type."""
-    if (a.get("status"), a.get("failure_class")) != (b.get("status"), b.get("failure_class")):
-        return False
-    acc_a, acc_b = a.get("accuracy") or {}, b.get("accuracy") or {}
-    for key in ("rmse_res", "rmse_ref"):
-        x, y = acc_a.get(key), acc_b.get(key)
-        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
-            if f"{x:.4g}" != f"{y:.4g}":
-                return False
-        elif x != y:
-            return False
-    return (a.get("error") or {}).get("type") == (b.get("error") or {}).get("type")
 
 
 def _first_then_capture(run):

@@ -27,7 +27,7 @@ def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) 
                   f"{REUSE_VERIFY_RUNS} time(s) in a fresh process instead of minifying\n")
         for i in range(REUSE_VERIFY_RUNS):
             rc, out = ver.run_repro(path, random_inputs=True, timeout=REUSE_TIMEOUT)
-            ok = ver.fails_same_way(sig, rc, out)
+            ok = sig.fails_run(rc, out)
             same += ok
             log.write(f"known repro run {i + 1}/{REUSE_VERIFY_RUNS}: exit {rc}, "
                       f"{'fails the same way' if ok else 'does NOT fail the same way'}\n")

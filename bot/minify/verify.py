@@ -14,7 +14,7 @@ from bot import proc
 from bot.minify import procs
 from bot.minify.procs import Interpreters
 from bot.records import Verification
-from bot.signature import Signature, stderr_matches
+from bot.signature import Signature
 
 
 def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
@@ -35,14 +35,6 @@ def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
     if res.error:
         return None, res.error
     return res.returncode, res.output
-
-
-def fails_same_way(sig: Signature, rc: int | None, output: str) -> bool:
-    if rc is None:
-        return False
-    if sig.failure_class == "crash":
-        return rc < 0
-    return rc != 0 and stderr_matches(sig, output)
 
 
 @dataclass
@@ -87,7 +79,7 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
     same = 0
     last_output = ""
     for i, (rc, out) in enumerate(outs[:runs]):
-        ok = fails_same_way(sig, rc, out)
+        ok = sig.fails_run(rc, out)
         same += ok
         last_output = out
         if log:
@@ -96,7 +88,7 @@ def verify(path: str, sig: Signature, runs: int = 3, timeout: float = 600, log=N
                 log(out[-3000:])
     if random_known is None:
         rc, out = outs[-1]
-        rnd = fails_same_way(sig, rc, out)
+        rnd = sig.fails_run(rc, out)
         if log:
             log(f"verify with random inputs: exit {rc}, {'fails the same way' if rnd else 'does not reproduce'}")
     else:
