@@ -38,6 +38,16 @@ CONFIG_MODULES = PREFIXES   # the prefixes of torch's config modules (bot.torch_
 
 MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
 CONFIG_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+BACKEND_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}(?::[A-Za-z_][A-Za-z0-9_]{0,99})?")
+DEVICE_RE = re.compile(r"(cpu|cuda|xpu|mps)(:\d{1,3})?")
+REVISION_RE = re.compile(r"[0-9a-f]{40}")
+
+
+def safe(value, rx: re.Pattern, fallback):
+    """``value`` when it is a string matching ``rx`` exactly, else ``fallback`` (artifact fields)."""
+    return value if isinstance(value, str) and rx.fullmatch(value) else fallback
+
+
 CONFIG_VALUE_RE = re.compile(r"[A-Za-z0-9_.,:+\-]{0,200}")
 SHA_RE = re.compile(r"[0-9a-f]{7,40}")
 

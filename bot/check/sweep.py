@@ -10,8 +10,8 @@ import time
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
 from bot.signature import Signature
+from bot.suites import source_of
 
-IN_PROCESS_SOURCES = ("zoo", "yaml", "huggingface", "timm")
 RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboard
 
 
@@ -37,7 +37,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     plan = [(m, s) for s in matrix for m in models]
     writer = ResultsWriter(out_dir, run_settings)
     total = len(plan)
-    if any(m.spec["source"] == "csv" for m in models):
+    if any(source_of(m.spec).imported for m in models):
         rows = csv_to_rows([m.spec["record"] for m in models], settings.to_dict())
         for row in rows:
             mark_baseline(row, baseline)
@@ -49,7 +49,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     runner = None
     complete = False
     try:
-        if any(m.spec["source"] in IN_PROCESS_SOURCES for m in models) and total:
+        if any(not source_of(m.spec).program for m in models) and total:
             progress(f"preparing: importing torch and warming up the compiler (once for all {total} checks)")
             from bot.check.isolate import ForkRunner
 
@@ -142,8 +142,7 @@ def _first_then_capture(run):
 
 
 def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = None) -> dict:
-    src = m.spec["source"]
-    if src in IN_PROCESS_SOURCES:
+    if not source_of(m.spec).program:   # built in a process forked from the runner
         return runner.run(m.spec, settings, log_path)
     extra_env = launchers = None
     level = _capture_level(capture_for, settings)
@@ -181,33 +180,8 @@ def run_program(spec: dict, settings, log_path: str, *, extra_env: dict | None =
                 force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
     """Run a command / harness check once (the check itself, or a rerun by minify's localize and
     capture): returns the row fields, plus ``_launchers`` (what the hook kept) and ``compiled_graphs``."""
-    import shutil
-    import tempfile
-
-    from bot.suites.classify import Patterns
-
-    src = spec["source"]
-    if src == "command":
-        from bot.suites.command import run_command
-
-        return run_command(spec["command"], settings, log_path, cwd=spec.get("cwd") or os.getcwd(),
-                           extra_env=extra_env, patterns=Patterns.from_dict(spec.get("patterns")),
-                           force_backend=force_backend, launcher_dir=launcher_dir)
-    if src == "harness":
-        from copy import copy
-
-        from bot.suites.harness import run_harness
-
-        work = tempfile.mkdtemp(prefix="minify-check-")
-        try:
-            s = settings
-            if force_backend:  # the harness's own --backend replaces the compile backend
-                s = copy(settings)
-                s.backend = force_backend
-            return run_harness(spec, s, log_path, work, extra_env=extra_env, launcher_dir=launcher_dir)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    raise AssertionError(f"unhandled source {src}")
+    return source_of(spec).run(spec, settings, log_path, extra_env=extra_env, force_backend=force_backend,
+                               launcher_dir=launcher_dir)
 
 
 def describe(row: dict) -> str:

@@ -35,17 +35,16 @@ SOURCE_FLAGS = {
     "model_file": "yaml", "command": "command", "name": "command", "pytorch": "harness",
     "harness_suite": "harness", "batch_size": "harness", "csv": "csv", "command_file": "commands",
 }
-PATTERN_SOURCES = ("command", "commands", "harness")
 
 
 def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by `check` and `run`."""
     from bot.options import CheckOptions
-    from bot.suites import SOURCES
+    from bot.suites import REGISTRY
 
     d = CheckOptions.default_of
     g = p.add_argument_group("models")
-    g.add_argument("--suite", default=None, choices=list(SOURCES),
+    g.add_argument("--suite", default=None, choices=list(REGISTRY),
                    help="where the models come from (default: the source whose flag is given, else zoo)")
     g.add_argument("--models", default=None, help="comma-separated model names (default: all the source offers)")
     g.add_argument("--list", action="store_true", help="list the models the source offers and exit")
@@ -114,7 +113,9 @@ def resolve_source(args) -> str:
             d = stray[0]
             raise UsageError(f"{flag[d]} does not apply to --suite {args.suite} (it is for --suite {SOURCE_FLAGS[d]})")
     pats = getattr(args, "accuracy_pattern", None) or getattr(args, "error_pattern", None)
-    if pats and args.suite not in PATTERN_SOURCES:
+    from bot.suites import source
+
+    if pats and not source(args.suite).program:   # the patterns judge a program's output
         raise UsageError(f"--accuracy-pattern/--error-pattern apply to --suite command or harness, not {args.suite}")
     if getattr(args, "batch_size", None) is not None and args.batch_size <= 0:
         raise UsageError("--batch-size must be a positive integer")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bot import rundir
 from bot.minify import procs
+from bot.suites import source_of
 from bot.suites.command import capture_env  # one definition, shared with the check's rerun
 
 LEVEL_FOR_CLASS = {"accuracy": 4, "compile_error": 2, "runtime_error": 3, "crash": 3}
@@ -137,7 +138,7 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
     cap_row = shared_capture(row, level, log_path)
     shared = cap_row is not None
     if cap_row is None:
-        cwd = row["spec"].get("cwd") if row["spec"]["source"] == "command" else None
+        cwd = source_of(row["spec"]).workdir(row["spec"])
         stray = os.path.join(cwd, rundir.REPRO) if cwd else None
         stray_before = os.path.exists(stray) if stray else True
         cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,

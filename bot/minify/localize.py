@@ -10,6 +10,7 @@ import os
 import time
 
 from bot.minify import procs
+from bot.suites import source_of
 
 STAGES = [("eager", "dynamo"), ("aot_eager", "aot_eager"),
           ("aot_eager_decomp_partition", "aot_eager_decomp_partition"), ("inductor", "inductor")]
@@ -87,7 +88,6 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
     return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}
 
 
-PROGRAM_SOURCES = ("command", "harness")
 SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro level of the capture)
 # level 3 keeps every graph, not the failing one: the stage is inductor only if one of those graphs,
 # run eagerly as inductor received it (decomposed), passes and fails compiled; minify finds out, and
@@ -137,7 +137,7 @@ def rerun_program(row: dict, settings: dict, workdir: str, log_path: str, name: 
                     launcher_dir=launcher_dir)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
             open(own_log, encoding="utf-8", errors="replace") as fh:
-        what = row["spec"].get("command") or f"harness {row['spec'].get('suite')} {row['spec'].get('model')}"
+        what = source_of(row["spec"]).describe(row["spec"])
         extra = f" [backend forced to {force_backend}]" if force_backend else ""
         log.write(f"$ {what}{extra}\n")
         log.write(fh.read()[-100_000:])
@@ -153,7 +153,7 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
 
     When the eager backend fails too, a command is run once more with compilation off
     altogether: if that fails as well, the program fails without the compiler (stage "eager")."""
-    source = row["spec"]["source"]
+    src = source_of(row["spec"])
     backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
 
     def run(backend):
@@ -165,7 +165,7 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
     rows = probe(backends, run)
     first = next((r["backend"] for r in rows if r.get("failure_class")), None)
     without = None
-    if first == "eager" and source == "command":
+    if first == "eager" and src.localizes_without_compile:
         r = rerun_program(row, settings, workdir, log_path, "localize-no-compile", timeout, force_backend=NO_COMPILE)
         without = {"backend": NO_COMPILE, "status": r.get("status"), "failure_class": r.get("failure_class")}
         if on_event:

@@ -34,6 +34,7 @@ from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, Minif
 from bot.options import MinifyOptions
 from bot.records import Capture, ConfigDiff, FailureRecord, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
+from bot.suites import source_of
 
 NOT_MINIFIED = {
     "eager_error": "the model fails in eager mode: not a compiler bug, nothing to minify",
@@ -84,7 +85,7 @@ class Failure:
 
     @property
     def program(self) -> bool:
-        return (self.row.get("spec") or {}).get("source") in loc.PROGRAM_SOURCES
+        return self.launcher is None and source_of(self.row.get("spec") or {}).program
 
     @property
     def repro(self) -> Repro:

@@ -8,10 +8,12 @@ import re
 import shlex
 from pathlib import Path
 
-from bot import rundir
+from bot import rundir, slash
 from bot import signature as sg
+from bot.errors import UsageError
 from bot.report.load import Failure, ReportOptions
 from bot.report.state import IssueState, repro_rank
+from bot.slash import safe
 
 INLINE_REPRO_LIMIT = 40000
 CLASS_WORDS = {
@@ -34,11 +36,6 @@ CULPRIT_METHODS = ("compiled-alone", "graph")
 TITLE_OPS = 3
 _KERNEL = re.compile(r"\b(?:cpp|triton_[a-z]+|cuda)_fused_([a-z0-9_]{1,200}?)_\d+\b")
 _OVERLOADS = ("default", "Tensor", "Scalar", "int", "out", "self", "dim", "float")
-
-
-def safe(value, rx: re.Pattern, fallback):
-    """``value`` when it is a string matching ``rx`` exactly, else ``fallback``."""
-    return value if isinstance(value, str) and rx.fullmatch(value) else fallback
 
 
 def _op_names(values) -> list[str]:
@@ -106,9 +103,7 @@ def _ops_summary(parts: dict, failure: dict | None = None) -> str | None:
 
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,400}")
-_BACKEND = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}(?::[A-Za-z_][A-Za-z0-9_]{0,99})?")
-_DEVICE = re.compile(r"(cpu|cuda|xpu|mps)(:\d{1,3})?")
-HARNESS_SUITES = ("torchbench", "huggingface", "timm_models")
+_BACKEND, _DEVICE = slash.BACKEND_RE, slash.DEVICE_RE
 
 
 def _capture_note(repro: dict) -> str | None:
@@ -126,6 +121,17 @@ def _bisect_words(failure: dict) -> str | None:
     return sg.bisect_words(b) if isinstance(b, dict) else None
 
 
+def _source_part(check: dict, spec: dict, models: list[str], trusted_commands):
+    """The check's source's part of the command (an unknown or missing source: the models only)."""
+    from bot.suites import source_of
+    from bot.suites.source import Reproduce
+
+    try:
+        return source_of(spec).reproduce(check, spec, models, trusted_commands)
+    except UsageError:
+        return Reproduce(args=list(models))
+
+
 def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
     strict patterns. A run directory may come from a pull request's job: its strings (above all a
@@ -139,49 +145,15 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     cmd = ["minify-bot", "check"]
     notes = []
     spec = check.get("spec") if isinstance(check.get("spec"), dict) else {}
-    source = spec.get("source") or "zoo"
     model = check.get("model")
     model_ok = isinstance(model, str) and slash.MODEL_RE.fullmatch(model) is not None
     models = ["--models", model] if model_ok else []
     if not model_ok:
         notes.append("# the model name is in results.json")
-    if source == "zoo":
-        cmd += models
-    elif source == "yaml":
-        path = spec.get("file")
-        safe = isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path
-        name = path.rsplit("/", 1)[-1] if safe else "MODELS.yaml"
-        cmd += ["--suite", "yaml", "--model-file", name, *models]
-    elif source == "command":
-        command = spec.get("command")
-        if isinstance(command, str) and command in trusted_commands:
-            # the program exactly as the user configured this sweep, then the check that judges it
-            cwd = spec.get("cwd")
-            if isinstance(cwd, str) and cwd:
-                lines.append(f"cd {shlex.quote(cwd)}")
-            lines.append(f"{command}    # the program; it fails with a non-zero exit")
-            cmd += ["--suite", "command", "--command", command]
-            if model_ok:
-                cmd += ["--name", model]
-            patterns = spec.get("patterns") if isinstance(spec.get("patterns"), dict) else {}
-            for kind in ("accuracy", "error"):
-                for pat in patterns.get(kind) or []:
-                    if isinstance(pat, str):
-                        cmd += [f"--{kind}-pattern", pat]
-        else:
-            # a command the reporter was not configured with (e.g. from a pull request's job) is
-            # never offered as something to copy and paste
-            cmd += ["--suite", "command", "--command", "COMMAND"]
-            notes.append("# COMMAND: the check's command (spec.command in results.json); read it before running it")
-    elif source == "harness":
-        suite = spec.get("suite") if spec.get("suite") in HARNESS_SUITES else "SUITE"
-        lines += _plain_harness_lines(check, spec, model if model_ok else None)
-        cmd += ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models]
-        bs = spec.get("batch_size")
-        if isinstance(bs, int) and not isinstance(bs, bool) and bs > 0:
-            cmd += ["--batch-size", str(bs)]
-    else:
-        cmd += models
+    part = _source_part(check, spec, models, trusted_commands)
+    lines += part.lines
+    cmd += part.args
+    notes += part.notes
     for k, ok in (("backend", lambda v: _BACKEND.fullmatch(v)), ("mode", lambda v: v in slash.MODES),
                   ("dtype", lambda v: v in slash.DTYPES), ("device", lambda v: _DEVICE.fullmatch(v))):
         v = check.get(k)
@@ -201,42 +173,8 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     return "\n".join(lines + list(dict.fromkeys(notes)))
 
 
-_REVISION = re.compile(r"[0-9a-f]{40}")
+_REVISION = slash.REVISION_RE
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}")
-
-
-def _batch(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000 else None
-
-
-def _plain_harness_lines(check: dict, spec: dict, model: str | None) -> list[str]:
-    """The plain harness command, as a compiler engineer types it from the checkout's root, rebuilt
-    from fields that pass strict patterns (the run directory may come from a pull request's job):
-    the suite's script, the model, the check's settings, the batch size the harness used."""
-    from types import SimpleNamespace
-
-    from bot import slash
-    from bot.suites.harness import reproduce_command as harness_command
-
-    suite = spec.get("suite")
-    if suite not in HARNESS_SUITES or model is None:
-        return []
-    config = check.get("config") if isinstance(check.get("config"), dict) else {}
-    if not all(isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k) and isinstance(v, (str, int, float, bool))
-               and slash.CONFIG_VALUE_RE.fullmatch(str(v).lower() if isinstance(v, bool) else str(v))
-               for k, v in config.items()):
-        return []
-    settings = SimpleNamespace(
-        mode=check.get("mode") if check.get("mode") in slash.MODES else "inference",
-        dtype=check.get("dtype") if check.get("dtype") in slash.DTYPES else "float32",
-        device=safe(check.get("device"), _DEVICE, "cpu"), backend=safe(check.get("backend"), _BACKEND, "inductor"),
-        dynamic=check.get("dynamic") is True, config=config)
-    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
-    revision = safe(harness.get("revision"), _REVISION, None)
-    cmd = harness_command({"suite": suite, "model": model}, settings,
-                          _batch(check.get("batch_size")) or _batch(spec.get("batch_size")))
-    return [f"cd PYTORCH_CHECKOUT    # a pytorch checkout{' at ' + revision if revision else ''}",
-            f"{cmd}    # the plain harness run", "# minify-bot's own check of it:"]
 
 
 def _harness_versions(check: dict) -> list[tuple[str, str]]:

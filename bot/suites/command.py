@@ -19,7 +19,10 @@ import tempfile
 from dataclasses import dataclass
 
 from bot import proc
+from bot.errors import UsageError
 from bot.suites.classify import Patterns, classify
+from bot.suites.source import ListRequest, Model, Reproduce, Source
+from bot.suites.yaml_entries import _entries, _load_yaml, valid_name
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -117,3 +120,117 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
 def _bad(message: str, cls: str = "setup_error") -> dict:
     return {"status": "eager_fail_to_run", "failure_class": cls, "accuracy": None, "classified_by": "start",
             "error": {"type": "BadCommand", "message": message, "traceback": "", "frames": []}}
+
+
+# --- the sources: one command, or several named commands from a YAML file ------------------------
+
+COMMAND_OPTIONS = {"command", "cwd"}
+
+
+class Command(Source):
+    """``--suite command``: one command run under the chosen settings, judged by its exit status
+    and output."""
+
+    name = "command"
+    program = True
+    localizes_without_compile = True   # a failure with compilation off altogether is the program's own
+
+    def models(self, req: ListRequest) -> list[Model]:
+        if not req.command:
+            raise UsageError("--suite command needs --command \"...\"")
+        nm = req.name or "command"
+        if not valid_name(nm):
+            raise UsageError(f"invalid --name {nm!r} (letters, digits, '_', '-', '.')")
+        return [Model(nm, _spec(req.command, nm, os.path.abspath(req.cwd or os.getcwd()), req.patterns),
+                      req.command)]
+
+    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+        return run_command(spec["command"], settings, log_path, cwd=spec.get("cwd") or os.getcwd(),
+                           extra_env=extra_env, patterns=Patterns.from_dict(spec.get("patterns")),
+                           force_backend=force_backend, launcher_dir=launcher_dir)
+
+    def describe(self, spec: dict) -> str:
+        return str(spec.get("command"))
+
+    def workdir(self, spec: dict) -> str | None:
+        return spec.get("cwd")
+
+    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
+        command = spec.get("command")
+        if not (isinstance(command, str) and command in trusted_commands):
+            # a command the reporter was not configured with (e.g. from a pull request's job) is
+            # never offered as something to copy and paste
+            return Reproduce(args=["--suite", "command", "--command", "COMMAND"], notes=[
+                "# COMMAND: the check's command (spec.command in results.json); read it before running it"])
+        # the program exactly as the user configured this sweep, then the check that judges it
+        out = Reproduce(args=["--suite", "command", "--command", command])
+        cwd = spec.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            out.lines.append(f"cd {shlex.quote(cwd)}")
+        out.lines.append(f"{command}    # the program; it fails with a non-zero exit")
+        if models:
+            out.args += ["--name", models[-1]]
+        patterns = spec.get("patterns") if isinstance(spec.get("patterns"), dict) else {}
+        for kind in ("accuracy", "error"):
+            out.args += [a for pat in patterns.get(kind) or [] if isinstance(pat, str)
+                         for a in (f"--{kind}-pattern", pat)]
+        return out
+
+
+class Commands(Command):
+    """``--suite commands``: several named commands from a YAML file, each one command check."""
+
+    name = "commands"
+
+    def models(self, req: ListRequest) -> list[Model]:
+        return commands_models(req.file, req.patterns)
+
+
+def _spec(command: str, name: str, cwd: str, patterns: dict | None) -> dict:
+    spec = {"source": "command", "command": command, "model": name, "cwd": cwd}
+    if patterns and (patterns.get("accuracy") or patterns.get("error")):
+        spec["patterns"] = patterns
+    return spec
+
+
+COMMAND = Command()
+COMMANDS = Commands()
+
+
+def commands_models(path: str | None, patterns: dict | None = None) -> list[Model]:
+    """Named commands from a YAML file, each one command check of the sweep::
+
+        commands:                       # optional top-level key
+          bert: python bench.py --model bert
+          resnet:
+            command: python bench.py --model resnet
+            cwd: benchmarks             # relative to the file (default: the file's directory)
+    """
+    import shlex
+
+    if not path:
+        raise UsageError("--suite commands needs --command-file FILE (a YAML mapping of names to commands)")
+    doc = _load_yaml(path, "command file")
+    if isinstance(doc, dict) and set(doc) == {"commands"}:
+        doc = doc["commands"]
+    if not isinstance(doc, dict) or not doc:
+        raise UsageError(f"{path}: expected a mapping of check names to commands (optionally under 'commands:')")
+    base = os.path.dirname(os.path.abspath(path))
+    out = []
+    for name, entry, where in _entries(doc, path, "command", "command", COMMAND_OPTIONS, "a command string"):
+        command = entry.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise UsageError(f"{where}: 'command' must be a non-empty string")
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"{where}: cannot parse the command: {exc}") from None
+        cwd = entry.get("cwd", ".")
+        if not isinstance(cwd, str):
+            raise UsageError(f"{where}: 'cwd' must be a directory path")
+        cwd = os.path.normpath(os.path.join(base, cwd))
+        if not os.path.isdir(cwd):
+            raise UsageError(f"{where}: working directory {cwd} does not exist")
+        out.append(Model(name, _spec(command, name, cwd, patterns), command))
+    return out

@@ -17,6 +17,7 @@ import re
 import sys
 
 from bot.errors import UsageError
+from bot.suites.source import ListRequest, Model, Reproduce, Source
 
 SUITES = ("torchbench", "huggingface", "timm_models")
 LIST_FILES = {
@@ -62,8 +63,6 @@ def harness_models(pytorch: str | None, suite: str | None, batch_size: int | Non
                    patterns: dict | None = None, device: str | None = None):
     """The suite's models with the batch size a check uses: the one given, else the harness's
     accuracy-mode default for the suite (the lists' sizes are shown as the performance ones)."""
-    from bot.suites import Model
-
     script = _script(pytorch, suite)
     names: list[tuple[str, int | None]] = []
     listed_in = None
@@ -171,8 +170,6 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
 
 def csv_models(path: str | None):
     from bot.rundir import read_csv
-    from bot.suites import Model
-
     if not path:
         raise UsageError("--suite csv needs --csv FILE (a harness accuracy CSV)")
     return [Model(r["name"], {"source": "csv", "model": r["name"], "record": r}) for r in read_csv(path)]
@@ -296,3 +293,92 @@ def reproduce_command(spec: dict, settings, batch_size: int | None) -> str:
                              'sys.path.insert(0, "benchmarks/dynamo")',
                              'runpy.run_path(sys.argv[0], run_name="__main__")'])
     return shlex.join(["python", "-c", boot, *argv[1:]])
+
+
+def _batch(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000 else None
+
+
+def plain_harness_lines(check: dict, spec: dict, model: str | None) -> list[str]:
+    """The plain harness command, as a compiler engineer types it from the checkout's root, rebuilt
+    from fields that pass strict patterns (the run directory may come from a pull request's job):
+    the suite's script, the model, the check's settings, the batch size the harness used."""
+    from types import SimpleNamespace
+
+    from bot import slash
+    from bot.slash import safe
+
+    suite = spec.get("suite")
+    if suite not in SUITES or model is None:
+        return []
+    config = check.get("config") if isinstance(check.get("config"), dict) else {}
+    if not all(isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k) and isinstance(v, (str, int, float, bool))
+               and slash.CONFIG_VALUE_RE.fullmatch(str(v).lower() if isinstance(v, bool) else str(v))
+               for k, v in config.items()):
+        return []
+    settings = SimpleNamespace(
+        mode=check.get("mode") if check.get("mode") in slash.MODES else "inference",
+        dtype=check.get("dtype") if check.get("dtype") in slash.DTYPES else "float32",
+        device=safe(check.get("device"), slash.DEVICE_RE, "cpu"),
+        backend=safe(check.get("backend"), slash.BACKEND_RE, "inductor"),
+        dynamic=check.get("dynamic") is True, config=config)
+    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
+    revision = safe(harness.get("revision"), slash.REVISION_RE, None)
+    cmd = reproduce_command({"suite": suite, "model": model}, settings,
+                          _batch(check.get("batch_size")) or _batch(spec.get("batch_size")))
+    return [f"cd PYTORCH_CHECKOUT    # a pytorch checkout{' at ' + revision if revision else ''}",
+            f"{cmd}    # the plain harness run", "# minify-bot's own check of it:"]
+
+
+# --- the sources: the harness run, and its accuracy CSV imported ------------------------------------
+
+
+class Harness(Source):
+    """``--suite harness``: PyTorch's own benchmarks/dynamo harness in a pytorch checkout."""
+
+    name = "harness"
+    program = True
+
+    def models(self, req: ListRequest) -> list[Model]:
+        return harness_models(req.pytorch, req.suite or "torchbench", batch_size=req.batch_size,
+                              patterns=req.patterns, device=req.device)
+
+    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+        import shutil
+        import tempfile
+        from copy import copy
+
+        work = tempfile.mkdtemp(prefix="minify-check-")
+        try:
+            if force_backend:  # the harness's own --backend replaces the compile backend
+                settings = copy(settings)
+                settings.backend = force_backend
+            return run_harness(spec, settings, log_path, work, extra_env=extra_env, launcher_dir=launcher_dir)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def describe(self, spec: dict) -> str:
+        return f"harness {spec.get('suite')} {spec.get('model')}"
+
+    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
+        suite = spec.get("suite") if spec.get("suite") in SUITES else "SUITE"
+        out = Reproduce(plain_harness_lines(check, spec, models[-1] if models else None),
+                        ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models])
+        if _batch(spec.get("batch_size")):
+            out.args += ["--batch-size", str(spec["batch_size"])]
+        return out
+
+
+class HarnessCsv(Source):
+    """``--suite csv``: an accuracy CSV the harness wrote, imported (not run)."""
+
+    name = "csv"
+    imported = True
+
+    def models(self, req: ListRequest) -> list[Model]:
+        return csv_models(req.file)
+
+
+HARNESS = Harness()
+CSV = HarnessCsv()

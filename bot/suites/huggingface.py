@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bot.errors import UsageError
+from bot.suites.source import ListRequest, Model, Source
 
 EXTRA_HINT = "pip install 'minify-action[models]'"
 SEQ = 16
@@ -116,7 +117,20 @@ def build_model(name: str, batch_size: int | None = None, **overrides) -> tuple[
 
 
 def models():
-    from bot.suites import Model
 
     return [Model(n, {"source": "huggingface", "model": n}, d, DEFAULT_BATCH)
             for n, (_, _, _, _, _, d) in MODELS.items()]
+
+
+class HuggingFace(Source):
+    name = "huggingface"
+
+    def models(self, req: ListRequest) -> list[Model]:
+        require_transformers()
+        return models()
+
+    def build(self, spec: dict, batch_size: int | None):
+        return build_model(spec["model"], batch_size)
+
+
+SOURCE = HuggingFace()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.errors import UsageError
+from bot.suites.source import ListRequest, Model, Source
 
 EXTRA_HINT = "pip install 'minify-action[timm]'"
 DEFAULT_BATCH = 2
@@ -85,6 +86,19 @@ def build_model(name: str, batch_size: int | None = None) -> tuple[Any, tuple, i
 
 
 def models():
-    from bot.suites import Model
 
     return [Model(n, {"source": "timm", "model": n}, d, DEFAULT_BATCH) for n, (_, _, _, d) in MODELS.items()]
+
+
+class Timm(Source):
+    name = "timm"
+
+    def models(self, req: ListRequest) -> list[Model]:
+        require_timm()
+        return models()
+
+    def build(self, spec: dict, batch_size: int | None):
+        return build_model(spec["model"], batch_size)
+
+
+SOURCE = Timm()

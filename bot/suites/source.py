@@ -1,0 +1,93 @@
+"""What a model source is: the questions the sweep, minify and the report ask it.
+
+A source is one module in bot/suites/ with one object implementing :class:`Source`, named in the
+registry (``bot.suites.REGISTRY``, one line). Nothing else in the project compares a source's
+name: it asks the source (``bot.suites.source_of(spec)``).
+
+- the sweep: its models (:meth:`Source.models`), whether a check runs in a forked process that
+  builds the model (:meth:`Source.build`) or as a program of its own (``program``, :meth:`Source.run`),
+  or is imported, not run (``imported``);
+- minify: for a program, what to call it in the log (:meth:`Source.describe`), where it runs
+  (:meth:`Source.workdir`), and whether its localize reruns it with compilation off altogether
+  (``localizes_without_compile``);
+- the report: the "Reproduce locally" lines (:meth:`Source.reproduce`), built only from fields
+  that pass strict patterns (a run directory may come from a pull request's job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from bot.errors import UsageError
+
+
+@dataclass
+class Model:
+    """A model a source offers, before it is built."""
+
+    name: str
+    spec: dict
+    description: str = ""
+    batch_size: int | None = None
+    skip: str | None = None  # reason, when the source says not to check it
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class ListRequest:
+    """What the command line says about where the models come from (`check --suite ...`)."""
+
+    file: str | None = None          # --model-file, --command-file or --csv
+    pytorch: str | None = None
+    suite: str | None = None         # --harness-suite
+    command: str | None = None
+    name: str | None = None
+    batch_size: int | None = None
+    patterns: dict | None = None     # --accuracy-pattern / --error-pattern
+    cwd: str | None = None
+    device: str | None = None
+
+
+@dataclass
+class Reproduce:
+    """A source's part of "Reproduce locally": lines before the `minify-bot check` line, that
+    line's source arguments, and notes after it."""
+
+    lines: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class Source:
+    """A model source (see the module's docstring). Subclasses set ``name`` and answer what
+    applies to them; the defaults are those of a source whose models are built in-process."""
+
+    name: ClassVar[str] = ""
+    program: ClassVar[bool] = False                    # run as a program of its own (a subprocess)
+    imported: ClassVar[bool] = False                   # results imported from a file, never run
+    localizes_without_compile: ClassVar[bool] = False  # localize also reruns it with no torch.compile at all
+
+    def models(self, req: ListRequest) -> list[Model]:
+        raise NotImplementedError
+
+    def build(self, spec: dict, batch_size: int | None) -> tuple[Any, tuple, int | None]:
+        """(model, example inputs, batch size), in the check's own process."""
+        raise UsageError(f"models from source {self.name!r} are not built in-process")
+
+    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+        """One run of a program's check: the fields of its results.json row."""
+        raise UsageError(f"checks of source {self.name!r} are not programs")
+
+    def describe(self, spec: dict) -> str:
+        return f"{self.name} {spec.get('model')}"
+
+    def workdir(self, spec: dict) -> str | None:
+        """Where the program runs (its own files may appear there), when the source knows."""
+        return None
+
+    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
+        """The source's part of "Reproduce locally"; ``models``: ``["--models", NAME]`` when the
+        check's model name passed its pattern, else []."""
+        return Reproduce(args=list(models))
