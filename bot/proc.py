@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.forkserver import BOOT as SERVER_BOOT
 from bot.signature import is_oom_output, signal_name
 
 GRACE_S = 1.0          # SIGTERM -> SIGKILL at the time limit
@@ -284,126 +285,7 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
 
 # ---------------------------------------------------------------- fork server
 
-_SERVER = r"""
-import importlib.util, json, os, re, signal, socket, sys, threading
-_sock = socket.socket(fileno=int(sys.argv[2]))
-_held, _threads = {}, []
-
-
-def _call(f):
-    try:  # a fact the script would compute itself, or a warm-up: if it fails here, it will there
-        f()
-    except Exception:
-        pass
-
-
-def _join():
-    for _t in _threads:
-        _t.join()
-    del _threads[:]
-
-
-for _m in json.loads(sys.argv[1]):
-    _bg = _m.endswith("&")
-    _m = _m.rstrip("&")
-    _mod, _fn = (_m.rsplit(":", 1) if re.search(r":[A-Za-z_][A-Za-z0-9_]*$", _m) else (_m, ""))
-    if _mod.endswith(".py"):  # a file of its own, not put among the modules a script could import
-        if _mod not in _held:
-            _spec = importlib.util.spec_from_file_location("_preload%d" % len(_held), _mod)
-            _held[_mod] = importlib.util.module_from_spec(_spec)
-            _spec.loader.exec_module(_held[_mod])
-        _o = _held[_mod]
-    else:
-        __import__(_mod)
-        _o = sys.modules[_mod]
-    _f = getattr(_o, _fn, None) if _fn else None
-    if callable(_f) and _bg:
-        _threads.append(threading.Thread(target=_call, args=(_f,), daemon=True))
-        _threads[-1].start()
-    elif callable(_f):
-        _join()
-        _call(_f)
-_join()
-_null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_null, 0)
-os.close(_null)
-sys.stdin = open(0, closefd=False)
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-job waiters reap themselves
-
-
-def _script(job, out_w):
-    os.dup2(out_w, 1)
-    os.dup2(out_w, 2)
-    os.close(out_w)
-    sys.stdout.reconfigure(line_buffering=True)
-    sys.stderr.reconfigure(line_buffering=True)
-    # the signal dispositions of a fresh `python script.py`
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    if job["env"] is not None:
-        os.environ.clear()
-        os.environ.update(job["env"])
-    if job["cwd"]:
-        os.chdir(job["cwd"])
-    code = 0
-    try:
-        import runpy
-        if job["module"]:  # python -m module args, with job["path"] first on sys.path
-            sys.argv = [job["module"], *job["args"]]
-            sys.path[0:1] = [*job["path"], os.getcwd()]
-            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [job["script"], *job["args"]]
-            sys.path[0] = os.path.dirname(job["script"])
-            runpy.run_path(job["script"], run_name="__main__")
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-        code = 1
-    finally:
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except BaseException:
-                pass
-    os._exit(code & 0xFF)
-
-
-while True:
-    _msg, _fds, _, _ = socket.recv_fds(_sock, 1 << 20, 2)
-    if not _msg:
-        os._exit(0)
-    if len(_fds) != 2:
-        for _fd in _fds:
-            os.close(_fd)
-        continue
-    _job = json.loads(_msg)
-    if os.fork() == 0:  # the job's waiter: a new session, the script in a child of it
-        _sock.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.setsid()
-        _out_w, _st_w = _fds
-        _pid = os.fork()
-        if _pid == 0:
-            os.close(_st_w)
-            _script(_job, _out_w)
-        os.close(_out_w)
-        os.write(_st_w, f"{os.getpid()} {_pid}\n".encode())
-        _, _st = os.waitpid(_pid, 0)
-        os.write(_st_w, f"{os.waitstatus_to_exitcode(_st)}\n".encode())
-        os._exit(0)
-    for _fd in _fds:
-        os.close(_fd)
-"""
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py")   # its program
 
 
 class ForkServer:
@@ -432,7 +314,7 @@ class ForkServer:
         self.proc: subprocess.Popen | None = None
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(list(preload)),
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER_BOOT, SERVER, json.dumps(list(preload)),
                                           str(theirs.fileno())], env=env, stdin=subprocess.DEVNULL,
                                          stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
                                          start_new_session=True)

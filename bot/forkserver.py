@@ -1,0 +1,164 @@
+"""The fork server's own program: a fresh interpreter that imports what every job needs first
+(torch) once, then runs each job (a script or a module, as ``python script args`` / ``python -m
+module args`` would) in a process forked from it. :class:`bot.proc.ForkServer` starts it and
+talks to it; see there for the protocol.
+
+It imports nothing of minify-bot: it runs in the interpreter (and venv) of the torch being tested,
+where the project need not be importable, and it is started as ``python -c`` running this file
+(:data:`BOOT`), so that the scripts it runs see the path a fresh ``python`` would, not this
+directory.
+
+Arguments: the preload list (JSON) and the file descriptor of its socket. Each message on the
+socket is a job (JSON) with two descriptors: where the job's output goes and where its waiter
+writes "<waiter pid> <job pid>" and then the job's exit code.
+"""
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+
+BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
+
+
+def _call(f):
+    try:  # a fact the script would compute itself, or a warm-up: if it fails here, it will there
+        f()
+    except Exception:  # noqa: BLE001 - the script computes it again, and fails there if it must
+        pass
+
+
+def preload(entries: list[str]) -> None:
+    """``module``, ``module:function``, ``path.py:function``; a trailing ``&`` calls the function in
+    a thread while the next entries load (joined before the next plain call and at the end)."""
+    held, threads = {}, []
+
+    def join():
+        for t in threads:
+            t.join()
+        del threads[:]
+
+    for entry in entries:
+        background = entry.endswith("&")
+        entry = entry.rstrip("&")
+        mod, fn = entry.rsplit(":", 1) if re.search(r":[A-Za-z_][A-Za-z0-9_]*$", entry) else (entry, "")
+        if mod.endswith(".py"):  # a file of its own, not put among the modules a script could import
+            if mod not in held:
+                spec = importlib.util.spec_from_file_location("_preload%d" % len(held), mod)
+                held[mod] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(held[mod])
+            obj = held[mod]
+        else:
+            __import__(mod)
+            obj = sys.modules[mod]
+        f = getattr(obj, fn, None) if fn else None
+        if callable(f) and background:
+            threads.append(threading.Thread(target=_call, args=(f,), daemon=True))
+            threads[-1].start()
+        elif callable(f):
+            join()
+            _call(f)
+    join()
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def run_job(job: dict, out_w: int) -> None:
+    """In the job's own process: its output to ``out_w``, a fresh script's signal dispositions,
+    its environment and directory; then the script or module; exits with its code."""
+    os.dup2(out_w, 1)
+    os.dup2(out_w, 2)
+    os.close(out_w)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if job["env"] is not None:
+        os.environ.clear()
+        os.environ.update(job["env"])
+    if job["cwd"]:
+        os.chdir(job["cwd"])
+    code = 0
+    try:
+        import runpy
+        if job["module"]:  # python -m module args, with job["path"] first on sys.path
+            sys.argv = [job["module"], *job["args"]]
+            sys.path[0:1] = [*job["path"], os.getcwd()]
+            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [job["script"], *job["args"]]
+            sys.path[0] = os.path.dirname(job["script"])
+            runpy.run_path(job["script"], run_name="__main__")
+    except SystemExit as e:
+        code = _exit_code(e)
+    except BaseException:  # noqa: BLE001 - as a fresh interpreter would: the traceback, exit 1
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:  # noqa: BLE001 - a closed stream at exit is not the job's failure
+                pass
+    os._exit(code & 0xFF)
+
+
+def _waiter(sock: socket.socket, job: dict, fds: list[int]) -> None:
+    """The job's waiter (a new session): forks the job, reports its pid and then its exit code."""
+    sock.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    out_w, st_w = fds
+    pid = os.fork()
+    if pid == 0:
+        os.close(st_w)
+        run_job(job, out_w)
+    os.close(out_w)
+    os.write(st_w, f"{os.getpid()} {pid}\n".encode())
+    _, status = os.waitpid(pid, 0)
+    os.write(st_w, f"{os.waitstatus_to_exitcode(status)}\n".encode())
+    os._exit(0)
+
+
+def serve(sock: socket.socket) -> None:
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, closefd=False)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-job waiters reap themselves
+    while True:
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        if not msg:
+            os._exit(0)
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        job = json.loads(msg)
+        if os.fork() == 0:
+            _waiter(sock, job, fds)
+        for fd in fds:
+            os.close(fd)
+
+
+def main(argv: list[str]) -> None:
+    sock = socket.socket(fileno=int(argv[2]))
+    preload(json.loads(argv[1]))
+    serve(sock)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
