@@ -288,7 +288,21 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py")   # its program
 
 
-class ForkServer:
+class Closing:
+    """``with thing:`` closes it at the end (``close()``)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class ForkServer(Closing):
     """A fresh interpreter that imports ``preload`` (torch) once and then runs scripts, each in a
     process of its own forked from it (a new session; several at a time). ``preload`` entries, in
     order: ``module`` imports it; ``module:function`` also calls that function once (if it
@@ -404,12 +418,6 @@ class ForkServer:
         self.error = self.error or "the fork server is closed"
         self._log.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 class _Lines:

@@ -202,16 +202,17 @@ def _step_traceback_20k(ctx):
     return _error_field(ctx, "traceback", 20000)
 
 
-def _step_collect_env(ctx):
-    if not ctx.get("collect_env"):
-        return ctx
-    return _with(ctx, "collect_env", collect_env=None)
+def _dropping(key: str, what: str, empty):
+    """A step that leaves out the context's ``key`` (saying ``what`` was left out), if it has one."""
+    def step(ctx):
+        return _with(ctx, what, **{key: empty}) if ctx.get(key) else ctx
+
+    step.__name__ = f"_step_drop_{key}"
+    return step
 
 
-def _step_full_diff(ctx):
-    if not ctx.get("config_diff"):
-        return ctx
-    return _with(ctx, "full config diff", config_diff=[])
+_step_collect_env = _dropping("collect_env", "collect_env", None)
+_step_full_diff = _dropping("config_diff", "full config diff", [])
 
 
 def _step_traceback_4k(ctx):
@@ -229,10 +230,7 @@ def _step_message(ctx):
     return _error_field(ctx, "message", 2000)
 
 
-def _step_minifier_log(ctx):
-    if not ctx.get("log_excerpt"):
-        return ctx
-    return _with(ctx, "log excerpt", log_excerpt=None)
+_step_minifier_log = _dropping("log_excerpt", "log excerpt", None)
 
 
 def _step_repro_link(ctx):

@@ -134,6 +134,7 @@ JSON_READERS = {
     "bot/minify/reduce.py": "the worker's signature file (minify-work/)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
     "bot/proc.py": "event lines and a forked child's messages over its pipe",
+    "bot/forkserver.py": "the preload list and the jobs the fork server is sent",
     "bot/minify/procs.py": "the one line of torch facts a fork of the fork server prints",
     "bot/check/one.py": "the check request file",
     "bot/slash.py": "a /minify request",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from bot import gha
 from bot.errors import UsageError
@@ -12,92 +12,64 @@ STAGES = ("all", "check", "report", "authorize")
 FAIL_ON = ("regression", "failure", "never")
 
 
+TEXT, LIST, LINES, BOOL, INT = "text", "list", "lines", "bool", "int"   # how an input is read (bot.gha)
+
+
+def inp(default=None, kind: str = TEXT, *, name: str | None = None, lower: bool = False):
+    """An Action input: ``name`` defaults to the field's name with dashes; ``kind`` how it is read."""
+    meta = {"name": name, "kind": kind, "lower": lower}
+    if kind in (LIST, LINES):
+        return field(default_factory=list, metadata=meta)
+    return field(default="" if default is None and kind == TEXT else default, metadata=meta)
+
+
 @dataclass
 class Inputs:
-    stage: str = "all"
-    models: list[str] = field(default_factory=list)
-    suite: str = ""
-    config_file: str = ""
-    command: str = ""
-    pytorch_path: str = ""
-    harness_suite: str = ""
-    backend: str = ""
-    mode: str = ""
-    dtype: str = ""
-    device: str = ""
-    dynamic: bool = False
-    repro_after: str = ""
-    repro_level: str = ""
-    config: list[str] = field(default_factory=list)
-    timeout: str = ""
-    minify: bool = True
-    reminify: bool = False
-    verification_runs: int | None = None
-    minify_budget: str = ""
-    builds: list[str] = field(default_factory=list)
-    builds_file: str = ""
-    baseline: str = ""
-    shard: str = ""
-    tracker: str = "github"
-    dry_run: bool = False
-    labels: list[str] = field(default_factory=list)
-    max_new_issues: int | None = None
-    token: str = ""
-    fail_on: str = "regression"
-    out: str = ""
-    shards: list[str] = field(default_factory=list)
-    request: str = ""
-    expected_sha: str = ""
-    check_result: str = ""
-    bot_login: str = ""
-    artifact_url: str = ""
-    pr_issues: bool = False
-    working_directory: str = ""
+    """The Action's inputs (action.yml), each read once, as its kind says."""
+
+    stage: str = inp("all", lower=True)
+    models: list[str] = inp(kind=LIST)
+    suite: str = inp()
+    config_file: str = inp()
+    command: str = inp()
+    pytorch_path: str = inp()
+    harness_suite: str = inp()
+    backend: str = inp()
+    mode: str = inp()
+    dtype: str = inp()
+    device: str = inp()
+    dynamic: bool = inp(False, BOOL)
+    repro_after: str = inp()
+    repro_level: str = inp()
+    config: list[str] = inp(kind=LINES)
+    timeout: str = inp()
+    minify: bool = inp(True, BOOL)
+    reminify: bool = inp(False, BOOL)
+    verification_runs: int | None = inp(kind=INT)
+    minify_budget: str = inp()
+    builds: list[str] = inp(kind=LINES)
+    builds_file: str = inp()
+    baseline: str = inp()
+    shard: str = inp()
+    tracker: str = inp("github", lower=True)
+    dry_run: bool = inp(False, BOOL)
+    labels: list[str] = inp(kind=LIST)
+    max_new_issues: int | None = inp(kind=INT)
+    token: str = inp(name="github-token")
+    fail_on: str = inp("regression", lower=True)
+    out: str = inp()
+    shards: list[str] = inp(kind=LINES)
+    request: str = inp()
+    expected_sha: str = inp(lower=True)
+    check_result: str = inp(lower=True)
+    bot_login: str = inp()
+    artifact_url: str = inp()
+    pr_issues: bool = inp(False, BOOL)
+    working_directory: str = inp()
 
     @classmethod
     def read(cls, env) -> "Inputs":
-        g = lambda name, default="": gha.get_input(name, default, env)  # noqa: E731
-        i = cls(
-            stage=g("stage", "all").lower() or "all",
-            models=gha.get_list_input("models", env),
-            suite=g("suite"),
-            config_file=g("config-file"),
-            command=g("command"),
-            pytorch_path=g("pytorch-path"),
-            harness_suite=g("harness-suite"),
-            backend=g("backend"),
-            mode=g("mode"),
-            dtype=g("dtype"),
-            device=g("device"),
-            dynamic=gha.get_bool_input("dynamic", False, env),
-            repro_after=g("repro-after"),
-            repro_level=g("repro-level"),
-            config=gha.get_lines_input("config", env),
-            timeout=g("timeout"),
-            minify=gha.get_bool_input("minify", True, env),
-            reminify=gha.get_bool_input("reminify", False, env),
-            verification_runs=gha.get_int_input("verification-runs", None, env, minimum=0),
-            minify_budget=g("minify-budget"),
-            builds=gha.get_lines_input("builds", env),
-            builds_file=g("builds-file"),
-            baseline=g("baseline"),
-            shard=g("shard"),
-            tracker=(g("tracker", "github") or "github").lower(),
-            dry_run=gha.get_bool_input("dry-run", False, env),
-            labels=gha.get_list_input("labels", env),
-            max_new_issues=gha.get_int_input("max-new-issues", None, env, minimum=0),
-            token=g("github-token"),
-            fail_on=(g("fail-on", "regression") or "regression").lower(),
-            out=g("out"),
-            shards=gha.get_lines_input("shards", env),
-            request=g("request"),
-            expected_sha=g("expected-sha").lower(),
-            check_result=g("check-result").lower(),
-            bot_login=g("bot-login"),
-            artifact_url=g("artifact-url"),
-            pr_issues=gha.get_bool_input("pr-issues", False, env),
-            working_directory=g("working-directory"),
-        )
+        i = cls(**{f.name: _read(f, env) for f in fields(cls)})
         if i.stage not in STAGES:
             raise UsageError(f"input 'stage' must be one of {', '.join(STAGES)}, got {i.stage!r}")
         if i.fail_on not in FAIL_ON:
@@ -114,6 +86,26 @@ class Inputs:
                              f"got {i.check_result[:40]!r}")
         return i
 
+
+def input_name(f) -> str:
+    """The action.yml name of an Inputs field."""
+    return f.metadata["name"] or f.name.replace("_", "-")
+
+
+def _read(f, env):
+    meta = f.metadata
+    name = input_name(f)
+    kind = meta["kind"]
+    if kind == LIST:
+        return gha.get_list_input(name, env)
+    if kind == LINES:
+        return gha.get_lines_input(name, env)
+    if kind == BOOL:
+        return gha.get_bool_input(name, f.default, env)
+    if kind == INT:
+        return gha.get_int_input(name, None, env, minimum=0)
+    value = gha.get_input(name, f.default, env) or f.default
+    return value.lower() if meta["lower"] else value
 
 
 def number_input(name: str, text: str, kind=float):

@@ -404,15 +404,8 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
         found = _window_search(st, oracle, log, calls, lo, hi, kinds, asked0)
         if found is not None:
             return found
-    best_prefix = None
-    while hi - lo > 1:
-        cand, k = _nearest_cut(lo, hi, lambda j: prefix_state(st, j, kinds))
-        if cand is None:
-            break
-        if oracle(cand):
-            hi, best_prefix = k, cand
-        else:
-            lo = k
+    # the smallest failing prefix: a failing prefix moves the upper end down
+    lo, hi, best_prefix = _bisect(lo, hi, lambda j: prefix_state(st, j, kinds), oracle, fails_move="hi")
     queries = oracle.asked - asked0
     node = calls[hi - 1]
     node = _multi_output_source(node) or node
@@ -424,6 +417,24 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
     if best_prefix is None:
         return None
     return best_prefix, Culprit([op_name(node)], "graph", node.name, queries)
+
+
+def _bisect(lo: int, hi: int, build, oracle: Oracle, *, fails_move: str):
+    """Binary search between cut points ``lo`` and ``hi`` (``build(k)``: the candidate at cut k,
+    the buildable one nearest the middle): a failing candidate moves the ``fails_move`` end to its
+    cut, a passing one the other. (lo, hi, the last failing candidate or None)."""
+    best = None
+    while hi - lo > 1:
+        cand, k = _nearest_cut(lo, hi, build)
+        if cand is None:
+            break
+        fails = oracle(cand)
+        best = cand if fails else best
+        if fails == (fails_move == "lo"):
+            lo = k
+        else:
+            hi = k
+    return lo, hi, best
 
 
 def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> State | None:
@@ -445,17 +456,11 @@ def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> 
         log(f"culprit search: {end_name}'s own output does not show the failure")
         return None
     anc = call_nodes(cand.gm)
-    best = cand
-    good, bad = 0, len(anc) - 1   # cut before the first (fails) .. before the end node (did not fail alone)
+    # cut before the first (fails) .. before the end node (did not fail alone): the latest cut
+    # that still fails; a failing cut moves the lower end up
     _, kinds = eager_values(cand.gm, cand.args, lambda n: False)
-    while bad - good > 1:
-        cut, k = _nearest_cut(good, bad, lambda j: _cut_before(cand, anc, j, kinds))
-        if cut is None:
-            break
-        if oracle(cut):
-            good, best = k, cut
-        else:
-            bad = k
+    good, _, best = _bisect(0, len(anc) - 1, lambda j: _cut_before(cand, anc, j, kinds), oracle, fails_move="lo")
+    best = best or cand
     log(f"culprit search: the failure reaches back {len(anc) - good} of {len(anc)} call nodes before "
         f"{end_name}")
     return best

@@ -85,7 +85,7 @@ def repro_env() -> dict:
     return env
 
 
-class Interpreters:
+class Interpreters(proc.Closing):
     """The minify command's one fork server (:class:`bot.proc.ForkServer`): a fresh interpreter
     that does what every repro does first (:data:`bot.torch_adapter.repro.REPRO_PRELOAD`: import
     torch, learn the CPU's vector ISAs, one throwaway compile) and then runs, each in a process
@@ -163,12 +163,6 @@ class Interpreters:
         if self._server is not None:
             self._server.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 REPRO_CAPTURE = 1_000_000  # bytes of a repro run's output kept for the same-failure check

@@ -22,7 +22,7 @@ from bot import proc
 from bot.errors import UsageError
 from bot.suites.classify import Patterns, classify
 from bot.suites.source import ListRequest, Model, Reproduce, Source
-from bot.suites.yaml_entries import _entries, _load_yaml, valid_name
+from bot.suites.yaml_entries import load_entries, valid_name
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -211,14 +211,10 @@ def commands_models(path: str | None, patterns: dict | None = None) -> list[Mode
 
     if not path:
         raise UsageError("--suite commands needs --command-file FILE (a YAML mapping of names to commands)")
-    doc = _load_yaml(path, "command file")
-    if isinstance(doc, dict) and set(doc) == {"commands"}:
-        doc = doc["commands"]
-    if not isinstance(doc, dict) or not doc:
-        raise UsageError(f"{path}: expected a mapping of check names to commands (optionally under 'commands:')")
-    base = os.path.dirname(os.path.abspath(path))
+    base, entries = load_entries(path, what="command file", top="commands", kind="command", key="command",
+                                 options=COMMAND_OPTIONS, short="a command string")
     out = []
-    for name, entry, where in _entries(doc, path, "command", "command", COMMAND_OPTIONS, "a command string"):
+    for name, entry, where in entries:
         command = entry.get("command")
         if not isinstance(command, str) or not command.strip():
             raise UsageError(f"{where}: 'command' must be a non-empty string")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bot.errors import UsageError
-from bot.suites.source import ListRequest, Model, Source
+from bot.suites.source import Library, Model
 
 EXTRA_HINT = "pip install 'minify-action[models]'"
 SEQ = 16
@@ -122,15 +122,13 @@ def models():
             for n, (_, _, _, _, _, d) in MODELS.items()]
 
 
-class HuggingFace(Source):
+
+require = require_transformers   # what Library asks
+
+
+class HuggingFace(Library):
     name = "huggingface"
-
-    def models(self, req: ListRequest) -> list[Model]:
-        require_transformers()
-        return models()
-
-    def build(self, spec: dict, batch_size: int | None):
-        return build_model(spec["model"], batch_size)
+    library = __name__
 
 
 SOURCE = HuggingFace()

@@ -11,7 +11,7 @@ import sys
 
 from bot.errors import UsageError
 from bot.suites.source import ListRequest, Model, Reproduce, Source
-from bot.suites.yaml_entries import _entries, _load_yaml
+from bot.suites.yaml_entries import load_entries
 
 YAML_OPTIONS = {"factory", "tolerance", "batch_size", "skip", "cosine", "description", "training_tolerance"}
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,400}")
@@ -46,14 +46,10 @@ SOURCE = ModelFile()
 
 
 def yaml_models(path: str) -> list[Model]:
-    doc = _load_yaml(path, "model file")
-    if isinstance(doc, dict) and "models" in doc:
-        doc = doc["models"]
-    if not isinstance(doc, dict) or not doc:
-        raise UsageError(f"{path}: expected a mapping of model names to 'module:factory' (optionally under 'models:')")
-    base = os.path.dirname(os.path.abspath(path))
+    base, entries = load_entries(path, what="model file", top="models", kind="model", key="factory",
+                                 options=YAML_OPTIONS, short="'module:factory'", top_alone=False)
     out = []
-    for name, entry, where in _entries(doc, path, "model", "factory", YAML_OPTIONS, "'module:factory'"):
+    for name, entry, where in entries:
         factory = entry.get("factory")
         if not isinstance(factory, str) or factory.count(":") != 1 or not all(factory.split(":")):
             raise UsageError(f"{where}: 'factory' must be 'module:function', got {factory!r}")

@@ -91,3 +91,23 @@ class Source:
         """The source's part of "Reproduce locally"; ``models``: ``["--models", NAME]`` when the
         check's model name passed its pattern, else []."""
         return Reproduce(args=list(models))
+
+
+class Library(Source):
+    """Architectures of a model library (transformers, timm), built offline from tiny configs in
+    the check's own process: ``library`` is the module with ``require()`` (a clear error when the
+    library is missing), ``models()`` and ``build_model(name, batch_size)``."""
+
+    library: ClassVar[str] = ""
+
+    def _module(self):
+        import importlib
+
+        return importlib.import_module(self.library)
+
+    def models(self, req: ListRequest) -> list[Model]:
+        self._module().require()
+        return self._module().models()
+
+    def build(self, spec: dict, batch_size: int | None):
+        return self._module().build_model(spec["model"], batch_size)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.errors import UsageError
-from bot.suites.source import ListRequest, Model, Source
+from bot.suites.source import Library, Model
 
 EXTRA_HINT = "pip install 'minify-action[timm]'"
 DEFAULT_BATCH = 2
@@ -90,15 +90,13 @@ def models():
     return [Model(n, {"source": "timm", "model": n}, d, DEFAULT_BATCH) for n, (_, _, _, d) in MODELS.items()]
 
 
-class Timm(Source):
+
+require = require_timm   # what Library asks
+
+
+class Timm(Library):
     name = "timm"
-
-    def models(self, req: ListRequest) -> list[Model]:
-        require_timm()
-        return models()
-
-    def build(self, spec: dict, batch_size: int | None):
-        return build_model(spec["model"], batch_size)
+    library = __name__
 
 
 SOURCE = Timm()

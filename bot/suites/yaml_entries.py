@@ -3,6 +3,8 @@ validator, so both say the same things the same way (exit 2, naming the file and
 
 from __future__ import annotations
 
+import os
+
 from bot.errors import UsageError
 
 
@@ -41,3 +43,15 @@ def _entries(doc: dict, path: str, kind: str, key: str, options: set, short: str
             raise UsageError(f"{where}: unknown option(s) {', '.join(sorted(map(str, unknown)))} "
                              f"(known: {', '.join(sorted(options))})")
         yield name, entry, where
+
+
+def load_entries(path: str, *, what: str, top: str, kind: str, key: str, options: set, short: str,
+                 top_alone: bool = True):
+    """(the file's directory, its entries as ``_entries`` yields them) of a YAML file mapping
+    names to entries, optionally under the top-level key ``top`` (its only key, if ``top_alone``)."""
+    doc = _load_yaml(path, what)
+    if isinstance(doc, dict) and top in doc and (set(doc) == {top} or not top_alone):
+        doc = doc[top]
+    if not isinstance(doc, dict) or not doc:
+        raise UsageError(f"{path}: expected a mapping of {kind} names to {short} (optionally under '{top}:')")
+    return os.path.dirname(os.path.abspath(path)), _entries(doc, path, kind, key, options, short)
