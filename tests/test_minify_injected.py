@@ -115,7 +115,10 @@ def test_failure_records_follow_the_schema(sweep):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).parent.parent / "bot" / "schemas" / "failure.schema.json").read_text())
     run = sweep[0]
-    for f in sorted((run / "failures").glob("*/failure.json")):
+    failing = {r["id"] for r in json.loads((run / "results.json").read_text())["checks"] if r.get("failure_class")}
+    records = sorted((run / "failures").glob("*/failure.json"))
+    assert failing and {f.parent.name for f in records} == failing   # one record per failing check
+    for f in records:
         jsonschema.validate(json.loads(f.read_text()), schema)
 
 

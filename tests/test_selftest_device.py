@@ -17,8 +17,8 @@ def test_a_device_without_an_injectable_code_generator_is_a_usage_error():
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_injection_key_is_validated_diffed_and_written_like_any_config(device):
     from bot.minify.configdiff import true_diff
+    from bot.minify.package import clean_source
     from bot.torch_adapter.config import parse_overrides
-    from bot.torch_adapter.repro import config_lines
 
     key = injection_key(device)
     cfg = parse_overrides([f"{key}=accuracy", "inductor.compile_threads=1"])
@@ -27,7 +27,9 @@ def test_the_injection_key_is_validated_diffed_and_written_like_any_config(devic
     assert diff[key]["default"] is None and diff[key]["value"] == "accuracy"
     codegen = key.split(".")[1]
     line = f"torch._inductor.config.{codegen}.inject_relu_bug_TESTING_ONLY = 'accuracy'"
-    assert line in config_lines({key: "accuracy"})
+    # what a packaged repro carries: the line the product writes (bot.minify.package)
+    repro = "import torch\nimport torch.fx.experimental._config\n\nclass Repro(torch.nn.Module):\n    pass\n"
+    assert line in clean_source(repro, [diff[key]], standalone=False, name="repro.py").splitlines()
     with pytest.raises(UsageError):
         parse_overrides([f"{key}=sometimes"])
 

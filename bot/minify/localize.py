@@ -10,6 +10,7 @@ import os
 import time
 
 from bot.minify import procs
+from bot.minify.records import Localized, Stage
 from bot.suites import source_of
 
 STAGES = [("eager", "dynamo"), ("aot_eager", "aot_eager"),
@@ -66,8 +67,8 @@ def run_check_forked(spec: dict, settings: dict, log_path: str, workdir: str, na
     return row
 
 
-def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> dict:
-    """Returns {"stage", "ablation": [{"backend", "status"}], "first_failing": backend|None}.
+def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> Localized:
+    """Which stage fails first: the stage, each backend's verdict, the first failing backend (or None).
 
     Each stage is a check forked from this (warmed) process: no interpreter start per stage."""
     backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
@@ -77,7 +78,7 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
                              f"localize-{backend}")
         rows.append({"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")})
         if on_event:
-            on_event({"event": "stage", "backend": backend, "status": r.get("status")})
+            on_event(Stage(backend, r.get("status")))
         if r.get("failure_class"):
             break
     ablation = [{"backend": r["backend"], "status": r["status"]} for r in rows]
@@ -85,7 +86,7 @@ def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: fl
     ablation.append({"backend": row.get("backend"), "status": row.get("status")})
     stage = dict(STAGES).get(first, "inductor") if first else (
         "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend")))
-    return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}
+    return Localized(stage, ablation, first or row.get("backend"))
 
 
 SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro level of the capture)
@@ -95,7 +96,7 @@ SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro le
 PROVISIONAL = {("accuracy", 3), ("runtime_error", 3), ("crash", 3)}
 
 
-def settled_by_capture(row: dict) -> dict | None:
+def settled_by_capture(row: dict) -> Localized | None:
     """The first failing stage when the check's rerun already captured the failure after AOT
     autograd (bot.check.sweep): torch wrote a launcher at level 4 (the graph inductor received,
     already decomposed, differs from its own eager run) or at level 2 (inductor's compile of it
@@ -110,12 +111,11 @@ def settled_by_capture(row: dict) -> dict | None:
             or not any(isinstance(x, dict) and os.path.isfile(str(x.get("path"))) for x in shared["launchers"])):
         return None
     provisional = key in PROVISIONAL
-    return {"stage": "inductor", "first_failing": "inductor", "provisional": provisional,
-            "ablation": [{"backend": "inductor", "status": row.get("status")}],
-            "note": (f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
+    return Localized("inductor", [{"backend": "inductor", "status": row.get("status")}], "inductor", provisional,
+                     f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
                      "capture wrote the graph inductor received" if not provisional else
                      "the check's rerun captured every graph inductor received (level 3): minifying them first; "
-                     "the stages are rerun only if none fails on its own")}
+                     "the stages are rerun only if none fails on its own")
 
 
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend
@@ -146,7 +146,7 @@ def rerun_program(row: dict, settings: dict, workdir: str, log_path: str, name: 
 
 
 def localize_program(row: dict, settings: dict, workdir: str, log_path: str, timeout: float,
-                     on_event=None) -> dict:
+                     on_event=None) -> Localized:
     """Localize a program that minify-bot cannot build in-process: rerun it with the compile
     backend replaced (the harness: its own --backend; a command: the environment hook, which
     replaces the backend of every torch.compile / torch._dynamo.optimize call in the program).
@@ -159,7 +159,7 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
     def run(backend):
         r = rerun_program(row, settings, workdir, log_path, f"localize-{backend}", timeout, force_backend=backend)
         if on_event:
-            on_event({"event": "stage", "backend": backend, "status": r.get("status")})
+            on_event(Stage(backend, r.get("status")))
         return r
 
     rows = probe(backends, run)
@@ -169,7 +169,7 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
         r = rerun_program(row, settings, workdir, log_path, "localize-no-compile", timeout, force_backend=NO_COMPILE)
         without = {"backend": NO_COMPILE, "status": r.get("status"), "failure_class": r.get("failure_class")}
         if on_event:
-            on_event({"event": "stage", "backend": "no torch.compile", "status": r.get("status")})
+            on_event(Stage("no torch.compile", r.get("status")))
     ablation = ([{"backend": NO_COMPILE, "status": without["status"]}] if without else []) + \
         [{"backend": r["backend"], "status": r["status"]} for r in rows]
     ablation.append({"backend": row.get("backend"), "status": row.get("status")})
@@ -180,4 +180,4 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
     else:
         row_backend = row.get("backend")
         stage = "inductor" if row_backend == "inductor" else dict(STAGES).get(row_backend, row_backend)
-    return {"stage": stage, "ablation": ablation, "first_failing": first or row.get("backend")}
+    return Localized(stage, ablation, first or row.get("backend"))

@@ -30,7 +30,7 @@ from bot.minify import package as pkg
 from bot.minify import procs, reuse
 from bot.minify import reduce as red
 from bot.minify import verify as ver
-from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, MinifyJob, Pinned, WorkerResult
+from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, Localized, MinifyJob, Pinned, WorkerResult
 from bot.options import MinifyOptions
 from bot.records import Capture, ConfigDiff, FailureRecord, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
@@ -188,22 +188,22 @@ def _first_stage(f: Failure) -> bool:
     t = time.time()
     lz = loc.settled_by_capture(f.row) if f.program else None
     if lz is not None:
-        f.say(f"localize: {lz['note']}")
+        f.say(f"localize: {lz.note}")
     else:
         lz = _localize(f, os.path.join(f.work, "localize"))
-    f.rec.stage, f.rec.ablation = lz["stage"], lz["ablation"]
-    f.stage_backend = lz["first_failing"]
+    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
+    f.stage_backend = lz.first_failing
     f.repro.timings["localize"] = round(time.time() - t, 2)
-    return bool(lz.get("provisional"))
+    return lz.provisional
 
 
-def _localize(f: Failure, wdir: str) -> dict:
+def _localize(f: Failure, wdir: str) -> Localized:
     """Rerun the check (or the program) with the debug backends: the first failing stage."""
     f.say(f"localize: rerunning {'the program ' if f.program else ''}with eager / aot_eager / "
           "aot_eager_decomp_partition")
     return (loc.localize_program if f.program else loc.localize)(
         f.row, f.settings, wdir, f.log_path, f.opts.check_timeout,
-        on_event=lambda e: f.say(f"localize: {e['backend']}: {e['status']}") if e.get("event") == "stage" else None)
+        on_event=lambda e: f.say(f"localize: {e.backend}: {e.status}"))
 
 
 def _localize_after(f: Failure) -> None:
@@ -213,7 +213,7 @@ def _localize_after(f: Failure) -> None:
     f.say("localize: no captured graph fails on its own")
     lz = _localize(f, os.path.join(f.work, "localize-after"))
     f.repro.add_time("localize", time.time() - t)
-    f.rec.stage, f.rec.ablation = lz["stage"], lz["ablation"]
+    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
     f.say(f"first failing stage: {f.rec.stage}")
     if f.rec.stage == "eager":
         f.stop(FAILS_WITHOUT_COMPILER, "none")

@@ -114,6 +114,18 @@ class WorkerResult(Record):
             return cls.from_json(json.load(fh))
 
 
+@dataclass
+class Localized(Record):
+    """Which stage fails first (localize): the stage, each debug backend's verdict, the backend to
+    capture with; ``provisional`` when taken from a level-3 capture before any localize run."""
+
+    stage: str | None
+    ablation: list = field(default_factory=list)
+    first_failing: str | None = None
+    provisional: bool = False
+    note: str | None = None
+
+
 # --- events: one ``@@ {json}`` line each on the worker's stdout --------------------------------------
 
 

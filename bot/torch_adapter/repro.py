@@ -382,10 +382,6 @@ def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
     return out
 
 
-def config_lines(config: dict[str, Any]) -> list[str]:
-    return [tconfig.config_line(key, value) for key, value in config.items()]
-
-
 @contextlib.contextmanager
 def config_snapshot():
     """Restore every torch config module after the block."""
