@@ -1,0 +1,90 @@
+"""bot/minify/pipeline.py: what one failure's minify decides before and around the worker: the
+worker's job comes from the stage's options and the check (nothing defaulted again), the capture
+levels, the config fallbacks, and the failures that are not minified (written with their reason,
+no compile)."""
+
+from __future__ import annotations
+
+import json
+
+from bot import rundir
+from bot.minify import pipeline as pl
+from bot.options import MinifyOptions
+from bot.records import ConfigDiff, FailureRecord
+from tests.ghstub.rundir import check_row
+
+
+def _failure(tmp_path, row=None, **opts) -> pl.Failure:
+    row = row or check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
+    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row), str(tmp_path / "f"),
+                      str(tmp_path / "w"), lambda m: None)
+
+
+def test_the_workers_job_takes_every_value_from_the_options_and_the_check(tmp_path):
+    f = _failure(tmp_path, budget=42.0, strict_accuracy=True, offload_to_disk=True, no_bisect=True)
+    f.row["accuracy"] = {"tolerance": 0.02}
+    f.row["config"] = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    f.rec.stage, f.stage_backend = "inductor", "inductor"
+    job = pl.job_for(f, "/w/launcher.py", "/w/minify0")
+    assert (job.budget, job.strict_accuracy, job.offload_to_disk, job.bisect) == (42.0, True, True, False)
+    assert job.tolerance == 0.02 and job.check_config == f.row["config"] and job.failure_class == "accuracy"
+    assert job.deadline is None and not job.isolate   # the deadline starts when the worker does
+
+
+def test_the_defaults_of_a_job_are_the_stages_defaults(tmp_path):
+    f = _failure(tmp_path)
+    f.rec.stage = "inductor"
+    job = pl.job_for(f, "/w/launcher.py", "/w/minify0")
+    assert job.budget == MinifyOptions.default_of("budget") and job.bisect
+    assert job.tolerance == pl.CHECK_TOLERANCE   # the check's row named none
+
+
+def test_a_check_that_aborted_its_process_is_minified_one_process_per_query(tmp_path):
+    row = check_row("m", status="fail_to_run", failure_class="runtime_error")
+    row["error"] = {"type": "UncaughtCppException", "message": "terminate called", "traceback": "", "frames": []}
+    job = pl.job_for(_failure(tmp_path, row), "/w/l.py", "/w/m0")
+    assert job.isolate
+
+
+def test_a_program_judged_by_its_exit_status_alone_leaves_the_class_to_the_graph(tmp_path):
+    row = check_row("m", status="fail_to_run", failure_class="runtime_error")
+    row["classified_by"] = "exit status"
+    assert pl.job_for(_failure(tmp_path, row), "/w/l.py", "/w/m0").class_uncertain
+
+
+def test_an_accuracy_failure_falls_back_from_level_4_to_every_graph_at_level_3():
+    opts = MinifyOptions().resolved()
+    assert pl.capture_levels("accuracy", opts) == [4, 3]
+    assert pl.capture_levels("compile_error", opts) == [2]
+    assert pl.capture_levels("accuracy", MinifyOptions(repro_level=2).resolved()) == [2]
+
+
+def test_a_repro_that_does_not_reproduce_is_repackaged_with_more_settings_in_order():
+    diff = [{"key": "inductor.a", "value": 1, "default": 0}, {"key": "inductor.b", "value": 2, "default": 0}]
+    cfg = ConfigDiff(diff, diff[:1])
+    steps = pl._config_fallbacks(cfg, diff[:1])
+    assert [c for c, _ in steps] == [diff, None]   # the whole diff, then every setting of the file
+    assert [c for c, _ in pl._config_fallbacks(cfg, diff)] == [None]
+
+
+def _process(tmp_path, row):
+    run = tmp_path / "run"
+    said = []
+    rec = pl.process(row, {}, str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append)
+    return rec, json.loads((run / "failures" / row["id"] / rundir.FAILURE).read_text()), said
+
+
+def test_an_eager_failure_is_written_with_its_reason_and_not_minified(tmp_path):
+    rec, doc, said = _process(tmp_path, check_row("m", status="eager_1st_run_fail", failure_class="eager_error"))
+    assert doc["repro"]["status"] == "none" and "fails in eager mode" in doc["repro"]["reason"]
+    assert doc["class"] == "eager_error" and doc["versions"] == {"torch": "2.13.0"}
+    assert any("skipped" in line for line in said)
+    assert not (tmp_path / "run" / rundir.WORK_DIR).exists()   # the scratch space is gone
+
+
+def test_a_program_that_compiled_nothing_is_not_a_compiler_failure(tmp_path):
+    row = check_row("cmd", status="fail_to_run", failure_class="runtime_error")
+    row["spec"] = {"source": "command", "command": "python x.py", "cwd": str(tmp_path), "model": "cmd"}
+    row["compiled_graphs"] = 0
+    _, doc, _ = _process(tmp_path, row)
+    assert doc["repro"]["reason"] == pl.COMPILED_NOTHING
