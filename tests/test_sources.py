@@ -39,8 +39,8 @@ def test_a_spec_without_a_source_is_the_zoos():
 
 
 def test_only_a_program_says_where_it_runs_and_how_it_is_described():
-    spec = {"source": "command", "command": "python bench.py --model m", "cwd": "/work/bench", "model": "m"}
-    assert suites.source_of(spec).workdir(spec) == "/work/bench"
+    spec = {"source": "command", "command": "python bench.py --model m", "cwd": "/srv/bench", "model": "m"}
+    assert suites.source_of(spec).workdir(spec) == "/srv/bench"
     assert suites.source_of(spec).describe(spec) == "python bench.py --model m"
     harness = {"source": "harness", "suite": "huggingface", "model": "BertForMaskedLM"}
     assert suites.source_of(harness).describe(harness) == "harness huggingface BertForMaskedLM"
