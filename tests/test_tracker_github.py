@@ -169,3 +169,18 @@ def test_big_traceback_is_accepted_by_github(ghstub, tmp_path):
     report_run(run, tracker(ghstub))
     [issue] = ghstub.issues()
     assert len(issue["body"]) < 65536
+
+
+def test_listing_issues_costs_one_request_per_page_and_leaves_pull_requests_out(ghstub):
+    """Listing is what every report run starts with: 150 issues are two pages, not 150 more
+    requests (each counts against the rate limit and is paced). A pull request carrying the label
+    is not an issue."""
+    numbers = [ghstub.add_issue(f"bug {k}", "b", labels=["minify-bot"]) for k in range(150)]
+    pull = ghstub.add_pull(None, head_sha="a" * 40, author="alice")
+    ghstub.repos[REPO]["issues"][pull]["labels"].append("minify-bot")
+    t = tracker(ghstub)
+    before = len(ghstub.requests)
+    listed = t.list_issues("minify-bot")
+    assert [i.number for i in listed] == numbers
+    gets = [r.path for r in ghstub.requests[before:] if r.path != f"/repos/{REPO}"]
+    assert gets == [f"/repos/{REPO}/issues"] * 2

@@ -66,6 +66,12 @@ def resolve_login(get_login, *, attempts: int = LOGIN_ATTEMPTS, sleep=time.sleep
                             "(--bot-login) to skip this call"))
 
 
+def _is_pull(gi) -> bool:
+    """A pull request among the listed issues. Not ``gi.pull_request``: an issue's listing carries no
+    such key, and reading it fetches the issue again, one request per listed issue."""
+    return "/pull/" in (gi.html_url or "")
+
+
 class GitHubTracker(Tracker):
     name = "github"
 
@@ -175,7 +181,7 @@ class GitHubTracker(Tracker):
         def go():
             return [self._to_issue(gi) for gi in self.repo.get_issues(state="all", labels=[label],
                                                                          sort="created", direction="asc")
-                    if gi.pull_request is None]
+                    if not _is_pull(gi)]
         return self._with_rate_limit("listing issues", go)
 
     def _find_by_marker(self, labels: list[str], sig: str) -> Issue | None:

@@ -33,6 +33,8 @@ Seeding
     add_pull(number|None, head_sha, author, repo=None, title=, body=, head_ref=, base_ref=, state=)
         a PR is also an issue (shared numbering; listed by GET issues with a ``pull_request`` key).
         head_repo="owner/fork": the PR comes from a fork; committed_at=: the head commit's date.
+    add_issue(title, body="", author="minify-bot", labels=None, repo=None)
+        store an issue as if ``author`` had filed it (no request logged); returns its number.
     push(number, head_sha, force=False, actor=None, at=None, committed_at=None)
         move a PR's head: a ``committed`` timeline event (dated by the commit) and, with force, a
         ``head_ref_force_pushed`` event dated ``at`` (server time).

@@ -209,6 +209,17 @@ class GitHubStub:
             self._timeline_commit(r, number, head_sha, author, committed_at or _now())
             return number
 
+    def add_issue(self, title: str, body: str = "", author: str = "minify-bot", labels: list | None = None,
+                  repo: str | None = None) -> int:
+        """Store an issue as if ``author`` had filed it (no request is logged). Returns its number."""
+        with self.lock:
+            r = self.repos[repo] if repo else self._only_repo()
+            number = r["next_number"]
+            r["next_number"] += 1
+            r["issues"][number] = self._new_issue(r, number, title, body, author,
+                                                  self._ensure_labels(r, labels or []), [])
+            return number
+
     def push(self, number: int, head_sha: str, *, force: bool = False, actor: str | None = None,
              at: str | None = None, committed_at: str | None = None, repo: str | None = None) -> None:
         """Move a pull request's head: a push (a ``committed`` timeline event, dated by the commit's
