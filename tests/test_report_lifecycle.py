@@ -1,14 +1,20 @@
-"""The issue lifecycle through `minify-bot report` with the local tracker (no network)."""
+"""The issue lifecycle through `minify-bot report`, on the local tracker and on GitHub (real PyGithub
+over HTTP to the GitHub stand-in): the same command, the same issues."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Callable
 
 import pytest
 
 from bot import fingerprint as fp
 from bot.cli import main
+from bot.tracker.base import Tracker
+from bot.tracker.github import GitHubTracker
 from bot.tracker.local import LocalTracker
+from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
 from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, write_run
 
 
@@ -21,100 +27,139 @@ def records(issues):
     return [r for r in LocalTracker(issues).records() if "minify-bot-dashboard" not in r["labels"]]
 
 
-def test_same_run_twice_creates_nothing_the_second_time(tmp_path):
+@dataclasses.dataclass
+class Where:
+    """Where `minify-bot report` files: the command for a run directory, the bug issues it left (as
+    the local tracker's records: title, body, state, labels, comments), a tracker onto the same
+    issues, and everything stored (to see that nothing was written)."""
+    report: Callable[..., int]
+    records: Callable[[], list[dict]]
+    tracker: Callable[[], Tracker]
+    stored: Callable[[], object]
+
+
+@pytest.fixture(params=["local", "github"])
+def where(request, tmp_path, monkeypatch):
+    if request.param == "local":
+        issues = tmp_path / "issues"
+        yield Where(lambda run, *extra: report(run, issues, *extra), lambda: records(issues),
+                    lambda: LocalTracker(issues), lambda: LocalTracker(issues).records())
+        return
+    stub = seeded_stub()
+    monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)
+    # the command's tracker, without its pacing of requests (a real GitHub's secondary rate limit)
+    monkeypatch.setitem(GitHubTracker.__init__.__kwdefaults__, "seconds_between_requests", 0)
+    monkeypatch.setitem(GitHubTracker.__init__.__kwdefaults__, "seconds_between_writes", 0)
+
+    def gh_records():
+        return [{"number": i["number"], "title": i["title"], "body": i["body"], "state": i["state"],
+                 "labels": [lb["name"] for lb in i["labels"]],
+                 "comments": [{"body": c["body"]} for c in stub.comments(number=i["number"])]}
+                for i in stub.issues() if "minify-bot-dashboard" not in {lb["name"] for lb in i["labels"]}]
+
+    try:
+        yield Where(lambda run, *extra: main(["report", "--out", str(run), "--tracker", "github", "--repo", REPO,
+                                              "--api-url", stub.base_url, *extra]),
+                    gh_records, lambda: GitHubTracker(REPO, BOT_TOKEN, stub.base_url),
+                    lambda: (stub.issues(), stub.comments(), len(stub.writes())))
+    finally:
+        stub.stop()
+
+
+def test_same_run_twice_creates_nothing_the_second_time(where, tmp_path):
     run = failing_run(tmp_path / "run")
-    assert report(run, tmp_path / "issues") == 0
+    assert where.report(run) == 0
     first = json.loads((run / "report.json").read_text())
     assert first["counts"]["created"] == 1
-    before = records(tmp_path / "issues")
-    assert report(run, tmp_path / "issues") == 0
+    before = where.stored()
+    assert where.report(run) == 0
     second = json.loads((run / "report.json").read_text())
     assert second["counts"]["created"] == 0 and second["counts"]["commented"] == 0
-    assert records(tmp_path / "issues") == before  # nothing was written at all
+    assert where.stored() == before  # nothing was written at all
 
 
-def test_file_update_close_after_two_passes_then_reopen(tmp_path):
-    issues = tmp_path / "issues"
-    report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"), issues)
-    [rec] = records(issues)
+def test_file_update_close_after_two_passes_then_reopen(where, tmp_path):
+    where.report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"))
+    [rec] = where.records()
     assert rec["state"] == "open"
     # a first sighting: labelled new, never regression (nothing says the check ever passed)
     assert {"minify-bot", "accuracy", "inductor", "new"} <= set(rec["labels"]) and "regression" not in rec["labels"]
     # the bug is still there: the body is updated, nobody is pinged (nothing new happened)
-    report(failing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"), issues)
-    [rec] = records(issues)
+    where.report(failing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"))
+    [rec] = where.records()
     assert fp.parse_marker(rec["body"])["occurrences"] == 2 and rec["comments"] == []
     # two passing runs close it, with the evidence
-    report(passing_run(tmp_path / "r3", started="2026-11-03T00:00:00Z"), issues)
-    assert records(issues)[0]["state"] == "open"
-    report(passing_run(tmp_path / "r4", started="2026-11-04T00:00:00Z"), issues)
-    [rec] = records(issues)
+    where.report(passing_run(tmp_path / "r3", started="2026-11-03T00:00:00Z"))
+    assert where.records()[0]["state"] == "open"
+    where.report(passing_run(tmp_path / "r4", started="2026-11-04T00:00:00Z"))
+    [rec] = where.records()
     assert rec["state"] == "closed" and len(rec["comments"]) == 1
     assert "2 consecutive runs" in rec["comments"][0]["body"] and "mlp\\_relu" in rec["comments"][0]["body"]
     # the bug comes back: reopened with a comment, still one issue
-    report(failing_run(tmp_path / "r5", started="2026-11-05T00:00:00Z"), issues)
-    [rec] = records(issues)
+    where.report(failing_run(tmp_path / "r5", started="2026-11-05T00:00:00Z"))
+    [rec] = where.records()
     assert rec["state"] == "open" and len(rec["comments"]) == 2
     assert rec["comments"][1]["body"].startswith("Reopening")
     # its check passed in the runs before: now it is a regression, no longer new
     assert "regression" in rec["labels"] and "new" not in rec["labels"]
 
 
-def test_a_passing_streak_is_broken_by_a_failure(tmp_path):
-    issues = tmp_path / "issues"
-    report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"), issues)
-    report(passing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"), issues)
-    report(failing_run(tmp_path / "r3", started="2026-11-03T00:00:00Z"), issues)
-    report(passing_run(tmp_path / "r4", started="2026-11-04T00:00:00Z"), issues)
-    assert records(issues)[0]["state"] == "open"
+def test_a_passing_streak_is_broken_by_a_failure(where, tmp_path):
+    where.report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"))
+    where.report(passing_run(tmp_path / "r2", started="2026-11-02T00:00:00Z"))
+    where.report(failing_run(tmp_path / "r3", started="2026-11-03T00:00:00Z"))
+    where.report(passing_run(tmp_path / "r4", started="2026-11-04T00:00:00Z"))
+    assert where.records()[0]["state"] == "open"
 
 
-def test_new_model_and_new_torch_are_one_comment(tmp_path):
-    issues = tmp_path / "issues"
-    report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"), issues)
+def test_new_model_and_new_torch_are_one_comment(where, tmp_path):
+    where.report(failing_run(tmp_path / "r1", started="2026-11-01T00:00:00Z"))
     a, b = check_row("mlp_relu"), check_row("convnet")
     write_run(tmp_path / "r2", [a, b], {a["id"]: failure_record(a, torch="2.14.0"), b["id"]: failure_record(b)},
               started="2026-11-02T00:00:00Z")
-    report(tmp_path / "r2", issues)
-    [rec] = records(issues)
+    where.report(tmp_path / "r2")
+    [rec] = where.records()
     assert len(rec["comments"]) == 1
     body = rec["comments"][0]["body"]
     assert "newly affected: convnet" in body and "new torch version: 2.14.0" in body
     assert {r["model"] for r in fp.parse_marker(rec["body"])["affected"]} == {"mlp_relu", "convnet"}
 
 
-def test_flaky_failure_is_labelled_flaky_not_regression_and_never_auto_closed(tmp_path):
-    issues = tmp_path / "issues"
-    report(failing_run(tmp_path / "r1", flaky=True, started="2026-11-01T00:00:00Z"), issues)
-    [rec] = records(issues)
+def test_flaky_failure_is_labelled_flaky_not_regression_and_never_auto_closed(where, tmp_path):
+    where.report(failing_run(tmp_path / "r1", flaky=True, started="2026-11-01T00:00:00Z"))
+    [rec] = where.records()
     assert "flaky" in rec["labels"] and "regression" not in rec["labels"]
     for k in range(3):
-        report(passing_run(tmp_path / f"p{k}", started=f"2026-11-0{k + 2}T00:00:00Z"), issues)
-    assert records(issues)[0]["state"] == "open"
+        where.report(passing_run(tmp_path / f"p{k}", started=f"2026-11-0{k + 2}T00:00:00Z"))
+    assert where.records()[0]["state"] == "open"
+
+
+def test_a_flaky_failure_is_not_filed_with_no_file_flaky(where, tmp_path):
     run = failing_run(tmp_path / "r9", flaky=True, started="2026-11-09T00:00:00Z")
-    main(["report", "--out", str(run), "--issues-dir", str(tmp_path / "other"), "--no-file-flaky"])
-    assert records(tmp_path / "other") == []
+    assert where.report(run, "--no-file-flaky") == 0
+    assert where.records() == []
+    assert json.loads((run / "report.json").read_text())["counts"]["created"] == 0
 
 
-def test_cap_on_new_issues_lists_the_rest(tmp_path):
+def test_cap_on_new_issues_lists_the_rest(where, tmp_path):
     checks = [check_row(f"m{k}") for k in range(4)]
     graphs = ["aten.relu.default", "aten.sigmoid.default", "aten.tanh.default", "aten.exp.default"]
     fails = {c["id"]: failure_record(c, graph=[{"op": g, "dtypes": ["float32"], "ranks": [2]}])
              for c, g in zip(checks, graphs)}
     run = write_run(tmp_path / "run", checks, fails)
-    report(run, tmp_path / "issues", "--max-new", "2")
-    assert len(records(tmp_path / "issues")) == 2
+    where.report(run, "--max-new", "2")
+    assert len(where.records()) == 2
     rep = json.loads((run / "report.json").read_text())
     assert rep["counts"]["capped"] == 2
     summary = (run / "summary.md").read_text()
     assert "Not filed this run" in summary and "m3" in summary
 
 
-def test_two_models_with_the_same_minimized_graph_share_one_issue(tmp_path):
+def test_two_models_with_the_same_minimized_graph_share_one_issue(where, tmp_path):
     a, b = check_row("mlp_relu"), check_row("convnet")
     run = write_run(tmp_path / "run", [a, b], {a["id"]: failure_record(a), b["id"]: failure_record(b)})
-    report(run, tmp_path / "issues")
-    [rec] = records(tmp_path / "issues")
+    where.report(run)
+    [rec] = where.records()
     assert "convnet" in rec["body"] and "mlp\\_relu" in rec["body"]
 
 
@@ -158,23 +203,23 @@ def _rank(model, rank, **kw):
     return c, failure_record(c, graph=g, **kw)
 
 
-def test_one_bug_on_models_of_different_ranks_is_one_issue_listing_every_model(tmp_path):
+def test_one_bug_on_models_of_different_ranks_is_one_issue_listing_every_model(where, tmp_path):
     pairs = [_rank(m, r) for m, r in (("conv_bn", 4), ("resblock", 4), ("mlp_relu", 2), ("transformer", 3))]
     run = write_run(tmp_path / "run", [c for c, _ in pairs], {c["id"]: f for c, f in pairs})
-    report(run, tmp_path / "issues")
-    [rec] = records(tmp_path / "issues")
+    where.report(run)
+    [rec] = where.records()
     for m in ("conv\\_bn", "resblock", "mlp\\_relu", "transformer"):
         assert m in rec["body"]
     counts = json.loads((run / "report.json").read_text())["counts"]
     assert counts["created"] == 1 and counts["unchanged"] == 0
     run2 = write_run(tmp_path / "run2", [c for c, _ in pairs], {c["id"]: f for c, f in pairs},
                      started="2026-11-23T03:00:00Z")
-    report(run2, tmp_path / "issues")
+    where.report(run2)
     counts = json.loads((run2 / "report.json").read_text())["counts"]
     assert counts["created"] == 0 and counts["commented"] == 0 and counts["updated"] == 1
 
 
-def test_groups_of_one_run_that_reach_one_issue_are_one_update(tmp_path):
+def test_groups_of_one_run_that_reach_one_issue_are_one_update(where, tmp_path):
     # an issue filed under v1 for relu on conv_bn; this run's relu failures on 3 models have one v2
     # primary, and a fourth failure (no repro, identified by its model) matches through the alternative
     c = check_row("conv_bn")
@@ -186,13 +231,13 @@ def test_groups_of_one_run_that_reach_one_issue_are_one_update(tmp_path):
                                   "last_seen": "x", "occurrences": 1}],
                     "torch": ["2.13.0+cpu"], "best_repro": [0, 0, 1], "flaky": False, "regression": True,
                     "passing_runs": []}
-    tracker = LocalTracker(tmp_path / "issues")
+    tracker = where.tracker()
     tracker.create_issue("[minify-bot] old relu issue", "old body\n\n" + fp.make_marker(legacy_state)
                          .replace("minify-action:v2", "minify-action:v1") + "\n", ["minify-bot"], [], v1.primary)
     pairs = [(c, failure_record(c))] + [_rank(m, r) for m, r in (("mlp_relu", 2), ("transformer", 3))]
     run = write_run(tmp_path / "run", [x for x, _ in pairs], {x["id"]: f for x, f in pairs})
-    report(run, tmp_path / "issues")
-    [rec] = records(tmp_path / "issues")                        # migrated in place, not refiled
+    where.report(run)
+    [rec] = where.records()                        # migrated in place, not refiled
     data = json.loads((run / "report.json").read_text())
     assert data["counts"]["created"] == 0 and data["counts"]["updated"] == 1 and data["counts"]["unchanged"] == 0
     assert len(data["actions"][0]["checks"]) == 3
@@ -204,27 +249,27 @@ def test_groups_of_one_run_that_reach_one_issue_are_one_update(tmp_path):
     assert len(rec["comments"]) == 1 and "migrat" not in rec["comments"][0]["body"].lower()
 
 
-def test_a_different_bug_on_the_same_model_is_a_new_issue(tmp_path):
+def test_a_different_bug_on_the_same_model_is_a_new_issue(where, tmp_path):
     # run 1: relu miscompiled (verified culprit relu); run 2: relu fixed, log1p miscompiled
     c = check_row("relu_log1p_net", config={})
     relu = failure_record(c, graph=[{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [2]}])
     log1p = failure_record(c, graph=[{"op": "aten.log1p.default", "dtypes": ["float32"], "ranks": [2]}])
-    report(write_run(tmp_path / "r1", [c], {c["id"]: relu}), tmp_path / "issues")
-    report(write_run(tmp_path / "r2", [c], {c["id"]: log1p}, started="2026-11-23T03:00:00Z"), tmp_path / "issues")
-    first, second = records(tmp_path / "issues")
+    where.report(write_run(tmp_path / "r1", [c], {c["id"]: relu}))
+    where.report(write_run(tmp_path / "r2", [c], {c["id"]: log1p}, started="2026-11-23T03:00:00Z"))
+    first, second = where.records()
     assert "relu" in first["title"] and "log1p" in second["title"]
     assert first["comments"] == [] and first["state"] == "open"
     # without repros on both sides the model/configuration is all there is: one issue
     c2 = check_row("other_net", config={})
     no1 = failure_record(c2, repro_status="not_reproduced")
-    report(write_run(tmp_path / "r3", [c2], {c2["id"]: no1}), tmp_path / "issues")
-    report(write_run(tmp_path / "r4", [c2], {c2["id"]: dict(no1, stage="aot_eager")},
-                     started="2026-11-23T03:00:00Z"), tmp_path / "issues")
-    assert len(records(tmp_path / "issues")) == 3
+    where.report(write_run(tmp_path / "r3", [c2], {c2["id"]: no1}))
+    where.report(write_run(tmp_path / "r4", [c2], {c2["id"]: dict(no1, stage="aot_eager")},
+                           started="2026-11-23T03:00:00Z"))
+    assert len(where.records()) == 3
     # ... but a verified failure of that model is never folded into it: verified relu, it joins the
     # relu issue (#1), not the model's issue without a repro (#3)
     r5 = write_run(tmp_path / "r5", [c2], {c2["id"]: failure_record(c2)}, started="2026-11-24T03:00:00Z")
-    report(r5, tmp_path / "issues")
+    where.report(r5)
     [action] = json.loads((r5 / "report.json").read_text())["actions"]
     assert (action["action"], action["issue"]) == ("updated", 1)
-    assert "other\\_net" in records(tmp_path / "issues")[0]["body"]
+    assert "other\\_net" in where.records()[0]["body"]
