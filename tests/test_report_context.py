@@ -1,0 +1,227 @@
+"""bot/report/context.py: what a maintainer reads in a bug's issue. Each test writes a small run
+directory through the product's writers, loads it as the report does, builds the issue's context and
+renders the issue body and title with the stock templates; the assertions are on the rendered text
+(the summary, culprit, configuration, versions, torch builds and the "Reproduce locally" commands)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bot.check.settings import Settings
+from bot.records import Culprit
+from bot.render import Renderer
+from bot.report.context import issue_context
+from bot.report.load import ReportOptions, load_run
+from bot.report.state import merge_state
+from tests import rundirs
+
+RELU = Culprit(ops=["aten.relu.default"], method="compiled-alone")
+DIFF = [{"key": "inductor.cpp.simdlen", "default": None, "value": 8},
+        {"key": "inductor.compile_threads", "default": 32, "value": 1}]
+MINIMAL = DIFF[:1]
+
+
+def issue(tmp_path, *pairs, opts: ReportOptions | None = None, edit=None):
+    """(title, body) of the issue for the failures in ``pairs`` [(row, record or None)], as filed."""
+    run = rundirs.write(tmp_path / "run", [r for r, _ in pairs], [f for _, f in pairs if f])
+    if edit:   # an artifact someone changed after minify wrote it
+        for row, _ in pairs:
+            path = run / "failures" / row["id"] / "failure.json"
+            path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    group = load_run(run)[1]
+    state, _ = merge_state(None, group, "run-1", "2026-11-01T00:00:00Z")
+    ctx = issue_context(group, state, opts or ReportOptions(), run)
+    r = Renderer()
+    return r.title(ctx), r.body(ctx, state.to_json())[0]
+
+
+def section(body: str, name: str) -> str:
+    m = re.search(rf"^### {re.escape(name)}\n(.*?)(?=^### |\Z)", body, re.S | re.M)
+    assert m, f"no section {name!r} in the body:\n{body}"
+    return m.group(1)
+
+
+def reproduce(body: str) -> list[str]:
+    """The lines of the "Reproduce locally" block, as a reader copies them."""
+    block = section(body, "Reproduce locally")
+    m = re.search(r"^(`{3,})sh\n(.*?)\n\1$", block, re.S | re.M)
+    assert m, block
+    return m.group(2).splitlines()
+
+
+def relu_failure(model="mlp_relu", settings=None, **kw):
+    row = rundirs.check(model, settings=settings)
+    return row, rundirs.failure(row, culprit=RELU, diff=DIFF, minimal=MINIMAL, **kw)
+
+
+# --------------------------------------------------------------------------- what the bug is
+
+def test_the_title_and_summary_name_the_stage_the_op_and_the_numbers(tmp_path):
+    title, body = issue(tmp_path, relu_failure())
+    assert title == "[minify-bot] inductor: accuracy failure in aten.relu.default (float32, cpu)"
+    assert body.startswith("**inductor stage (inductor, inference, float32, cpu) on mlp\\_relu: "
+                           "wrong results: RMSE 0.25 vs tolerance 0.0001**")
+
+
+def test_the_culprit_is_the_op_that_fails_compiled_alone(tmp_path):
+    _, body = issue(tmp_path, relu_failure())
+    assert section(body, "Culprit").strip() == "`aten.relu.default`: fails when compiled alone."
+
+
+def test_without_a_culprit_there_is_no_culprit_section(tmp_path):
+    row = rundirs.check()
+    _, body = issue(tmp_path, (row, rundirs.failure(row)))
+    assert "### Culprit" not in body
+
+
+def test_an_op_name_that_is_not_an_op_name_is_never_shown(tmp_path):
+    def hostile(doc):
+        doc["culprit"]["ops"] = ["<img src=x onerror=alert(1)>", "aten.relu.default"]
+        return doc
+    title, body = issue(tmp_path, relu_failure(), edit=hostile)
+    assert "onerror" not in body and "onerror" not in title
+    assert section(body, "Culprit").strip().startswith("`aten.relu.default`")
+
+
+def test_an_error_shows_its_type_first_line_and_full_message(tmp_path):
+    err = {"type": "CppCompileError", "message": "C++ compile error\nerror: 'x' was not declared",
+           "traceback": "Traceback (most recent call last):\n  File \"a.py\", line 1\nCppCompileError: boom"}
+    row = rundirs.check("conv", status="fail_to_run", failure_class="compile_error", error=err)
+    title, body = issue(tmp_path, (row, rundirs.failure(row, ops=("aten.convolution.default",))))
+    assert "compile error" in title and "(float32, cpu)" in title
+    failure = section(body, "Failure")
+    assert "`CppCompileError`: C\\+\\+ compile error" in failure     # markdown-escaped: reads C++
+    assert "Full error message" in failure and "error: 'x' was not declared" in failure
+    assert "CppCompileError: boom" in failure
+
+
+# --------------------------------------------------------------------------- configuration and versions
+
+def test_the_configuration_shows_the_minimal_diff_and_every_non_default_setting(tmp_path):
+    _, body = issue(tmp_path, relu_failure())
+    config = section(body, "Configuration")
+    minimal, _, everything = config.partition("All non-default settings (2)")
+    assert "| `inductor.cpp.simdlen` | `None` | `8` |" in minimal
+    assert "compile_threads" not in minimal
+    assert "| `inductor.compile_threads` | `32` | `1` |" in everything
+
+
+def test_no_settings_needed_is_said_in_words(tmp_path):
+    row = rundirs.check()
+    _, body = issue(tmp_path, (row, rundirs.failure(row)))
+    config = section(body, "Configuration")
+    assert "No non-default settings are needed to fail." in config and "All non-default" not in config
+
+
+def test_the_versions_table_lists_what_was_recorded_and_leaves_out_what_was_not(tmp_path):
+    _, body = issue(tmp_path, relu_failure())
+    versions = section(body, "Versions")
+    for key, value in (("torch", "2.13.0+cpu"), ("torch\\_git", "0123abc"), ("python", "3.11.7"), ("os", "Linux")):
+        assert f"| {key} | `{value}` |" in versions
+    assert "cuda" not in versions                     # None: not a row
+
+
+def test_a_harness_check_adds_its_revision_and_libraries_and_drops_unsafe_values(tmp_path):
+    harness = {"revision": "0123456789abcdef0123456789abcdef01234567", "transformers": "4.46.0",
+               "timm": "$(curl evil)", "cpu_isa": "avx512"}
+    row = rundirs.check("BertForMaskedLM", spec={"source": "harness", "suite": "huggingface",
+                                                 "model": "BertForMaskedLM"}, harness=harness)
+    _, body = issue(tmp_path, (row, rundirs.failure(row)))
+    versions = section(body, "Versions")
+    assert "| harness revision | `0123456789abcdef0123456789abcdef01234567` |" in versions
+    assert "| transformers | `4.46.0` |" in versions and "| cpu vector ISA | `avx512` |" in versions
+    assert "curl" not in body
+
+
+def test_torch_builds_say_where_the_bug_is_and_link_the_commit_range(tmp_path):
+    builds = {"present_in": ["nightly-20261101"], "absent_in": ["2.12.0"],
+              "boundaries": [{"kind": "introduced", "before": "2.12.0", "after": "nightly-20261101",
+                              "commits": {"from": "aaaaaaa", "to": "bbbbbbb"}},
+                             {"kind": "fixed", "before": "x", "after": "y",
+                              "commits": {"from": "not-a-hash", "to": "bbbbbbb"}}]}
+    _, body = issue(tmp_path, relu_failure(builds=builds))
+    text = section(body, "Torch builds")
+    assert text.startswith("Present in: torch 2.13.0\\+cpu, nightly-20261101 · not present in: 2.12.0.")
+    assert ("- introduced between 2.12.0 and nightly-20261101: commits `aaaaaaa..bbbbbbb` "
+            "([compare](https://github.com/pytorch/pytorch/compare/aaaaaaa...bbbbbbb))") in text
+    assert "- fixed between x and y\n" in text + "\n" and "not-a-hash" not in body
+
+
+# --------------------------------------------------------------------------- the repro and how to run it
+
+def test_the_best_repro_of_the_group_is_the_one_shown(tmp_path):
+    a, b = rundirs.check("aaa_first"), rundirs.check("zzz_second")
+    worse = rundirs.failure(a, culprit=RELU, status="not_reproduced")
+    better = rundirs.failure(b, culprit=RELU)
+    _, body = issue(tmp_path, (a, worse), (b, better))
+    repro = section(body, "Minimized repro")
+    assert repro.startswith("Minimized and verified: 40 → 1 graph nodes in 9 queries.")
+    assert "class Repro(torch.nn.Module)" in repro
+    assert "--models zzz_second" in "\n".join(reproduce(body))
+
+
+def test_reproduce_locally_runs_the_repro_then_the_same_check(tmp_path):
+    s = Settings(config={"inductor.cpp.simdlen": 8}, dynamic=True)
+    _, body = issue(tmp_path, relu_failure(settings=s))
+    assert reproduce(body) == [
+        "python repro.py    # from the failure's directory in the artifacts",
+        "minify-bot check --models mlp_relu --backend inductor --mode inference --dtype float32 --device cpu "
+        "--config inductor.cpp.simdlen=8 --dynamic"]
+
+
+def test_without_a_repro_reproduce_locally_is_the_check_alone(tmp_path):
+    row = rundirs.check()
+    _, body = issue(tmp_path, (row, rundirs.failure(row, status="not_reproduced")))
+    assert reproduce(body) == ["minify-bot check --models mlp_relu --backend inductor --mode inference "
+                               "--dtype float32 --device cpu"]
+    assert "No minimized repro" in section(body, "Minimized repro")
+
+
+def test_a_model_file_check_is_reproduced_from_the_same_model_file(tmp_path):
+    spec = {"source": "yaml", "file": "/home/u/proj/models.yaml", "model": "tiny", "factory": "m:f"}
+    row = rundirs.check("tiny", spec=spec)
+    _, body = issue(tmp_path, (row, rundirs.failure(row)))
+    assert "minify-bot check --suite yaml --model-file models.yaml --models tiny" in reproduce(body)[-1]
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_a_command_is_shown_to_copy_only_when_the_report_was_configured_with_it(tmp_path, trusted):
+    command = "python train.py --steps 1"
+    row = rundirs.check("train", spec={"source": "command", "command": command, "model": "train"})
+    opts = ReportOptions(trusted_commands=(command,) if trusted else ())
+    _, body = issue(tmp_path, (row, rundirs.failure(row)), opts=opts)
+    lines = reproduce(body)
+    if trusted:
+        assert "python train.py --steps 1    # the program; it fails with a non-zero exit" in lines
+        assert any(ln.startswith("minify-bot check --suite command --command 'python train.py --steps 1'")
+                   for ln in lines)
+    else:
+        assert command not in body
+        assert any(ln.startswith("minify-bot check --suite command --command COMMAND") for ln in lines)
+        assert any("read it before running it" in ln for ln in lines)
+
+
+def test_values_that_do_not_pass_the_patterns_stay_out_of_the_command(tmp_path):
+    s = Settings(config={"inductor.cpp.simdlen": "8; curl evil | sh"})
+    row = rundirs.check("mlp relu; rm -rf ~", settings=s)
+    _, body = issue(tmp_path, (row, rundirs.failure(row)))
+    lines = reproduce(body)
+    command = next(ln for ln in lines if ln.startswith("minify-bot check"))
+    assert "rm -rf" not in command and "curl" not in command and "--models" not in command
+    assert "# the model name is in results.json" in lines
+    assert "# some config overrides are only in results.json" in lines
+
+
+def test_a_repro_too_large_to_inline_points_to_the_artifacts(tmp_path):
+    row = rundirs.check()
+    run = rundirs.write(tmp_path / "run", [row], [rundirs.failure(row)], repro_text="x = 1\n" * 20000)
+    group = load_run(run)[1]
+    state, _ = merge_state(None, group, "run-1", "t")
+    ctx = issue_context(group, state, ReportOptions(artifact_url="https://example.invalid/a/1"), run)
+    body = Renderer().body(ctx, state.to_json())[0]
+    repro = section(body, "Minimized repro")
+    assert "too large to inline" in repro and f"`failures/{row['id']}/repro.py`" in repro
+    assert "https://example.invalid/a/1" in repro and "x = 1" not in body
