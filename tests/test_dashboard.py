@@ -338,5 +338,6 @@ def test_report_json_names_the_dashboard_apart_from_the_bug_issues(ghstub, tmp_p
     doc = json.loads(res.report_path.read_text())
     [board] = dashboards(ghstub)
     assert doc["dashboard"] == {"issue": board["number"], "url": board["html_url"], "action": "created"}
+    assert [a["action"] for a in doc["actions"]] == ["created"]          # the bug's issue, and only it
     assert all(a.get("issue") != board["number"] for a in doc["actions"])
     assert f"dashboard #{board['number']}" in res.summary_path.read_text()

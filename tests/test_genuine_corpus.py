@@ -24,7 +24,9 @@ def _rows() -> dict[str, str]:
 
 
 def _programs() -> list[Path]:
-    return sorted(CORPUS.glob("*.py"))
+    programs = sorted(CORPUS.glob("*.py"))
+    assert programs, f"no programs in {CORPUS}"   # a test over none of them would check nothing
+    return programs
 
 
 def test_every_program_is_listed_with_its_pytorch_issue_and_every_row_names_a_program():

@@ -105,8 +105,10 @@ def test_each_injected_bug_minimizes_to_the_culprit_op_and_verifies_3_of_3(sweep
     assert (fdir / "inputs" / "storages").is_dir() and (fdir / "minifier.log").exists()
     if fclass == "accuracy":  # never drifts into an error or an empty graph
         assert "accuracy='accuracy'" in src and "AccuracyError" not in (rec["error"] or {}).get("type", "")
-    if r["verification"]["random_inputs_reproduce"]:
-        assert r["standalone_path"] == "repro_standalone.py" and (fdir / "repro_standalone.py").exists()
+    # a standalone repro (random inputs) exactly when random inputs reproduce the failure
+    standalone = bool(r["verification"]["random_inputs_reproduce"])
+    assert (r["standalone_path"] == "repro_standalone.py", (fdir / "repro_standalone.py").exists()) == \
+        (standalone, standalone), r
     if row["error"] and row["error"].get("type") == "UncaughtCppException":
         assert "one forked process per query" in stderr or "isolated" in stderr
 
