@@ -1,0 +1,143 @@
+"""bot/minify/worker.py, the parts a failure record shows that need no compile: which graph
+AOTAutograd handed the compiler (from repros torch writes for real forward, backward and inference
+graphs), the minimal config diff (delta debugging with a predicate that is a plain function of the
+settings), and the culprit record (the ops and the bisector's answer, only for a finished
+minimization)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.minify import passes as P
+from bot.minify import worker
+from bot.records import Culprit
+
+RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    """Repros torch writes for the graphs AOTAutograd hands a compiler: the forward and backward of
+    a training step (aot_function with compilers that only record, nothing compiled), and an
+    inference graph."""
+    import torch
+    from functorch.compile import aot_function, make_boxed_func
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bot.torch_adapter import repro as R
+
+    got = {}
+
+    def recording(name):
+        def compiler(gm, args):
+            got[name] = R.repro_source(gm, args, kind="aot", accuracy="accuracy", save_dir=None)
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    step = aot_function(lambda x, w: torch.relu(x @ w).sum(), fw_compiler=recording("forward"),
+                        bw_compiler=recording("backward"))
+    step(x, w).backward()
+    with torch.no_grad():
+        gm = make_fx(lambda x, w: (torch.relu(x @ w),))(x.detach(), w.detach())
+        got["inference"] = R.repro_source(gm, [x.detach(), w.detach()], kind="aot", accuracy="accuracy",
+                                          save_dir=None)
+    return got
+
+
+@pytest.mark.parametrize("role", ["forward", "backward", "inference"])
+def test_the_graph_role_is_read_from_the_captured_repros_forward_signature(sources, role):
+    assert worker.graph_role(sources[role]) == role
+
+
+def test_a_backward_graph_is_backward_though_it_reads_primals_too(sources):
+    src = sources["backward"]
+    assert "primals_" in src[src.index("def forward"):].splitlines()[0]
+    assert worker.graph_role(src) == "backward"
+
+
+def test_a_source_without_a_repro_class_reads_as_inference():
+    assert worker.graph_role("def forward(self, primals_1):\n    pass\n") == "inference"
+
+
+class Settings:
+    """A predicate over config subsets: the graph fails exactly when every key of ``needed`` is set
+    to its value. Records what it was asked."""
+
+    def __init__(self, needed: dict):
+        self.needed = needed
+        self.asked: list[dict] = []
+
+    def __call__(self, cfg: dict) -> bool:
+        self.asked.append(dict(cfg))
+        return all(cfg.get(k) == v for k, v in self.needed.items())
+
+
+HARMLESS = {"inductor.compile_threads": 1, "inductor.comprehensive_padding": True, "dynamo.cache_size_limit": 16,
+            "inductor.max_autotune": False, "functorch.donated_buffer": False}
+
+
+def test_the_one_setting_the_failure_needs_is_found_among_harmless_ones():
+    keys = {**HARMLESS, RELU: "accuracy"}
+    fails = Settings({RELU: "accuracy"})
+    assert worker.minimal_config(keys, fails) == [RELU]
+    assert keys not in fails.asked[1:] and fails.asked[0] == {}   # the full diff is known to fail
+    assert all(set(cfg) <= set(keys) and all(keys[k] == v for k, v in cfg.items()) for cfg in fails.asked)
+
+
+def test_two_settings_needed_together_are_both_kept():
+    keys = {**HARMLESS, RELU: "accuracy", "inductor.cpp.simdlen": 8}
+    assert sorted(worker.minimal_config(keys, Settings({RELU: "accuracy", "inductor.cpp.simdlen": 8}))) == sorted(
+        [RELU, "inductor.cpp.simdlen"])
+
+
+def test_a_failure_that_needs_no_setting_has_an_empty_minimal_config_after_one_query():
+    fails = Settings({})
+    assert worker.minimal_config({**HARMLESS, RELU: "accuracy"}, fails) == []
+    assert fails.asked == [{}]
+
+
+def test_one_setting_is_decided_by_one_query_without_it():
+    fails = Settings({RELU: "accuracy"})
+    assert worker.minimal_config({RELU: "accuracy"}, fails) == [RELU]
+    assert fails.asked == [{}]
+
+
+def test_the_culprit_record_sorts_the_ops_and_words_the_bisectors_answer():
+    found = P.Culprit(["aten.relu.default", "aten.add.Tensor"], "graph", "relu")
+    bisect = {"backend": "inductor", "subsystem": "lowerings", "bisect_number": 3, "detail": "lowering relu"}
+    assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(
+        ["aten.add.Tensor", "aten.relu.default"], "lowerings: lowering relu", "graph")
+
+
+def test_a_culprit_the_bisector_disagrees_with_is_kept_and_the_disagreement_logged(capsys):
+    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    bisect = {"backend": "inductor", "subsystem": "lowerings", "detail": "log1p"}
+    assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(["aten.relu.default"], "lowerings: log1p",
+                                                                             "compiled-alone")
+    assert "does not match the bisector's answer 'lowerings: log1p'" in capsys.readouterr().out
+
+
+def test_without_a_bisect_answer_the_culprit_has_ops_only(capsys):
+    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    assert worker.culprit_record(None, found, None, "minimized") == Culprit(["aten.relu.default"], None,
+                                                                           "compiled-alone")
+    incomplete = {"subsystem": "lowerings", "detail": "relu", "incomplete": True}
+    assert worker.culprit_record(None, found, incomplete, "minimized").bisect is None
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("status", ["partial", "not_reproduced"])
+def test_an_unfinished_minimization_proves_no_culprit(status):
+    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    assert worker.culprit_record(None, found, None, status) is None
+
+
+def test_no_culprit_found_is_no_culprit_record():
+    assert worker.culprit_record(None, None, {"subsystem": "lowerings", "detail": "relu"}, "minimized") is None
+
+
+def test_an_unknown_worker_command_is_a_usage_error(capsys):
+    assert worker.main(["shrink", "job.json"]) == 2
+    assert "unknown worker command shrink" in capsys.readouterr().err
+    assert worker.main([]) == 2
