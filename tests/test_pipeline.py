@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bot import rundir
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
@@ -88,3 +90,58 @@ def test_a_program_that_compiled_nothing_is_not_a_compiler_failure(tmp_path):
     row["compiled_graphs"] = 0
     _, doc, _ = _process(tmp_path, row)
     assert doc["repro"]["reason"] == pl.COMPILED_NOTHING
+
+
+@pytest.mark.parametrize("fclass", ["timeout", "oom", "setup_error"])
+def test_a_failure_class_minify_does_not_reduce_is_written_with_its_own_reason(tmp_path, fclass):
+    rec, doc, said = _process(tmp_path, check_row("m", status="fail_to_run", failure_class=fclass))
+    assert doc["repro"]["status"] == "none" and doc["repro"]["reason"] == pl.NOT_MINIFIED[fclass]
+    assert doc["class"] == fclass and rec.stage is None and "localize" not in doc["repro"]["timings"]
+    assert said[0] == f"{rec.id}: skipped: {pl.NOT_MINIFIED[fclass]}"
+
+
+def test_a_class_minify_does_not_know_is_named_in_the_reason(tmp_path):
+    _, doc, _ = _process(tmp_path, check_row("m", status="fail_to_run", failure_class="mystery"))
+    assert doc["repro"]["reason"] == "failure class 'mystery' is not minified"
+
+
+def test_a_program_that_compiled_graphs_but_no_frame_is_judged_by_its_frames(tmp_path):
+    row = check_row("cmd", status="fail_to_run", failure_class="runtime_error")
+    row["spec"] = {"source": "command", "command": "python x.py", "cwd": str(tmp_path), "model": "cmd"}
+    row["compiled_graphs"], row["compile_frames"] = 3, 0
+    _, doc, _ = _process(tmp_path, row)
+    assert doc["repro"]["reason"] == pl.COMPILED_NOTHING
+
+
+def test_the_isolate_option_runs_every_query_in_its_own_process(tmp_path):
+    assert pl.job_for(_failure(tmp_path, isolate=True), "/w/l.py", "/w/m0").isolate
+
+
+def test_the_bisector_runs_only_for_a_failure_in_inductor_and_with_the_stages_backend(tmp_path):
+    f = _failure(tmp_path)
+    f.rec.stage, f.stage_backend = "aot_eager_decomp_partition", "aot_eager_decomp_partition"
+    job = pl.job_for(f, "/w/l.py", "/w/m0")
+    assert not job.bisect and job.backend == "aot_eager_decomp_partition"
+    f.stage_backend = None
+    assert pl.job_for(f, "/w/l.py", "/w/m0").backend == "inductor"
+
+
+def _launcher(path, accuracy: str) -> str:
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bot.torch_adapter import repro as R
+
+    x = torch.randn(4, 4)
+    gm = make_fx(lambda x: (torch.relu(x),))(x)
+    path.write_text(R.repro_source(gm, [x], kind="aot", accuracy=accuracy, save_dir=None))
+    return str(path)
+
+
+def test_a_given_launcher_says_its_own_class_and_an_error_launcher_leaves_the_class_to_the_graph(tmp_path):
+    f = _failure(tmp_path)
+    f.launcher, f.rec.stage = "given", "inductor"
+    acc = pl.job_for(f, _launcher(tmp_path / "acc.py", "accuracy"), "/w/m0")
+    assert (acc.failure_class, acc.class_uncertain) == ("accuracy", False)
+    err = pl.job_for(f, _launcher(tmp_path / "err.py", ""), "/w/m0")
+    assert (err.failure_class, err.class_uncertain) == ("error", True)
