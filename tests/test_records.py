@@ -11,12 +11,17 @@ import pytest
 from bot import rundir
 from bot.minify.records import (
     Checkpoint,
+    Done,
+    Event,
     Final,
     Judge,
     Loaded,
+    Localized,
     MinifyJob,
     Pinned,
+    Probe,
     Query,
+    Stage,
     WorkerResult,
     emit,
     parse_event,
@@ -128,3 +133,67 @@ def test_a_known_record_restores_typed_parts():
                                    "culprit": {"ops": ["aten.relu.default"], "bisect": None, "method": "graph"},
                                    "config": {"diff": [], "minimal": []}, "capture": {"method": "torch"}})
     assert isinstance(known.culprit, Culprit) and known.config.minimal == [] and known.capture.method == "torch"
+
+
+def _every_record():
+    sig = Signature("runtime_error", "RuntimeError", ["boom"])
+    return [
+        Culprit(["aten.relu.default"], "lowerings: relu", "graph"), Verification(3, 2, False),
+        Capture("aot", 3, "environment", "a note", 2, 5, "backward", True), Reused(4, 1.0, None),
+        Repro("partial", "budget", "repro.py", None, "inputs", "minifier.log", 9, 4, 20, 3.0, None,
+              Verification(1, 1, True), Capture(method="given"), {"reduce": 1.0}, None),
+        ConfigDiff([{"key": "inductor.a", "value": 1, "default": 0}], None), _verified_record(),
+        KnownRecord.of_failure(_verified_record()),
+        Judge("accuracy", 1e-3, False, ["torch._dynamo.config.repro_tolerance = 0.001"]),
+        MinifyJob("l.py", "/w", "accuracy", 60.0, deadline=123.0, nodes_before=9, dynamic=True, threads=2),
+        WorkerResult("partial", "budget", {"load": 1.0}, sig, Judge("runtime_error"), {"culprit_search": 3},
+                     [{"op": "aten.relu.default"}], 9, 4, 7, "aot", "inductor", "forward", False, [], None, True,
+                     {"subsystem": "lowerings"}, Culprit(["aten.relu.default"]), 2.0, "/w/checkpoints/4.py", True,
+                     "resumed"),
+        Localized("inductor", [{"backend": "eager", "status": "pass"}], "inductor", True, "from the capture"),
+        Loaded(9, "aot", True), Checkpoint(4, "/w/4.py"), Pinned(sig), Query(2, 4, False, True, True),
+        Final("/w/final/repro.py", [], [], False, True, Judge("accuracy")), Done("partial"), Probe(True, "broken"),
+        Stage("aot_eager", "pass"),
+    ]
+
+
+@pytest.mark.parametrize("record", _every_record(), ids=lambda r: type(r).__name__)
+def test_every_record_reads_back_equal_from_its_json(record):
+    back = type(record).from_json(json.loads(json.dumps(record.to_json())))
+    assert back == record and type(back) is type(record)
+
+
+@pytest.mark.parametrize("record", [r for r in _every_record() if isinstance(r, Event)], ids=lambda r: type(r).__name__)
+def test_every_event_is_parsed_back_as_its_own_type(record):
+    assert parse_event(json.loads(json.dumps(record.to_json()))) == record
+
+
+def test_an_unknown_key_inside_a_nested_record_is_dropped():
+    doc = _verified_record().to_json()
+    doc["repro"]["verification"]["by_whom"] = "someone"
+    doc["culprit"]["extra"] = [1]
+    back = FailureRecord.from_json(doc)
+    assert back == _verified_record()
+    assert "by_whom" not in back.to_json()["repro"]["verification"]
+
+
+def test_a_malformed_nested_record_is_an_error_naming_its_type():
+    doc = _verified_record().to_json()
+    doc["repro"]["verification"] = [3, 3, True]
+    with pytest.raises(RecordError, match="Verification: expected an object, got list"):
+        FailureRecord.from_json(doc)
+    with pytest.raises(RecordError, match="Repro: expected an object, got str"):
+        FailureRecord.from_json({"id": "x", "repro": "repro.py"})
+
+
+def test_an_event_with_a_malformed_nested_record_is_ignored():
+    assert parse_event({"event": "final", "path": "/w/r.py", "judge": "accuracy"}) is None
+    assert parse_event({"event": "signature", "signature": {"failure_class": "accuracy"}}) == Pinned(
+        Signature("accuracy"))
+
+
+def test_a_worker_result_is_replaced_whole_never_half_written(tmp_path):
+    path = tmp_path / "result.json"
+    WorkerResult(status="minimized").write(str(path))
+    assert not (tmp_path / "result.json.tmp").exists()
+    assert WorkerResult.read(str(path)).status == "minimized"
