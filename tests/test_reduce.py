@@ -16,6 +16,7 @@ import pytest
 
 from bot import proc
 from bot.minify import reduce as red
+from bot.minify.predicate import CRASH_HOOK_ENV
 from bot.minify.records import Checkpoint, Loaded, MinifyJob, Query
 from bot.minify.worker import BISECT_CRASH_ENV
 
@@ -181,3 +182,15 @@ def test_an_in_process_worker_that_dies_resumes_isolated_from_its_smallest_check
     assert [d["key"] for d in res.config_minimal] == [RELU]
     assert [e.nodes for e in events if isinstance(e, Loaded)] == [6, 3]   # the first worker, the resumed one
     assert any(isinstance(e, Query) and e.isolated for e in events)
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_before_any_checkpoint_resumes_isolated_from_the_launcher(launcher, workdir, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "0")   # the in-process worker dies on its first query
+    wd = workdir / "first-query"
+    job = MinifyJob(str(launcher), str(wd), "accuracy", 300.0, check_config={RELU: "accuracy"}, bisect=False)
+    res = red.reduce(job, str(workdir / "first-query.log"), on_event=None)
+    assert res.status == "minimized", (workdir / "first-query.log").read_text()[-3000:]
+    assert res.note == "the in-process minify worker died (exit 70); resumed with one process per query"
+    assert res.isolated and (res.nodes_before, res.nodes_after) == (6, 3)
+    assert res.culprit is not None and res.culprit.ops == ["aten.relu.default"]
