@@ -29,19 +29,19 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 from bot import proc, safejson
 from bot.errors import InfraError, UsageError
+from bot.records import Record
 
 KINDS = ("pip", "python", "venv", "image")
 INSTALL_TIMEOUT = 1800.0  # a CUDA wheel and its libraries: a few GB
 PROBE_TIMEOUT = 300.0
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9_.\-\[\], ]+(?:[<>=!~]=?[A-Za-z0-9_.*+\-]+)?")
-PROBE_CODE = ("import json, torch; v = torch.version; print('@@build ' + json.dumps({'torch': torch.__version__, "
-              "'git': getattr(v, 'git_version', None), 'cuda': getattr(v, 'cuda', None)}))")
 
 
 @dataclass(frozen=True)
@@ -167,13 +167,56 @@ class Prepared:
         return [*cmd, self.build.target, "python", *args]
 
 
-@dataclass
-class Info:
-    """What a build's torch says about itself, or why it cannot run (``error``)."""
+def _probed(expression: str) -> dict:
+    """Field metadata: the Python expression the probe prints for the field (``torch`` imported,
+    ``v`` = ``torch.version``)."""
+    return {"probe": expression}
 
-    torch: str | None = None
-    git: str | None = None
-    cuda: str | None = None
+
+@dataclass
+class BuildProbe(Record):
+    """What a build's torch says about itself: the ``@@build {json}`` line :data:`PROBE_CODE`
+    prints in a process of the build (an interpreter where minify-bot need not be importable, so
+    the probe is plain code, written from these fields) and :meth:`read` parses here."""
+
+    MARK: ClassVar[str] = "@@build "
+
+    torch: str | None = field(default=None, metadata=_probed("torch.__version__"))
+    git: str | None = field(default=None, metadata=_probed("getattr(v, 'git_version', None)"))
+    cuda: str | None = field(default=None, metadata=_probed("getattr(v, 'cuda', None)"))
+
+    @classmethod
+    def code(cls) -> str:
+        """The probe program: prints one ``@@build`` line with every field."""
+        doc = ", ".join(f"{f.name!r}: {f.metadata['probe']}" for f in fields(BuildProbe))
+        return f"import json, torch; v = torch.version; print({cls.MARK!r} + json.dumps({{{doc}}}))"
+
+    @classmethod
+    def from_json(cls, doc):
+        """A value that is not a string is not known (None): the probing process is the build's."""
+        if isinstance(doc, dict):
+            doc = {k: v if isinstance(v, str) else None for k, v in doc.items()}
+        return super().from_json(doc)
+
+    @classmethod
+    def read(cls, output: str) -> "BuildProbe | None":
+        """The first well-formed ``@@build`` line of a probe's output; None when it printed none."""
+        for line in output.splitlines():
+            if line.startswith(cls.MARK):
+                with contextlib.suppress(ValueError):
+                    doc = safejson.loads(line[len(cls.MARK):])  # printed by a process of the build: bounded
+                    if isinstance(doc, dict):
+                        return BuildProbe.from_json(doc)
+        return None
+
+
+PROBE_CODE = BuildProbe.code()
+
+
+@dataclass
+class Info(BuildProbe):
+    """What a build's torch says about itself (:class:`BuildProbe`), or why it cannot run (``error``)."""
+
     error: str | None = None
 
 
@@ -256,12 +299,9 @@ class BuildCache:
             run_env = {**(env if env is not None else os.environ), **prepared.env}
             res = proc.run(prepared.command(["-c", PROBE_CODE], cwd=cwd), cwd=cwd, env=run_env,
                            timeout=PROBE_TIMEOUT, capture=50_000)
-        for line in res.output.splitlines():
-            if line.startswith("@@build "):
-                with contextlib.suppress(ValueError):
-                    d = safejson.loads(line[len("@@build "):])  # printed by a process of the build
-                    if isinstance(d, dict):
-                        return Info(*(v if isinstance(v, str) else None for v in map(d.get, ("torch", "git", "cuda"))))
+        probe = BuildProbe.read(res.output)
+        if probe is not None:
+            return Info(**probe.to_json())
         last = [ln for ln in res.output.strip().splitlines() if ln.strip()][-1:] or [res.error or "no output"]
         why = "timed out" if res.timed_out else last[0][:300]
         return Info(error=f"torch does not import: {why}")

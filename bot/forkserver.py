@@ -8,10 +8,13 @@ where the project need not be importable, and it is started as ``python -c`` run
 (:data:`BOOT`), so that the scripts it runs see the path a fresh ``python`` would, not this
 directory.
 
-Arguments: the preload list (JSON) and the file descriptor of its socket. Each message on the
-socket is a job (JSON) with two descriptors: where the job's output goes and where its waiter
-writes "<waiter pid> <job pid>" and then the job's exit code.
+Its arguments are a :class:`ServerArgs` (the preload list, JSON, and the file descriptor of its
+socket). Each message on the socket is a :class:`Job` (JSON) with two descriptors: where the
+job's output goes and where its waiter writes "<waiter pid> <job pid>" and then the job's exit
+code. Both records are defined here, once, and :mod:`bot.proc` writes them with these classes.
 """
+
+from __future__ import annotations
 
 import importlib.util
 import json
@@ -21,8 +24,65 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import asdict, dataclass, field, fields
 
 BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
+
+
+def _strings(value, what: str) -> list:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what}: expected a list of strings")
+    return value
+
+
+@dataclass
+class Job:
+    """One job the fork server is sent: a script (``python script args``) or, given ``module``,
+    ``python -m module args`` with ``path`` first on its ``sys.path``; ``env`` replaces the
+    server's environment (None: keep it); ``cwd`` the directory it runs in (None: the server's)."""
+
+    script: str | None = None
+    module: str | None = None
+    path: list = field(default_factory=list)
+    env: dict | None = None
+    args: list = field(default_factory=list)
+    cwd: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def decode(cls, msg: bytes) -> Job:
+        """The job of a message; ValueError for one that is not a job (unknown keys are dropped,
+        missing ones take their defaults, as :class:`bot.records.Record` reads)."""
+        doc = json.loads(msg)
+        if not isinstance(doc, dict):
+            raise ValueError("a fork server job: expected an object")
+        job = cls(**{f.name: doc[f.name] for f in fields(cls) if f.name in doc})
+        for name in ("script", "module", "cwd"):
+            if not isinstance(getattr(job, name), (str, type(None))):
+                raise ValueError(f"a fork server job: {name} is not a string")
+        _strings(job.path, "a fork server job's path")
+        _strings(job.args, "a fork server job's args")
+        if job.env is not None and not (isinstance(job.env, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in job.env.items())):
+            raise ValueError("a fork server job: env is not a mapping of strings")
+        return job
+
+
+@dataclass
+class ServerArgs:
+    """The server's command line after its program: the preload list (JSON) and its socket's fd."""
+
+    preload: list
+    fd: int
+
+    def to_argv(self) -> list[str]:
+        return [json.dumps(list(self.preload)), str(self.fd)]
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> ServerArgs:
+        return cls(_strings(json.loads(argv[0]), "the preload list"), int(argv[1]))
 
 
 def _call(f):
@@ -74,7 +134,7 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
-def run_job(job: dict, out_w: int) -> None:
+def run_job(job: Job, out_w: int) -> None:
     """In the job's own process: its output to ``out_w``, a fresh script's signal dispositions,
     its environment and directory; then the script or module; exits with its code."""
     os.dup2(out_w, 1)
@@ -85,22 +145,22 @@ def run_job(job: dict, out_w: int) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    if job["env"] is not None:
+    if job.env is not None:
         os.environ.clear()
-        os.environ.update(job["env"])
-    if job["cwd"]:
-        os.chdir(job["cwd"])
+        os.environ.update(job.env)
+    if job.cwd:
+        os.chdir(job.cwd)
     code = 0
     try:
         import runpy
-        if job["module"]:  # python -m module args, with job["path"] first on sys.path
-            sys.argv = [job["module"], *job["args"]]
-            sys.path[0:1] = [*job["path"], os.getcwd()]
-            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+        if job.module:  # python -m module args, with job.path first on sys.path
+            sys.argv = [job.module, *job.args]
+            sys.path[0:1] = [*job.path, os.getcwd()]
+            runpy.run_module(job.module, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = [job["script"], *job["args"]]
-            sys.path[0] = os.path.dirname(job["script"])
-            runpy.run_path(job["script"], run_name="__main__")
+            sys.argv = [job.script, *job.args]
+            sys.path[0] = os.path.dirname(job.script)
+            runpy.run_path(job.script, run_name="__main__")
     except SystemExit as e:
         code = _exit_code(e)
     except BaseException:  # noqa: BLE001 - as a fresh interpreter would: the traceback, exit 1
@@ -116,7 +176,7 @@ def run_job(job: dict, out_w: int) -> None:
     os._exit(code & 0xFF)
 
 
-def _waiter(sock: socket.socket, job: dict, fds: list[int]) -> None:
+def _waiter(sock: socket.socket, job: Job, fds: list[int]) -> None:
     """The job's waiter (a new session): forks the job, reports its pid and then its exit code."""
     sock.close()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -147,7 +207,7 @@ def serve(sock: socket.socket) -> None:
             for fd in fds:
                 os.close(fd)
             continue
-        job = json.loads(msg)
+        job = Job.decode(msg)  # not a job: a bug of bot.proc's, the server stops (run() quotes why)
         if os.fork() == 0:
             _waiter(sock, job, fds)
         for fd in fds:
@@ -155,8 +215,9 @@ def serve(sock: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> None:
-    sock = socket.socket(fileno=int(argv[2]))
-    preload(json.loads(argv[1]))
+    args = ServerArgs.from_argv(argv[1:])
+    sock = socket.socket(fileno=args.fd)
+    preload(args.preload)
     serve(sock)
 
 

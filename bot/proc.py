@@ -10,14 +10,15 @@ Three ways to start one:
 - :func:`run` execs a fresh interpreter or any program (``argv``).
 - :func:`fork` runs a Python function in a child forked from this process, which has imported and
   warmed torch once; the child can send JSON messages back over a pipe of its own (``send``) and
-  its return value comes back as ``Result.value``. Only fork from a process that has not started
-  OpenMP or compile-worker pools, and never after CUDA was initialized (checked); a fork first
-  waits for the work this process runs in :func:`background` threads.
+  its return value comes back as ``Result.value`` (each line on that pipe a :class:`ChildMessage`).
+  Only fork from a process that has not started OpenMP or compile-worker pools, and never after
+  CUDA was initialized (checked); a fork first waits for the work this process runs in
+  :func:`background` threads.
 - :func:`forkserver` starts a fresh interpreter *now* that imports some modules (torch), may warm
   them up, and then runs scripts or modules, each in a new session forked from it
-  (:meth:`ForkServer.run`, several at once). A script runs in a process that ran nothing but
-  those imports - what ``python script.py`` would do first anyway - so the import is paid once,
-  while the caller does other work.
+  (:meth:`ForkServer.run`, several at once; each job a :class:`bot.forkserver.Job`). A script runs
+  in a process that ran nothing but those imports - what ``python script.py`` would do first
+  anyway - so the import is paid once, while the caller does other work.
 
 How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.signature`.
 """
@@ -35,10 +36,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bot.forkserver import BOOT as SERVER_BOOT
+from bot.forkserver import Job, ServerArgs
+from bot.records import Record
 from bot.signature import is_oom_output, signal_name
 
 GRACE_S = 1.0          # SIGTERM -> SIGKILL at the time limit
@@ -328,10 +331,10 @@ class ForkServer(Closing):
         self.proc: subprocess.Popen | None = None
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVER_BOOT, SERVER, json.dumps(list(preload)),
-                                          str(theirs.fileno())], env=env, stdin=subprocess.DEVNULL,
-                                         stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),),
-                                         start_new_session=True)
+            argv = ServerArgs(list(preload), theirs.fileno()).to_argv()
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER_BOOT, SERVER, *argv], env=env,
+                                         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                         pass_fds=(theirs.fileno(),), start_new_session=True)
         except OSError as exc:
             self.error = f"cannot start {sys.executable!r}: {exc.strerror or exc}"
         finally:
@@ -363,9 +366,9 @@ class ForkServer(Closing):
             return Result(None, 0.0, error=self.error or "the fork server is closed")
         if cwd:
             os.makedirs(cwd, exist_ok=True)
-        job = json.dumps({"script": None if module else os.path.abspath(str(script)), "module": module,
-                          "path": [os.path.abspath(p) for p in path], "env": env,
-                          "args": [str(a) for a in args], "cwd": os.path.abspath(cwd) if cwd else None}).encode()
+        job = Job(script=None if module else os.path.abspath(str(script)), module=module,
+                  path=[os.path.abspath(p) for p in path], env=env, args=[str(a) for a in args],
+                  cwd=os.path.abspath(cwd) if cwd else None).encode()
         out_r, out_w = os.pipe()
         st_r, st_w = os.pipe()
         try:
@@ -511,6 +514,49 @@ def wait_background() -> None:
 # ---------------------------------------------------------------- fork
 
 
+@dataclass
+class ChildMessage(Record):
+    """One line on a forked child's message pipe (:func:`fork`): what ``fn`` sent (``send``), or,
+    ``returned``, the value ``fn`` returned."""
+
+    body: Any = None
+    returned: bool = False
+
+    def encode(self) -> bytes:
+        """One line; ``body`` as ``json.dumps(default=str)`` writes it (what cannot be JSON, as text)."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        return (json.dumps(doc, default=str) + "\n").encode()
+
+
+class _Messages:
+    """The parent's end of a forked child's message pipe: one :class:`ChildMessage` a line; a
+    line that is not one is skipped."""
+
+    def __init__(self, on_message: Callable[[Any], None] | None):
+        self.on_message = on_message
+        self.sent: list = []
+        self.value: Any = None
+        self._buf = b""
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            try:
+                msg = ChildMessage.from_json(json.loads(line))
+            except ValueError:  # not JSON, or not a ChildMessage (RecordError)
+                continue
+            if msg.returned:
+                self.value = msg.body
+                continue
+            self.sent.append(msg.body)
+            if self.on_message:
+                try:
+                    self.on_message(msg.body)
+                except Exception:  # noqa: BLE001 - a consumer's bug must not kill the run
+                    pass
+
+
 def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_path: str | None = None,
          log_mode: str = "a", announce: str | None = None, events: bool = False, on_event=None, on_line=None,
          tail_lines: int = TAIL_LINES, capture: int = 0, memory_limit_mb: int | None = None,
@@ -541,24 +587,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
             _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, child_setup)
         os.close(out_w)
         os.close(msg_w)
-        messages: list = []
-        msg_buf = [b""]
-
-        def feed_msg(chunk: bytes) -> None:
-            msg_buf[0] += chunk
-            *lines, msg_buf[0] = msg_buf[0].split(b"\n")
-            for line in lines:
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                messages.append(obj)
-                if on_message and not (isinstance(obj, dict) and "__value__" in obj):
-                    try:
-                        on_message(obj)
-                    except Exception:  # noqa: BLE001
-                        pass
-
+        messages = _Messages(on_message)
         status: dict = {}
 
         def poll() -> int | None:
@@ -569,7 +598,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
             return status.get("rc")
 
         try:
-            rc, timed_out = _supervise(pid, poll, {out_r: sink.feed_bytes, msg_r: feed_msg},
+            rc, timed_out = _supervise(pid, poll, {out_r: sink.feed_bytes, msg_r: messages.feed_bytes},
                                        time.monotonic() + max(0.1, timeout), grace)
         finally:
             os.close(out_r)
@@ -578,14 +607,7 @@ def fork(fn: Callable[..., Any], *, timeout: float, cwd: str | None = None, log_
                 kill_group(pid)
                 os.waitpid(pid, 0)
         sink.finish(rc, timed_out, t0)
-    value = None
-    kept = []
-    for m in messages:
-        if isinstance(m, dict) and "__value__" in m:
-            value = m["__value__"]
-        else:
-            kept.append(m)
-    return _result(rc, timed_out, t0, sink, messages=kept, value=value)
+    return _result(rc, timed_out, t0, sink, messages=messages.sent, value=messages.value)
 
 
 def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, child_setup) -> None:  # pragma: no cover
@@ -618,14 +640,14 @@ def _child(fn, out_r, out_w, msg_r, msg_w, cwd, memory_limit_mb, child_setup) ->
         if child_setup is not None:
             child_setup()
 
-        def send(obj) -> None:
-            data = (json.dumps(obj, default=str) + "\n").encode()
+        def write(msg: ChildMessage) -> None:
+            data = msg.encode()
             while data:
                 data = data[os.write(msg_w, data):]
 
-        value = fn(send)
+        value = fn(lambda obj: write(ChildMessage(obj)))
         if value is not None:
-            send({"__value__": value})
+            write(ChildMessage(value, returned=True))
         code = value if isinstance(value, int) and not isinstance(value, bool) else 0
     except BaseException:  # noqa: BLE001
         try:

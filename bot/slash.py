@@ -14,12 +14,14 @@ and markdown; nothing from a comment ever reaches a shell.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from bot import safejson
+from bot.records import Record
 from bot.torch_adapter.config import PREFIXES
 
 if TYPE_CHECKING:
@@ -227,34 +229,81 @@ def parse(body: object) -> SlashCommand | None:
 # ---------------------------------------------------------------- the request handed between jobs
 
 
-def to_request(cmd: SlashCommand, *, sha: str, pr: int, comment_id: int | None, requested_by: str) -> dict:
+@dataclass
+class MinifyRequest(Record):
+    """A ``/minify`` request, as the authorize stage hands it to the check and report stages (the
+    ``request`` step output, then their ``request`` input): what the command asks for, the pinned
+    head commit and who asked where. Written by :meth:`to_text`, read back by :meth:`from_text`,
+    which re-validates it: it came from an untrusted comment and crossed a job boundary."""
+
+    sha: str
+    pr: int
+    requested_by: str
+    comment_id: int | None = None
+    models: list[str] = field(default_factory=list)
+    backend: str | None = None
+    mode: str | None = None
+    dtype: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    schema: str = REQUEST_SCHEMA
+
+    def to_text(self) -> str:
+        """The step output's text (keys sorted: workflows may read it)."""
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    @classmethod
+    def from_text(cls, text: str) -> "MinifyRequest":
+        """Re-validate a request that crossed a job boundary; :class:`RequestError` says why not."""
+        if len(text) > 64 * 1024:
+            raise RequestError("the request is larger than 64 KiB")
+        try:
+            data = safejson.loads(text, max_depth=4)
+        except ValueError as exc:
+            raise RequestError(f"the request is not JSON: {exc}") from None
+        _check_request(data)
+        return cls.from_json({**data, "models": data.get("models") or [], "config": data.get("config") or {}})
+
+    def command(self) -> SlashCommand:
+        """The run command the request stands for (its settings, no comment line)."""
+        return SlashCommand("run", models=list(self.models), backend=self.backend, mode=self.mode,
+                            dtype=self.dtype, config=dict(self.config), sha=self.sha)
+
+
+def to_request(cmd: SlashCommand, *, sha: str, pr: int, comment_id: int | None, requested_by: str) -> MinifyRequest:
     if cmd.kind != "run":
         raise ValueError("only a run command becomes a request")
-    data = asdict(cmd)
-    for key in ("kind", "line", "error"):
-        data.pop(key)
-    data.update(schema=REQUEST_SCHEMA, sha=sha, pr=pr, comment_id=comment_id, requested_by=requested_by)
-    return data
+    return MinifyRequest(sha=sha, pr=pr, comment_id=comment_id, requested_by=requested_by, models=list(cmd.models),
+                         backend=cmd.backend, mode=cmd.mode, dtype=cmd.dtype, config=dict(cmd.config))
 
 
 class RequestError(ValueError):
     pass
 
 
-def request_from_json(text: str) -> dict:
-    """Re-validate a request that crossed a job boundary (it came from an untrusted comment)."""
-    if len(text) > 64 * 1024:
-        raise RequestError("the request is larger than 64 KiB")
-    try:
-        data = safejson.loads(text, max_depth=4)
-    except ValueError as exc:
-        raise RequestError(f"the request is not JSON: {exc}") from None
+def _check_request(data: object) -> None:
+    """Raise :class:`RequestError` unless ``data`` is a valid request's JSON (no unknown keys)."""
     if not isinstance(data, dict) or data.get("schema") != REQUEST_SCHEMA:
         raise RequestError(f"the request is not a {REQUEST_SCHEMA} object")
-    allowed = {"schema", "models", "backend", "mode", "dtype", "config", "sha", "pr", "comment_id", "requested_by"}
-    extra = set(data) - allowed
+    extra = set(data) - {f.name for f in fields(MinifyRequest)}
     if extra:
         raise RequestError(f"unknown request fields: {', '.join(sorted(extra))}")
+    _check_settings(data)
+    sha = data.get("sha")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise RequestError("the request has no full head SHA")
+    if not isinstance(data.get("pr"), int) or isinstance(data["pr"], bool) or not 0 < data["pr"] < 2 ** 31:
+        raise RequestError("the request has no pull request number")
+    if data.get("comment_id") is not None and (not isinstance(data["comment_id"], int)
+                                               or isinstance(data["comment_id"], bool)
+                                               or not 0 < data["comment_id"] < 2 ** 63):
+        raise RequestError("invalid comment id in the request")
+    if (not isinstance(data.get("requested_by"), str)
+            or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", data["requested_by"])):
+        raise RequestError("invalid requester in the request")
+
+
+def _check_settings(data: dict) -> None:
+    """The command's part of a request: models, backend, mode, dtype and config, as :func:`parse` allows."""
     models = data.get("models") or []
     if not isinstance(models, list) or len(models) > MAX_MODELS or not all(
             isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):
@@ -270,22 +319,3 @@ def request_from_json(text: str) -> dict:
             _config(f"{key}={val}" if isinstance(val, str) else "")
         except argparse.ArgumentTypeError as exc:
             raise RequestError(str(exc)) from None
-    sha = data.get("sha")
-    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
-        raise RequestError("the request has no full head SHA")
-    if not isinstance(data.get("pr"), int) or isinstance(data["pr"], bool) or not 0 < data["pr"] < 2 ** 31:
-        raise RequestError("the request has no pull request number")
-    if data.get("comment_id") is not None and (not isinstance(data["comment_id"], int)
-                                               or isinstance(data["comment_id"], bool)
-                                               or not 0 < data["comment_id"] < 2 ** 63):
-        raise RequestError("invalid comment id in the request")
-    if (not isinstance(data.get("requested_by"), str)
-            or not re.fullmatch(r"[A-Za-z0-9\[\]_.-]{1,64}", data["requested_by"])):
-        raise RequestError("invalid requester in the request")
-    return data
-
-
-def command_from_request(data: dict) -> SlashCommand:
-    return SlashCommand("run", models=list(data.get("models") or []), backend=data.get("backend"),
-                        mode=data.get("mode"), dtype=data.get("dtype"), config=dict(data.get("config") or {}),
-                        sha=data.get("sha"))

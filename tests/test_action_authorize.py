@@ -9,6 +9,7 @@ import pytest
 from bot import slash
 from bot.action import authorize
 from bot.errors import UsageError
+from tests.ghstub.action import pr_comment
 from tests.test_action_stages import make_ctx
 
 
@@ -41,10 +42,29 @@ def test_malformed_payloads_are_usage_errors(tmp_path, payload, reason):
 def test_the_request_input_is_revalidated(tmp_path):
     cmd = slash.parse("/minify --models mlp_relu")
     req = slash.to_request(cmd, sha="c" * 40, pr=3, comment_id=4, requested_by="bob")
-    assert authorize.request_input(make_ctx(tmp_path, request=json.dumps(req)))["pr"] == 3
+    assert authorize.request_input(make_ctx(tmp_path, request=req.to_text())) == req
     assert authorize.request_input(make_ctx(tmp_path)) is None
     with pytest.raises(UsageError, match="input 'request'"):
-        authorize.request_input(make_ctx(tmp_path, request=json.dumps(dict(req, models=["a;b"]))))
+        authorize.request_input(make_ctx(tmp_path, request=json.dumps(dict(req.to_json(), models=["a;b"]))))
+    with pytest.raises(UsageError, match="input 'request': the request is not JSON"):
+        authorize.request_input(make_ctx(tmp_path, request="{truncated"))
+
+
+def test_the_authorize_steps_request_output_is_what_the_later_stages_read(runner, users, tmp_path):
+    """The real writer (stage authorize's `request` step output) read by the real reader (the
+    `request` input of stages check and report): the same request, in the JSON text workflows see."""
+    payload = pr_comment(users, "walt-token", "/minify --models gru --dtype bfloat16 --config dynamo.verbose=true")
+    auth = runner("issue_comment", payload, {"stage": "authorize"})
+    assert auth.rc == 0, auth.stdout + auth.stderr
+    text = auth.outputs["request"]
+    assert list(json.loads(text)) == ["backend", "comment_id", "config", "dtype", "mode", "models", "pr",
+                                      "requested_by", "schema", "sha"]
+    got = authorize.request_input(make_ctx(tmp_path, request=text))
+    assert got == slash.MinifyRequest(sha=auth.outputs["sha"], pr=payload["issue"]["number"], requested_by="walt",
+                                      comment_id=payload["comment"]["id"], models=["gru"], dtype="bfloat16",
+                                      config={"dynamo.verbose": "true"})
+    assert got.to_text() == text
+    assert got.command().check_args() == ["--models", "gru", "--dtype", "bfloat16", "--config", "dynamo.verbose=true"]
 
 
 def test_usage_block_cannot_close_its_fence():

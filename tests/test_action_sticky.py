@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bot import pr
+from bot import pr, slash
 from bot.action import sticky
 from tests.ghstub.rundir import failing_run
 from tests.test_action_stages import make_ctx
@@ -15,8 +15,8 @@ def test_results_comment_names_request_commit_and_failures(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     env = {"GITHUB_SERVER_URL": "https://gh", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "5"}
     ctx = make_ctx(tmp_path, env=env)
-    request = {"requested_by": "alice", "sha": "b" * 40, "models": ["mlp_relu"], "config": {}}
-    body = sticky.sticky_body(ctx, requested=sticky.requested_line(request), sha=request["sha"], results=results,
+    request = slash.MinifyRequest(sha="b" * 40, pr=1, requested_by="alice", models=["mlp_relu"])
+    body = sticky.sticky_body(ctx, requested=sticky.requested_line(request), sha=request.sha, results=results,
                               report={"actions": [], "error": None, "dry_run": True})
     lines = body.splitlines()
     assert lines[0] == pr.STICKY_MARKER and lines[1] == "### minify-bot results"

@@ -96,6 +96,36 @@ def test_the_probe_reads_the_builds_torch_version_and_commit(tmp_path):
     assert (info.torch, info.git, info.error) == (torch.__version__, torch.version.git_version, None)
 
 
+def test_the_probe_prints_every_field_of_its_record_in_a_build_without_minify_bot(tmp_path):
+    """PROBE_CODE is written from BuildProbe's fields and runs where only torch is importable (here
+    a stand-in torch, the interpreter isolated from this project); the parent reads its line back."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("__version__ = '9.9.0+probe'\nfrom torch import version\n")
+    (fake / "version.py").write_text("git_version = 'abc123'\ncuda = '13.2'\n")
+    cache = bl.BuildCache(tmp_path / "cache")
+    prepared = cache.prepare(bl.parse_build(f"python:{sys.executable}"))
+    prepared.prefix = [sys.executable, "-S", "-E"]   # no site-packages, no PYTHONPATH: bot is not importable
+    out = subprocess.run([*prepared.prefix, "-c", f"import sys; sys.path.insert(0, {str(fake.parent)!r}); "
+                          + bl.PROBE_CODE], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert bl.BuildProbe.read(out.stdout) == bl.BuildProbe("9.9.0+probe", "abc123", "13.2")
+    from dataclasses import fields
+
+    assert sorted(json.loads(out.stdout.removeprefix(bl.BuildProbe.MARK))) == sorted(
+        f.name for f in fields(bl.BuildProbe))
+
+
+def test_a_probe_line_reads_back_as_written_and_malformed_lines_are_skipped():
+    probe = bl.BuildProbe("2.15.0+cu132", "deadbeef", None)
+    assert bl.BuildProbe.from_json(probe.to_json()) == probe
+    out = "\n".join(["noise", "@@build {truncated", "@@build [1, 2]", "@@build " + "[" * 100 + "]" * 100,
+                     '@@build {"torch": 2.15, "git": "g", "cuda": ["x"], "later": "y"}', "@@build " +
+                     json.dumps(probe.to_json())])
+    assert bl.BuildProbe.read(out) == bl.BuildProbe(None, "g", None)   # the first well-formed line; non-text: unknown
+    assert bl.BuildProbe.read("@@build {bad\nImportError: no torch\n") is None
+
+
 def test_an_image_build_runs_the_repro_in_a_container_that_sees_its_folder_and_nothing_of_the_network(tmp_path):
     repro = tmp_path / "failure" / "repro.py"
     repro.parent.mkdir()

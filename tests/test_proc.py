@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -320,3 +321,65 @@ def test_a_fork_guard_refuses_and_child_setup_runs_first_in_the_child():
     marks = []
     res = proc.fork(lambda send: {"seen": marks}, timeout=30, child_setup=lambda: marks.append("setup"))
     assert res.ok and res.value == {"seen": ["setup"]} and marks == []  # only the child ran it
+
+
+# ---------------------------------------------------------------- the records on the wire
+
+
+def test_a_fork_server_job_reads_back_as_written_and_a_malformed_one_is_an_error():
+    from bot.forkserver import Job, ServerArgs
+
+    job = Job(script="/x/s.py", path=["/p"], env={"A": "1"}, args=["a", "b"], cwd="/w")
+    assert Job.decode(job.encode()) == job
+    assert Job.decode(b'{"module": "m", "later": 1}') == Job(module="m")   # unknown keys dropped, defaults
+    for msg in (b"{not json", b"[]", b'{"module": "m", "args": "ab"}', b'{"script": 3}',
+                b'{"module": "m", "env": {"A": 1}}'):
+        with pytest.raises(ValueError):
+            Job.decode(msg)
+    args = ServerArgs(["torch", "/p/prewarm.py:f&"], 7)
+    assert ServerArgs.from_argv(args.to_argv()) == args
+
+
+def test_a_malformed_job_stops_the_fork_server_and_the_next_run_says_why(tmp_path):
+    """Only bot.proc writes the server's socket: a message that is not a Job is a bug, and the
+    server stops loudly (as it did for one that was not JSON) instead of running something else."""
+    import socket
+
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    with proc.forkserver(preload=()) as server:
+        assert server.run(str(script), timeout=30, capture=100).output == "ran\n"
+        fds = [*os.pipe(), *os.pipe()]
+        socket.send_fds(server._sock, [b'{"script": "/x.py", "args": "not a list"}'], [fds[1], fds[3]])
+        for fd in fds:
+            os.close(fd)
+        r = server.run(str(script), timeout=30, capture=100)
+    assert r.returncode is None and r.output == ""
+    assert "before it ran the script" in r.error and "a fork server job's args: expected a list of strings" in r.error
+
+
+def test_what_a_forked_child_sends_is_never_taken_for_its_return_value():
+    """Each line on a child's message pipe is a ChildMessage: a sent message that looks like the
+    old return-value envelope is still a message, and values JSON cannot hold arrive as text."""
+    def child(send):
+        send({"__value__": "sent, not returned"})
+        send(Path("/some/path"))
+        send(None)
+        return {"row": 1}
+
+    res = proc.fork(child, timeout=30)
+    assert res.ok and res.value == {"row": 1}
+    assert res.messages == [{"__value__": "sent, not returned"}, "/some/path", None]
+    assert proc.fork(lambda send: None, timeout=30).value is None
+
+
+def test_the_message_pipe_reader_skips_lines_that_are_not_messages():
+    got = []
+    reader = proc._Messages(got.append)
+    wire = (b"not json\n[1, 2]\n" + proc.ChildMessage({"phase": "compile"}).encode() + b'{"body": 3, "ret'
+            + b'urned": true}\n' + proc.ChildMessage("x").encode())
+    for i in range(0, len(wire), 7):   # lines split across reads
+        reader.feed_bytes(wire[i:i + 7])
+    assert reader.sent == got == [{"phase": "compile"}, "x"] and reader.value == 3
+    assert proc.ChildMessage.from_json(json.loads(proc.ChildMessage([1], returned=True).encode())) == \
+        proc.ChildMessage([1], returned=True)

@@ -69,9 +69,43 @@ def test_bad_commands_get_a_reason_never_an_exception(body, reason):
 def test_request_round_trip_and_revalidation():
     cmd = slash.parse("/minify --models mlp_relu --config inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy")
     req = slash.to_request(cmd, sha="a" * 40, pr=7, comment_id=99, requested_by="alice")
-    back = slash.request_from_json(json.dumps(req))
-    assert slash.command_from_request(back).check_args() == cmd.check_args()
-    assert back["sha"] == "a" * 40 and back["pr"] == 7
+    back = slash.MinifyRequest.from_text(req.to_text())
+    assert back == req and isinstance(back, slash.MinifyRequest)
+    assert back.command().check_args() == cmd.check_args()
+    assert (back.sha, back.pr, back.comment_id, back.requested_by) == ("a" * 40, 7, 99, "alice")
+
+
+def test_the_request_step_output_keeps_its_keys_and_their_order():
+    """Workflows read the authorize step's `request` output: the same JSON text as before the
+    request was a record (all ten keys, sorted)."""
+    cmd = slash.parse("/minify --models gru --dtype bfloat16 --config dynamo.verbose=true")
+    text = slash.to_request(cmd, sha="c" * 40, pr=5, comment_id=None, requested_by="bob").to_text()
+    assert text == ('{"backend": null, "comment_id": null, "config": {"dynamo.verbose": "true"}, "dtype": "bfloat16", '
+                    '"mode": null, "models": ["gru"], "pr": 5, "requested_by": "bob", '
+                    '"schema": "minify-action/request/v1", "sha": "' + "c" * 40 + '"}')
+    assert list(json.loads(text)) == sorted(json.loads(text))
+
+
+def test_a_request_without_models_or_config_runs_the_workflows_defaults():
+    doc = json.loads(slash.to_request(slash.parse("/minify"), sha="d" * 40, pr=2, comment_id=1,
+                                      requested_by="carol").to_text())
+    for models, config in ((None, None), ([], {})):
+        back = slash.MinifyRequest.from_text(json.dumps(dict(doc, models=models, config=config)))
+        assert (back.models, back.config, back.command().check_args()) == ([], {}, [])
+    del doc["backend"], doc["comment_id"]   # optional keys may be left out
+    back = slash.MinifyRequest.from_text(json.dumps(doc))
+    assert back.backend is None and back.comment_id is None and back.requested_by == "carol"
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("{not json", "not JSON"),
+    ("[]", "not a minify-action/request/v1"),
+    ('"' + "x" * (64 * 1024) + '"', "larger than 64 KiB"),
+    ('{"schema": "minify-action/request/v1", "sha": "' + "e" * 40 + '", "pr": 1}', "invalid requester"),
+])
+def test_text_that_is_not_a_request_is_refused(text, reason):
+    with pytest.raises(slash.RequestError, match=reason):
+        slash.MinifyRequest.from_text(text)
 
 
 @pytest.mark.parametrize("mutate,reason", [
@@ -79,12 +113,20 @@ def test_request_round_trip_and_revalidation():
     (lambda r: r.update(backend="evil"), "invalid backend"),
     (lambda r: r.update(config={"os.system": "x"}), "invalid config key"),
     (lambda r: r.update(sha="abc"), "full head SHA"),
+    (lambda r: r.update(pr=True), "no pull request number"),
+    (lambda r: r.update(comment_id="1"), "invalid comment id"),
     (lambda r: r.update(extra=1), "unknown request fields"),
     (lambda r: r.update(schema="other"), "not a minify-action/request/v1"),
     (lambda r: r.update(requested_by="a b"), "invalid requester"),
 ])
 def test_tampered_requests_are_refused(mutate, reason):
     req = slash.to_request(slash.parse("/minify"), sha="b" * 40, pr=3, comment_id=1, requested_by="alice")
-    mutate(req)
+    doc = json.loads(req.to_text())
+    mutate(doc)
     with pytest.raises(slash.RequestError, match=reason):
-        slash.request_from_json(json.dumps(req))
+        slash.MinifyRequest.from_text(json.dumps(doc))
+
+
+def test_only_a_run_command_becomes_a_request():
+    with pytest.raises(ValueError, match="only a run command"):
+        slash.to_request(slash.parse("/minify help"), sha="b" * 40, pr=3, comment_id=1, requested_by="alice")

@@ -1,10 +1,10 @@
 """The `/minify` comment flow: parse the comment, check the commenter's permission, pin the pull
-request's head commit and acknowledge; the request it hands on crosses job boundaries
-(authorize -> check -> report), so it is re-validated wherever it is read (``request_input``)."""
+request's head commit and acknowledge; the request it hands on (a :class:`bot.slash.MinifyRequest`)
+crosses job boundaries (authorize -> check -> report), so it is re-validated wherever it is read
+(``request_input``)."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from bot import gha, slash
@@ -17,7 +17,7 @@ def usage_block() -> str:
     return "```\n" + slash.USAGE.replace("```", "'''") + "```\n"
 
 
-def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None, PRContext | None]:
+def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, slash.MinifyRequest | None, PRContext | None]:
     """The authorize step of a /minify comment. Returns (command, request, pr context); the
     request is None when nothing should run (not a command, help, or refused)."""
     from bot import pr
@@ -68,7 +68,7 @@ def handle_comment(ctx: Context) -> tuple[slash.SlashCommand | None, dict | None
     request = slash.to_request(cmd, sha=sha, pr=number, comment_id=comment_id, requested_by=login)
     ctx.output("authorized", "true")
     ctx.output("sha", sha)
-    ctx.output("request", json.dumps(request, sort_keys=True))
+    ctx.output("request", request.to_text())
     ctx.notes.append(f"authorized /minify by @{login} ({auth.permission}) on #{number} at {sha[:12]}")
     return cmd, request, prc
 
@@ -128,12 +128,12 @@ def comment_time(prc: PRContext):
     return created
 
 
-def request_input(ctx: Context) -> dict | None:
+def request_input(ctx: Context) -> slash.MinifyRequest | None:
     """The `request` input (from the authorize job), re-validated."""
     if not ctx.inputs.request:
         return None
     try:
-        return slash.request_from_json(ctx.inputs.request)
+        return slash.MinifyRequest.from_text(ctx.inputs.request)
     except slash.RequestError as exc:
         raise UsageError(f"input 'request': {exc}") from None
 

@@ -42,14 +42,14 @@ def comment_authorize(ctx: Context, run) -> int:
     return EXIT_OK
 
 
-def _authorize(ctx: Context) -> tuple[dict, PRContext] | None:
+def _authorize(ctx: Context) -> tuple[slash.MinifyRequest, PRContext] | None:
     _cmd, request, prc = authorize.handle_comment(ctx)
     ctx.summary += ["## minify-bot: /minify", ""]
     if request is None:
         ctx.summary += [f"- {gha.md_escape(n, 300)}" for n in ctx.notes] or ["_Nothing to do._"]
         ctx.output("authorized", ctx.outputs.get("authorized", "false"))
         return None
-    ctx.summary.append(f"- {sticky.requested_line(request)} at `{request['sha'][:12]}`")
+    ctx.summary.append(f"- {sticky.requested_line(request)} at `{request.sha[:12]}`")
     return request, prc
 
 
@@ -73,7 +73,7 @@ def comment_all(ctx: Context, run) -> int:
     from bot import pr
 
     try:
-        stage_check(ctx, run, slash.command_from_request(request))
+        stage_check(ctx, run, request.command())
     except BotError as exc:
         react(ctx, prc, pr.REACTION_REJECTED)
         sticky.post(ctx, prc, request, None, None, problem=f"the checks could not run: {exc}")
@@ -87,10 +87,10 @@ def comment_check(ctx: Context, run) -> int:
     guard_model_code(ctx)
     request = authorize.request_input(ctx)
     if i.expected_sha or request:
-        verify_checkout(ctx, i.expected_sha or request["sha"])
+        verify_checkout(ctx, i.expected_sha or request.sha)
     with ctx.cmds.group("settings"):
-        print(f"/minify request: {slash.command_from_request(request).describe()}" if request else "no request")
-    rc = stage_check(ctx, run, slash.command_from_request(request) if request else None)
+        print(f"/minify request: {request.command().describe()}" if request else "no request")
+    rc = stage_check(ctx, run, request.command() if request else None)
     results = load(ctx.out / rundir.RESULTS)
     summary.result_outputs(ctx, results, None)
     summary.summary_results(ctx, results, None, "minify-bot: checks of the pull request")
@@ -102,12 +102,12 @@ def comment_report(ctx: Context, run) -> int:
     request = authorize.request_input(ctx)
     if request is None:
         raise UsageError("stage `report` on a /minify comment needs the `request` input from the authorize step")
-    prc = pr_context(ctx, request["pr"], request.get("comment_id"))
-    ctx.prc, ctx.requester = prc, request["requested_by"]
+    prc = pr_context(ctx, request.pr, request.comment_id)
+    ctx.prc, ctx.requester = prc, request.requested_by
     return _comment_report(ctx, run, request, prc)
 
 
-def _comment_report(ctx: Context, run, request: dict, prc: PRContext) -> int:
+def _comment_report(ctx: Context, run, request: slash.MinifyRequest, prc: PRContext) -> int:
     from bot import pr
 
     if ctx.inputs.stage == "report":

@@ -11,9 +11,9 @@ from bot.action.results import failing, issue_urls, report_entries
 from bot.errors import BotError
 
 
-def requested_line(request: dict) -> str:
-    cmd = slash.command_from_request(request)
-    return f"Requested by @{gha.md_escape(request['requested_by'], 64)}: {gha.md_escape(cmd.describe(), 500)}"
+def requested_line(request: slash.MinifyRequest) -> str:
+    cmd = request.command()
+    return f"Requested by @{gha.md_escape(request.requested_by, 64)}: {gha.md_escape(cmd.describe(), 500)}"
 
 
 def sticky_body(ctx: Context, *, requested: str | None, sha: str | None, results: dict | None,
@@ -28,12 +28,13 @@ def sticky_body(ctx: Context, *, requested: str | None, sha: str | None, results
         only_here=bool(failing(results)) and not issue_urls(report))
 
 
-def post(ctx: Context, prc: PRContext, request: dict | None, results, report, problem: str | None = None) -> None:
+def post(ctx: Context, prc: PRContext, request: slash.MinifyRequest | None, results, report,
+         problem: str | None = None) -> None:
     """The results comment for a /minify request."""
     from bot import pr
 
     body = sticky_body(ctx, requested=requested_line(request) if request else None,
-                       sha=request["sha"] if request else None, results=results, report=report, problem=problem)
+                       sha=request.sha if request else None, results=results, report=report, problem=problem)
     try:
         comment, how = pr.upsert_sticky(prc.issue, prc.login, body)
         ctx.answered = True

@@ -14,15 +14,20 @@ Environment (read in the program's process):
                              as the program imports torch._dynamo (what the program sets itself
                              afterwards wins)
 
-Events: {"event": "hook"}  the hook loaded in a Python process of the program,
-        {"event": "compile", "graph": k}  one per frame dynamo starts compiling (1-based; a frame
-                                          whose compile fails counts; torch._dynamo.reset() does not
-                                          stop the count),
-        {"event": "exit", "graphs": n, "isa": ...}  graphs dynamo produced in a process that exited
-                                          normally (and the CPU vector ISA inductor picked there),
-        {"event": "launcher", "graph": k, "path": ...}  a launcher written while graph k was current,
-        {"event": "forced", "backend": ...}, {"event": "config", "keys": [...]},
-        {"event": "unsupported", "what": ...}.
+Events, one JSON line each in the state file, each a :class:`HookEvent` (written by
+:func:`_emit`, read by :func:`read_events`):
+        Started      {"event": "hook", "pid": ...}  the hook loaded in a Python process of the
+                     program (written by bot/suites/hook/sitecustomize.py, which imports nothing),
+        Compiling    {"event": "compile", "graph": k}  one per frame dynamo starts compiling
+                     (1-based; a frame whose compile fails counts; torch._dynamo.reset() does not
+                     stop the count),
+        Exited       {"event": "exit", "graphs": n, "isa": ...}  graphs dynamo produced in a process
+                     that exited normally (and the CPU vector ISA inductor picked there),
+        LauncherKept {"event": "launcher", "graph": k, "path": ...}  a launcher written while
+                     graph k was current,
+        Forced       {"event": "forced", "backend": ...},
+        ConfigSet    {"event": "config", "keys": [...]},
+        Unsupported  {"event": "unsupported", "what": ...}.
 """
 
 from __future__ import annotations
@@ -31,20 +36,137 @@ import json
 import os
 import sys
 import threading
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from bot import safejson
+from bot.records import Record, RecordError
 
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
           "compiling": False, "produced": 0, "at_start": None, "own_count": False}
 
 
-def _emit(**event) -> None:
+# ---------------------------------------------------------------- events (the state file's lines)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Is ``value`` (parsed JSON) of the type ``hint`` (int, str, None, unions and lists of them)?"""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, typing.get_args(hint)[0]) for v in value)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)   # str, NoneType
+
+
+class HookEvent(Record):
+    """One line of the state file. The file is written from inside the program (untrusted code):
+    :meth:`from_json` refuses a value of the wrong type (:class:`bot.records.RecordError`)."""
+
+    KIND: ClassVar[str] = ""
+
+    def to_json(self) -> dict:
+        return {"event": self.KIND, **super().to_json()}
+
+    @classmethod
+    def from_json(cls, doc: Any):
+        hints = cls.__dict__.get("_hints_cache") or typing.get_type_hints(cls)
+        cls._hints_cache = hints
+        if isinstance(doc, dict):
+            for name, key, _ in cls._fields():
+                if key in doc and not _fits(doc[key], hints[name]):
+                    raise RecordError(f"{cls.__name__}: {key} is not {hints[name]}")
+        return super().from_json(doc)
+
+
+@dataclass
+class Started(HookEvent):
+    KIND: ClassVar[str] = "hook"
+    pid: int | None = None
+
+
+@dataclass
+class Compiling(HookEvent):
+    KIND: ClassVar[str] = "compile"
+    graph: int
+
+
+@dataclass
+class Exited(HookEvent):
+    KIND: ClassVar[str] = "exit"
+    graphs: int | None = None    # None: dynamo's count was not available
+    isa: str | None = None
+
+
+@dataclass
+class LauncherKept(HookEvent):
+    KIND: ClassVar[str] = "launcher"
+    graph: int | None
+    path: str
+
+
+@dataclass
+class Forced(HookEvent):
+    KIND: ClassVar[str] = "forced"
+    backend: str
+
+
+@dataclass
+class ConfigSet(HookEvent):
+    KIND: ClassVar[str] = "config"
+    keys: list[str]
+
+
+@dataclass
+class Unsupported(HookEvent):
+    KIND: ClassVar[str] = "unsupported"
+    what: str
+
+
+EVENTS: dict[str, type[HookEvent]] = {c.KIND: c for c in (Started, Compiling, Exited, LauncherKept, Forced,
+                                                           ConfigSet, Unsupported)}
+
+
+def parse_event(line: str | bytes) -> HookEvent | None:
+    """The event of one state-file line; None for a line that is not one (malformed, an unknown
+    kind, a value of the wrong type): the program wrote it, so it is parsed bounded."""
+    try:
+        doc = safejson.loads(line)
+    except ValueError:
+        return None
+    cls = EVENTS.get(doc.get("event")) if isinstance(doc, dict) and isinstance(doc.get("event"), str) else None
+    if cls is None:
+        return None
+    try:
+        return cls.from_json(doc)
+    except ValueError:
+        return None
+
+
+def read_events(path: str) -> list[HookEvent]:
+    """The well-formed events of a state file (none when it is missing)."""
+    try:
+        with open(path, "rb") as fh:   # a line that is not UTF-8 is malformed (safejson)
+            lines = fh.readlines()
+    except OSError:
+        return []
+    return [ev for ev in map(parse_event, lines) if ev is not None]
+
+
+def _emit(event: HookEvent) -> None:
     path = os.environ.get("MINIFY_BOT_HOOK_STATE")
     if not path:
         return
     with _LOCK, open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
+        fh.write(json.dumps(event.to_json()) + "\n")
+
+
+# ---------------------------------------------------------------- the hook
 
 
 def on_import(name: str, module) -> None:
@@ -56,7 +178,7 @@ def on_import(name: str, module) -> None:
         _count_graphs()
         import atexit
 
-        atexit.register(lambda: _emit(event="exit", graphs=_graphs_now(), isa=_cpu_isa()))
+        atexit.register(lambda: _emit(Exited(_graphs_now(), _cpu_isa())))
         forced = os.environ.get("MINIFY_BOT_FORCE_BACKEND")
         if forced:
             _force_backend(module, forced)
@@ -77,10 +199,10 @@ def _apply_config() -> None:
         overrides = validate_overrides(safejson.loads(raw))
         apply_overrides(overrides)
     except Exception as exc:  # noqa: BLE001 - the program runs on; the check says what was not applied
-        _emit(event="unsupported", what=f"--config in the program: {type(exc).__name__}: {exc}")
+        _emit(Unsupported(f"--config in the program: {type(exc).__name__}: {exc}"))
         return
     if overrides:
-        _emit(event="config", keys=sorted(overrides))
+        _emit(ConfigSet(sorted(overrides)))
 
 
 def _unique_graphs() -> int | None:
@@ -124,7 +246,7 @@ def _count_graphs() -> None:
         register = callback_handler.register_start_callback
         clear = callback_handler.clear
     except (ImportError, AttributeError):
-        _emit(event="unsupported", what="graph counting (torch._dynamo.callback.callback_handler)")
+        _emit(Unsupported("graph counting (torch._dynamo.callback.callback_handler)"))
         return
 
     def on_start(*_args, **_kw):
@@ -136,7 +258,7 @@ def _count_graphs() -> None:
             u = _unique_graphs()
             _STATE["at_start"] = None if u is None else (u, _STATE["extra"])
             k = _STATE["graphs"]
-        _emit(event="compile", graph=k)
+        _emit(Compiling(k))
 
     def on_end(*_args, **_kw):
         if _STATE["dumping"]:
@@ -164,7 +286,7 @@ def _count_graphs() -> None:
     try:
         callback_handler.clear = clear_then_install
     except (AttributeError, TypeError):
-        _emit(event="unsupported", what="graph counting across torch._dynamo.reset()")
+        _emit(Unsupported("graph counting across torch._dynamo.reset()"))
 
 
 def _cpu_isa() -> str | None:
@@ -193,7 +315,7 @@ def _resolve(forced: str):
 def _force_backend(dynamo, forced: str) -> None:
     original = getattr(dynamo, "optimize", None)
     if original is None or getattr(original, "_minify_bot_forced", False):
-        _emit(event="unsupported", what="torch._dynamo.optimize")
+        _emit(Unsupported("torch._dynamo.optimize"))
         return
 
     def optimize(*args, **kwargs):
@@ -207,13 +329,13 @@ def _force_backend(dynamo, forced: str) -> None:
 
     optimize._minify_bot_forced = True
     dynamo.optimize = optimize
-    _emit(event="forced", backend=forced)
+    _emit(Forced(forced))
 
 
 def _keep_launchers(after_aot) -> None:
     original = getattr(after_aot, "helper_for_dump_minify", None)
     if original is None:
-        _emit(event="unsupported", what="torch._dynamo.repro.after_aot.helper_for_dump_minify")
+        _emit(Unsupported("torch._dynamo.repro.after_aot.helper_for_dump_minify"))
         return
     outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
     # writing a repro traces a little code with dynamo itself: remember which graph was current
@@ -235,7 +357,7 @@ def _keep_launchers(after_aot) -> None:
             path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(contents)
-            _emit(event="launcher", graph=k, path=path)
+            _emit(LauncherKept(k, path))
         except Exception as exc:  # noqa: BLE001 - never break the program's own dump
             print(f"minify-bot hook: could not keep a launcher copy: {exc!r}", file=sys.stderr)
         return original(contents, *args, **kwargs)
@@ -289,47 +411,36 @@ def _dumping(fn):
 
 
 def read_state(path: str) -> dict:
-    """Summarize a state file: {"graphs": graphs dynamo produced | None, "frames": frames dynamo
-    started compiling | None, "launchers": [{"graph", "path"}], "forced", "unsupported"}."""
+    """Summarize a state file (:func:`read_events`): {"graphs": graphs dynamo produced | None,
+    "frames": frames dynamo started compiling | None, "launchers": [{"graph", "path"}], "forced",
+    "unsupported", "isa"}; None for the counts when no hook loaded or counting was unsupported."""
     out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": [], "isa": None}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.readlines()
-    except OSError:
-        return out
     starts = exits = 0
     exited = False
     counting = False  # unknown unless a hook loaded in some Python process of the program
-    for ln in lines:
-        try:
-            ev = safejson.loads(ln)  # written from inside the user's program: bounded
-        except ValueError:
-            continue
-        if not isinstance(ev, dict):
-            continue
-        kind = ev.get("event")
-        if kind == "hook":
-            counting = counting or not any("graph counting" in str(w) for w in out["unsupported"])
-        elif kind == "compile":
-            starts = max(starts, int(ev.get("graph") or 0))
-        elif kind == "exit" and ev.get("graphs") is not None:
-            exits += int(ev["graphs"])
+    for ev in read_events(path):
+        if isinstance(ev, Started):
+            counting = counting or not any("graph counting" in w for w in out["unsupported"])
+        elif isinstance(ev, Compiling):
+            starts = max(starts, ev.graph)
+        elif isinstance(ev, Exited) and ev.graphs is not None:
+            exits += ev.graphs
             exited = True
-            if isinstance(ev.get("isa"), str) and ev["isa"]:
-                out["isa"] = ev["isa"][:40]
-        elif kind == "launcher":
-            out["launchers"].append({"graph": ev.get("graph"), "path": ev.get("path")})
-        elif kind == "forced":
-            out["forced"] = ev.get("backend")
-        elif kind == "unsupported":
-            out["unsupported"].append(ev.get("what"))
-    if any("graph counting" in str(w) for w in out["unsupported"]):
+            if ev.isa:
+                out["isa"] = ev.isa[:40]
+        elif isinstance(ev, LauncherKept):
+            out["launchers"].append({"graph": ev.graph, "path": ev.path})
+        elif isinstance(ev, Forced):
+            out["forced"] = ev.backend
+        elif isinstance(ev, Unsupported):
+            out["unsupported"].append(ev.what)
+    if any("graph counting" in w for w in out["unsupported"]):
         counting = False
     # graphs dynamo produced (summed over the program's processes that exited normally); else
     # the number of frames dynamo started compiling (an upper bound)
     graphs = exits if exited else starts
     # a graph that failed to compile is not in dynamo's count, but a launcher names it
-    graphs = max([graphs] + [int(x["graph"]) for x in out["launchers"] if isinstance(x.get("graph"), int)])
+    graphs = max([graphs] + [x["graph"] for x in out["launchers"] if x["graph"] is not None])
     out["graphs"] = graphs if counting else None
     # frames dynamo started compiling: > 0 even when the first graph failed to compile
     out["frames"] = max(starts, graphs) if counting else None

@@ -1,0 +1,102 @@
+"""bot/torch_adapter/hook.py's events: what the environment hook writes inside a program (the state
+file, one HookEvent a line) and how minify-bot reads it back (bounded: the program is untrusted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from bot.suites.command import hook_env
+from bot.torch_adapter import hook
+
+EVENTS = [hook.Started(pid=41), hook.Compiling(graph=2), hook.Exited(graphs=3, isa="avx2"),
+          hook.Exited(graphs=None), hook.LauncherKept(graph=None, path="/tmp/l.py"),
+          hook.Forced(backend="eager"), hook.ConfigSet(keys=["dynamo.verbose"]),
+          hook.Unsupported(what="torch._dynamo.optimize")]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
+def test_every_event_reads_back_as_written(event):
+    line = json.dumps(event.to_json())
+    assert json.loads(line)["event"] == event.KIND
+    assert hook.parse_event(line) == event
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    """A fresh hook state, its events going to tmp_path/state.jsonl."""
+    path = tmp_path / "state.jsonl"
+    monkeypatch.setenv("MINIFY_BOT_HOOK_STATE", str(path))
+    monkeypatch.setattr(hook, "_STATE", {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None,
+                                         "extra": 0, "compiling": False, "produced": 0, "at_start": None,
+                                         "own_count": True})
+    return path
+
+
+def test_what_the_hook_writes_in_a_program_is_what_read_state_reports(state, tmp_path, monkeypatch):
+    """The hook's own writers (forcing a backend, keeping a launcher, a --config it cannot apply),
+    on stand-ins of torch's modules, read back by read_state."""
+    dynamo = types.SimpleNamespace(optimize=lambda *a, **k: "compiled")
+    hook._force_backend(dynamo, "aot_eager")
+    after_aot = types.SimpleNamespace(helper_for_dump_minify=lambda contents: "dumped")
+    monkeypatch.setenv("MINIFY_BOT_LAUNCHER_DIR", str(tmp_path / "launchers"))
+    hook._keep_launchers(after_aot)
+    hook._STATE["produced"] = 2   # two graphs so far: a dump now belongs to graph 2
+    assert after_aot.helper_for_dump_minify("print('launcher')\n") == "dumped"
+    monkeypatch.setenv("MINIFY_BOT_CONFIG", "{not json")
+    hook._apply_config()
+    got = hook.read_state(str(state))
+    launcher = str(tmp_path / "launchers" / "launcher_001_graph2.py")
+    assert got["forced"] == "aot_eager" and got["launchers"] == [{"graph": 2, "path": launcher}]
+    assert open(launcher).read() == "print('launcher')\n"
+    assert len(got["unsupported"]) == 1 and got["unsupported"][0].startswith("--config in the program: ValueError")
+    assert got["graphs"] is None   # no hook loaded in a program process: counting unknown
+    assert [type(e) for e in hook.read_events(str(state))] == [hook.Forced, hook.LauncherKept, hook.Unsupported]
+
+
+def test_lines_that_are_not_events_are_skipped(state):
+    """Malformed, too deep, of an unknown kind or with a value of the wrong type (a graph "x" once
+    stopped read_state with a ValueError): skipped; the well-formed events around them count."""
+    good = [hook.Started(pid=1), hook.Compiling(graph=1), hook.LauncherKept(graph=3, path="/l.py"),
+            hook.Exited(graphs=2, isa="x" * 100)]
+    junk = ["not json", "[1]", '{"event": 3}', '{"event": "later-kind", "graph": 9}',
+            '{"event": "compile", "graph": "x"}', '{"event": "compile", "graph": true}',
+            '{"event": "exit", "graphs": [5]}', '{"event": "launcher", "graph": 7}',
+            '{"event": "unsupported", "what": {"graph counting": 1}}',
+            '{"event": "compile", "graph": ' + "[" * 80 + "]" * 80 + "}"]
+    lines = [json.dumps(e.to_json()) for e in good]
+    state.write_text("\n".join([lines[0], *junk[:5], lines[1], lines[2], *junk[5:], lines[3]]) + "\n")
+    with open(state, "ab") as fh:   # a line that is not UTF-8, and a last line cut short
+        fh.write(b'{"event": "forced", "backend": "\xff"}\n{"event": "exi')
+    assert hook.read_events(str(state)) == good
+    assert hook.read_state(str(state)) == {"graphs": 3, "frames": 3, "launchers": [{"graph": 3, "path": "/l.py"}],
+                                           "forced": None, "unsupported": [], "isa": "x" * 40}
+    assert hook.read_events(str(state.parent / "missing.jsonl")) == []
+
+
+def test_the_start_line_a_program_writes_is_a_started_event(tmp_path):
+    """The environment hook's own writer (bot/suites/hook/sitecustomize.py, which imports nothing
+    of minify-bot and writes its line by hand) in a real program, read back as a Started event."""
+    state = tmp_path / "state.jsonl"
+    env = dict(os.environ)
+    env.update(hook_env(str(state), base=env))
+    out = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], env=env, capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert hook.read_events(str(state)) == [hook.Started(pid=int(out.stdout))]
+    assert (hook.read_state(str(state))["graphs"], hook.read_state(str(state))["frames"]) == (0, 0)
+
+
+def test_the_config_overrides_the_hook_applies_are_named_in_a_config_event(state, monkeypatch):
+    import torch._dynamo.config as dynamo_config
+
+    monkeypatch.setattr(dynamo_config, "verbose", dynamo_config.verbose)   # restored afterwards
+    monkeypatch.setenv("MINIFY_BOT_CONFIG", json.dumps({"dynamo.verbose": "true"}))
+    hook._apply_config()
+    assert dynamo_config.verbose is True
+    assert hook.read_events(str(state)) == [hook.ConfigSet(keys=["dynamo.verbose"])]
