@@ -81,8 +81,6 @@ def test_a_worker_stopped_at_its_time_limit_says_the_budget_ran_out(tmp_path):
     assert res.reason == "time budget of 45.0 s ran out; kept the smallest checkpoint"
 
 
-@pytest.mark.xfail(strict=True, reason="reduce._without_result takes nodes_before from the dead worker's own "
-                   "Loaded event: a resumed worker loaded the checkpoint, so the original size is lost")
 def test_a_resumed_worker_that_dies_too_keeps_the_size_of_the_graph_first_loaded(tmp_path):
     _checkpoints(tmp_path, "12.py", "5.py")
     resumed = _job(tmp_path, repro=str(tmp_path / "checkpoints" / "12.py"), isolate=True, nodes_before=48)

@@ -78,7 +78,7 @@ def reduce(job: MinifyJob, log_path: str, on_event=None, interpreters=None) -> W
         resumed_from = "from the " + os.path.basename(ck)[:-3] + "-node checkpoint " if ck else ""
         note = (f"the in-process minify worker died (exit {out.returncode}); resumed "
                 f"{resumed_from}with one process per query")
-        job = job.replace(repro=ck or job.repro, isolate=True, nodes_before=_nodes_before(out))
+        job = job.replace(repro=ck or job.repro, isolate=True, nodes_before=job.nodes_before or _nodes_before(out))
         out = _run_worker(job, workdir, log_path, on_event, interpreters)
     if os.path.exists(result_path):
         result = WorkerResult.read(result_path)
@@ -100,7 +100,8 @@ def _without_result(out: procs.Outcome, job: MinifyJob) -> WorkerResult:
     if ck is None:
         return WorkerResult(status="none", reason=_why(out, job), queries=queries)
     return WorkerResult(status="partial", reason=f"{_why(out, job)}; kept the smallest checkpoint",
-                        nodes_before=_nodes_before(out), nodes_after=int(os.path.basename(ck)[:-3]),
+                        nodes_before=job.nodes_before or _nodes_before(out),
+                        nodes_after=int(os.path.basename(ck)[:-3]),
                         queries=queries, final=ck)
 
 
