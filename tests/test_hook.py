@@ -95,8 +95,10 @@ def test_the_start_line_a_program_writes_is_a_started_event(tmp_path):
 def test_the_config_overrides_the_hook_applies_are_named_in_a_config_event(state, monkeypatch):
     import torch._dynamo.config as dynamo_config
 
-    monkeypatch.setattr(dynamo_config, "verbose", dynamo_config.verbose)   # restored afterwards
     monkeypatch.setenv("MINIFY_BOT_CONFIG", json.dumps({"dynamo.verbose": "true"}))
-    hook._apply_config()
-    assert dynamo_config.verbose is True
+    # restored by the config module's own patch: monkeypatch's undo would hide the entry (a
+    # config module's delattr), and every later compile in this process would fail
+    with dynamo_config.patch(verbose=dynamo_config.verbose):
+        hook._apply_config()
+        assert dynamo_config.verbose is True
     assert hook.read_events(str(state)) == [hook.ConfigSet(keys=["dynamo.verbose"])]
