@@ -35,6 +35,7 @@ import re
 from typing import Any
 
 from bot import signature as sg
+from bot.records import CheckError, CheckRow
 from bot.signature import Signature
 
 VERSION = "v2"
@@ -124,17 +125,23 @@ def canonical_op(node: dict) -> str:
     return f"{op}({','.join(args)})"
 
 
-def model_tuple(check: dict) -> dict:
-    spec = check.get("spec") or {}
+def model_tuple(check: CheckRow) -> dict:
+    spec = check.spec
     return {
-        "source": spec.get("source"), "suite": spec.get("suite"), "model": check.get("model"),
-        "backend": check.get("backend"), "mode": check.get("mode"), "dtype": check.get("dtype"),
-        "device": device_type(check.get("device")), "dynamic": bool(check.get("dynamic")),
-        "config": {str(k): v for k, v in sorted((check.get("config") or {}).items())},
+        "source": spec.source if spec else None, "suite": spec.suite if spec else None, "model": check.model,
+        "backend": check.backend, "mode": check.mode, "dtype": check.dtype,
+        "device": device_type(check.device), "dynamic": bool(check.dynamic),
+        "config": {str(k): v for k, v in sorted((check.config or {}).items())},
     }
 
 
-def compute(check: dict, failure: dict | None = None) -> Fingerprint:
+def _error(check: CheckRow, failure: dict) -> CheckError:
+    """The failure's error: its failure record's (the same shape), else its check row's."""
+    error = failure.get("error")
+    return CheckError.from_json(error) if error else (check.error or CheckError())
+
+
+def compute(check: CheckRow, failure: dict | None = None) -> Fingerprint:
     """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
     failure = failure or {}
     sig = sg.of_record(check, failure)
@@ -151,8 +158,7 @@ def compute(check: dict, failure: dict | None = None) -> Fingerprint:
             if culprit is not None:
                 parts["ops"], parts["bisect"] = culprit["ops"], culprit["bisect"]
             else:
-                error = failure.get("error") or check.get("error") or {}
-                parts["frames"] = top_frames(error.get("traceback"))
+                parts["frames"] = top_frames(_error(check, failure).traceback)
     elif culprit is not None:
         parts["basis"] = "culprit"
         parts["ops"] = culprit["ops"]
@@ -174,24 +180,24 @@ def compute(check: dict, failure: dict | None = None) -> Fingerprint:
     )
 
 
-def compute_v1(check: dict, failure: dict | None = None) -> Fingerprint:
+def compute_v1(check: CheckRow, failure: dict | None = None) -> Fingerprint:
     """The v1 fingerprint (op sequence with ranks; first message line): kept only to find issues
     filed under v1. Do not use it to group failures."""
     failure = failure or {}
-    cls = failure.get("class") or check.get("failure_class") or "unknown"
+    cls = failure.get("class") or check.failure_class or "unknown"
     stage = failure.get("stage") or "unlocalized"
-    dtype = check.get("dtype")
-    dev = device_type(check.get("device"))
+    dtype = check.dtype
+    dev = device_type(check.device)
     repro = failure.get("repro") or {}
     graph = repro.get("graph") if repro.get("status") in ("minimized", "partial") else None
-    error = failure.get("error") or check.get("error") or {}
+    error = _error(check, failure)
     parts: dict = {"class": cls, "stage": stage, "device": dev, "dtype": dtype}
     mt = model_tuple(check)
-    if cls in ("compile_error", "runtime_error", "eager_error") and error.get("type"):
+    if cls in ("compile_error", "runtime_error", "eager_error") and error.type:
         parts["basis"] = "error"
-        parts["exception"] = error.get("type")
-        parts["message"] = normalize_message(error.get("message"))
-        parts["frames"] = top_frames(error.get("traceback"), generated=False)
+        parts["exception"] = error.type
+        parts["message"] = normalize_message(error.message)
+        parts["frames"] = top_frames(error.traceback, generated=False)
     elif graph:
         parts["basis"] = "graph"
         parts["ops"] = [canonical_op(n) for n in graph]
@@ -211,7 +217,7 @@ def compute_v1(check: dict, failure: dict | None = None) -> Fingerprint:
     )
 
 
-def check_key(check: dict) -> str:
+def check_key(check: CheckRow) -> str:
     return f"{CHECK_KEY_VERSION}-check:" + _h(model_tuple(check))
 
 

@@ -30,7 +30,7 @@ import zlib
 from bot import fingerprint as fp
 from bot import rundir
 from bot import signature as sg
-from bot.records import ConfigDiff, KnownRecord
+from bot.records import CheckRow, ConfigDiff, KnownRecord
 
 MAX_REPRO_CHARS = 200_000  # a repro larger than this is not kept in the issue state
 MAX_PACKED = 24_000  # characters of packed repro in the marker (the body budget is 65,536)
@@ -265,13 +265,12 @@ def load(run_dir) -> list[KnownRepro]:
     return out
 
 
-def config_allows(entry: KnownRepro, row: dict) -> bool:
+def config_allows(entry: KnownRepro, row: CheckRow) -> bool:
     """Whether the known bug's minimal configuration is part of the check's configuration now: every
     setting the bug needs is set the same way in the check's config overrides. A bug whose minimal
     set was not found (``minimal`` null) needs the check's configuration to be the one it was
     minified under. A config-carried bug A says nothing about a check that no longer sets A's key."""
-    now = {str(k): _config_value(v) for k, v in (row.get("config") or {}).items()} \
-        if isinstance(row.get("config"), dict) else {}
+    now = {str(k): _config_value(v) for k, v in row.config.items()} if isinstance(row.config, dict) else {}
     config = entry.record.config or ConfigDiff()
     if isinstance(config.minimal, list):
         return all(isinstance(d, dict) and now.get(str(d.get("key"))) == _config_value(d.get("value"))
@@ -282,7 +281,7 @@ def config_allows(entry: KnownRepro, row: dict) -> bool:
     return not config.diff and not now
 
 
-def match(entries: list[KnownRepro], row: dict) -> KnownRepro | None:
+def match(entries: list[KnownRepro], row: CheckRow) -> KnownRepro | None:
     """The known repro for a failing check: the issue was seen on this check, the bug's minimal
     configuration is part of the check's configuration (``config_allows``), and the check fails the
     way the repro does (``Signature.admits``). The torch build was checked by the side that wrote
@@ -335,8 +334,8 @@ def savings_of_run(run_dir) -> Savings:
 
     try:
         results = rundir.read_results(run_dir)
-        return savings([rundir.read_failure(run_dir, r["id"]) for r in results["checks"]
-                        if r.get("failure_class")])
+        return savings([rundir.read_failure(run_dir, row.id) for row in rundir.check_rows(results)
+                        if row.failure_class])
     except UsageError:
         return Savings()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bot import rundir
 from bot.errors import UsageError
+from bot.records import CheckRow
 
 # settings that must agree between shards of one sweep
 _SAME_SETTINGS = ("source", "timeout", "baseline")
@@ -100,10 +101,10 @@ class _Sweep:
         if (key, i) in self.shards:
             raise UsageError(f"{where}: shard {i}/{n} was already given ({self.shards[key, i].name})")
         self.shards[key, i] = run.root
-        for row in run.results["checks"]:
-            if row["id"] in self.owner:
-                raise UsageError(f"{where}: check {row['id']!r} is also in {self.owner[row['id']]}")
-            self.owner[row["id"]] = where
+        for row in run.rows:
+            if row.id in self.owner:
+                raise UsageError(f"{where}: check {row.id!r} is also in {self.owner[row.id]}")
+            self.owner[row.id] = where
 
     def missing(self) -> list[str]:
         several = len(self.groups) > 1
@@ -138,13 +139,13 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
         "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "shards": [{"shard": f"{i}/{sweep.total_n[key]}", "dir": sweep.shards[key, i].name,
                     "configuration": _label(sweep.groups[key]),
-                    "checks": sum(1 for row in checks if sweep.owner[row["id"]] == sweep.shards[key, i].name)}
+                    "checks": sum(1 for row in checks if sweep.owner[row.id] == sweep.shards[key, i].name)}
                    for key, i in sorted(sweep.shards)],
         "missing_shards": missing,
         "ignored_files": {r.root.name: r.ignored for r in runs if r.ignored},
         "complete": complete,
         "checks": len(checks),
-        "failures": sum(1 for row in checks if row.get("failure_class")),
+        "failures": sum(1 for row in checks if row.failure_class),
     }
     rundir.write_merge(staging, record)
     if out.exists():
@@ -153,9 +154,9 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
     return record
 
 
-def _copy_files(runs, staging: Path) -> list[dict]:
+def _copy_files(runs, staging: Path) -> list[CheckRow]:
     """Every shard's files but its results into ``staging``; the shards' check rows, by id."""
-    checks: list[dict] = []
+    checks: list[CheckRow] = []
     for run in runs:
         for rel in run.files:
             if rel in (rundir.RESULTS, rundir.RESULTS_CSV):
@@ -163,11 +164,11 @@ def _copy_files(runs, staging: Path) -> list[dict]:
             dst = staging / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run.root / rel, dst)  # regular files only (validated), content copied
-        checks.extend(run.results["checks"])
-    return sorted(checks, key=lambda row: row["id"])
+        checks.extend(run.rows)
+    return sorted(checks, key=lambda row: row.id)
 
 
-def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[dict]) -> dict:
+def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[CheckRow]) -> dict:
     first = runs[0].results
     starts = [r.results.get("started") for r in runs if r.results.get("started")]
     ends = [r.results.get("finished") for r in runs]
@@ -180,5 +181,5 @@ def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[dict]) -> 
     merged["started"] = min(starts) if starts else None
     merged["finished"] = None if (not ends or None in ends) else max(ends)
     merged["complete"] = complete
-    merged["checks"] = checks
+    merged["checks"] = [row.to_json() for row in checks]
     return merged

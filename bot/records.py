@@ -232,3 +232,174 @@ class KnownRecord(Record):
         r = failure.repro
         return cls(failure.failure_class, failure.stage, failure.culprit, failure.config, r.status,
                    r.nodes_before, r.nodes_after, r.capture)
+
+
+# --- the check row (one entry of results.json's "checks") -------------------------------------------
+
+
+class _Sparse(Record):
+    """A record whose None fields are left out of its JSON (a row only names what its check
+    found), but for the fields in ``WRITTEN``, which every row has (null when unknown); a field
+    whose JSON key starts with ``_`` is this process's own and never written."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset()
+
+    def written(self) -> frozenset[str]:
+        """The keys this record writes even when null."""
+        return self.WRITTEN
+
+    def to_json(self) -> dict:
+        always = self.written()
+        return {k: v for k, v in super().to_json().items()
+                if not k.startswith("_") and (v is not None or k in always)}
+
+
+@dataclass
+class Spec(_Sparse):
+    """Where a check's model comes from: enough to build or rerun it (results.json's ``spec``).
+    ``source`` names the source that answers for it (:func:`bot.suites.source_of`); each source
+    sets its own fields. The field order is the order they are written in."""
+
+    source: str | None = None
+    file: str | None = None            # yaml: the model file
+    pytorch: str | None = None         # harness: the pytorch checkout
+    suite: str | None = None           # harness: torchbench / huggingface / timm_models
+    command: str | None = None         # command(s): the program (never shown unless trusted)
+    model: str | None = None
+    factory: str | None = None         # yaml: module:function
+    options: dict | None = None        # yaml: tolerance / training_tolerance / cosine
+    cwd: str | None = None             # command(s): where the program runs
+    batch_size: int | None = None      # harness, yaml: the batch size given
+    patterns: dict | None = None       # program: --accuracy-pattern / --error-pattern
+    record: dict | None = None         # csv: the harness CSV's record (the model list only, never a row)
+
+
+@dataclass
+class CheckError(_Sparse):
+    """A check's error: the exception (or what a program printed) and where."""
+
+    type: str | None = None
+    module: str | None = None          # a check built in-process: the exception's module ...
+    wrapper: str | None = None         # ... and the wrapper it came in (null when none)
+    message: str | None = None
+    traceback: str | None = None
+    frames: list | None = None
+    signal: str | None = None          # the process died by this signal
+    output_key: str | None = None      # the harness's accuracy check: the output that failed
+
+    def written(self) -> frozenset[str]:
+        keys = set()
+        if self.module is not None:         # an exception's module comes with its wrapper (null: none)
+            keys.add("wrapper")
+        if self.type == "AccuracyCheck":    # the harness's accuracy check names its output (null: unknown)
+            keys.add("output_key")
+        return frozenset(keys)
+
+
+@dataclass
+class Accuracy(_Sparse):
+    """The accuracy figures of a compiled run (every one reaches the issue body)."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"tolerance", "rmse_res", "rmse_ref"})
+
+    tolerance: float | None = None
+    cosine: bool | None = None         # judged by cosine similarity
+    rmse_res: float | None = None      # compiled vs fp64
+    rmse_ref: float | None = None      # eager vs fp64
+    max_abs_diff: float | None = None
+
+
+@dataclass
+class HarnessFacts(Record):
+    """What an issue needs to name a harness run (bot.suites.harness.harness_facts)."""
+
+    suite: str | None = None
+    script: str | None = None
+    revision: str | None = None
+    transformers: str | None = None
+    timm: str | None = None
+    torchbench: str | None = None
+    cpu_isa: str | None = None
+
+
+@dataclass
+class Launcher(Record):
+    """A minifier launcher torch wrote for a program's graph (kept by the environment hook)."""
+
+    graph: int | None = None           # the k-th graph the program compiled
+    path: str | None = None
+
+
+@dataclass
+class RerunCapture(Record):
+    """What a failing program's rerun captured for minify (bot.check.sweep): its launchers at a
+    repro level, and how many graphs that run compiled."""
+
+    repro_after: str | None = None
+    repro_level: int | None = None
+    launchers: list[Launcher] = field(default_factory=list)
+    graphs: int | None = None
+
+
+@dataclass
+class FirstAttempt(Record):
+    """A flaky check's first attempt (it failed; a rerun passed)."""
+
+    status: str | None = None
+    failure_class: str | None = None
+    error: CheckError | None = None
+    accuracy: Accuracy | None = None
+    attempts: int | None = None
+    log: str | None = None
+
+
+@dataclass
+class CheckRow(_Sparse):
+    """One check: what it ran (id, model, spec, settings) and what it found (results.json's
+    ``checks``, schema bot/schemas/results.schema.json). A run that only judged a check (the judge,
+    a program's run, a rerun) fills the result fields; the sweep adds the rest.
+
+    Its JSON leaves out the fields its check did not set; ``WRITTEN`` are on every row (null when
+    none); ``launchers`` (what the environment hook kept) stays in this process."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"status", "failure_class", "error", "accuracy", "duration_s",
+                                                   "log", "baseline"})
+
+    id: str | None = None
+    model: str | None = None
+    spec: Spec | None = None
+    backend: str | None = None
+    mode: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    dynamic: bool | None = None
+    config: dict | None = None
+    status: str | None = None
+    failure_class: str | None = None
+    error: CheckError | None = None
+    accuracy: Accuracy | None = None
+    skipped: str | None = None          # why the check was not run
+    classified_by: str | None = None    # a program: what decided its class
+    exit_code: int | None = None        # a program: its non-zero exit status
+    batch_size: int | None = None
+    compile_s: float | None = None
+    stats: dict | None = None           # dynamo's counters (the harness CSV's columns)
+    check_s: float | None = None        # a check built in-process: the judge's own time
+    phase: str | None = None            # a check whose process died: the phase it was in
+    harness: HarnessFacts | None = None
+    reproduce: str | None = None        # the harness: the plain harness command
+    compiled_graphs: int | None = None  # a program: graphs dynamo produced
+    compile_frames: int | None = None   # a program: frames dynamo started compiling
+    duration_s: float | None = None
+    reruns: int | None = None           # failed every rerun: how many ran
+    deterministic: bool | None = None   # a rerun failed the same way, to the number
+    capture: RerunCapture | None = None
+    flaky: FirstAttempt | None = None   # passed on a rerun: the first attempt
+    log: str | None = None
+    baseline: str | None = None         # new / known / fixed against the baseline
+    baseline_status: str | None = None
+    launchers: list[Launcher] | None = field(default=None, metadata=key("_launchers"))
+
+    @property
+    def failing(self) -> bool:
+        return self.failure_class is not None

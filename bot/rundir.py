@@ -42,6 +42,7 @@ from typing import Any
 
 from bot import safejson
 from bot.errors import UsageError
+from bot.records import CheckRow, RecordError
 
 # --------------------------------------------------------------------------- names and ids
 
@@ -172,14 +173,13 @@ CSV_COLUMNS = ["dev", "name", "batch_size", "accuracy", "calls_captured", "uniqu
 STAT_COLUMNS = CSV_COLUMNS[4:11]
 
 
-def write_csv(run_dir: str | os.PathLike, rows: list[dict]) -> Path:
+def write_csv(run_dir: str | os.PathLike, rows: list[CheckRow]) -> Path:
     """results.csv: the rows in the harness's accuracy-CSV format."""
     lines = []
     for r in rows:
-        stats = r.get("stats") or {}
-        rec = {"dev": r.get("device", "cpu"), "name": r.get("model", r.get("id")),
-               "batch_size": r.get("batch_size") or 0, "accuracy": r.get("status"),
-               "compilation_latency": r.get("compile_s") or 0}
+        stats = r.stats or {}
+        rec = {"dev": r.device if r.device is not None else "cpu", "name": r.model if r.model is not None else r.id,
+               "batch_size": r.batch_size or 0, "accuracy": r.status, "compilation_latency": r.compile_s or 0}
         for c in STAT_COLUMNS:
             rec[c] = stats.get(c, 0)
         lines.append(rec)
@@ -256,17 +256,31 @@ def failure_dir(run_dir: str | os.PathLike, check_id: str) -> Path:
 
 def read_results(run_dir: str | os.PathLike) -> dict:
     """results.json of a run directory (or the file itself); UsageError (exit 2) when it is not one
-    this version understands or its rows lack what every stage relies on."""
+    this version understands or its rows lack what every stage relies on. Its ``checks`` are the
+    rows' JSON, each of which reads as a :class:`bot.records.CheckRow` (:func:`check_rows`)."""
     path = results_path(run_dir)
     doc = _parse(path)
     check_schema_id(doc, RESULTS_SCHEMA, str(path))
     checks = doc.get("checks")
     _need(isinstance(checks, list), path, "'checks' must be a list")
-    for i, row in enumerate(checks):
-        _need(isinstance(row, dict) and isinstance(row.get("id"), str) and row["id"], path,
+    for i, raw in enumerate(checks):  # the document's JSON, before it is read as rows
+        _need(isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"], path,
               f"checks[{i}] needs a string 'id'")
-        _need(isinstance(row.get("status"), str), path, f"checks[{i}] needs a string 'status'")
+        _need(isinstance(raw.get("status"), str), path, f"checks[{i}] needs a string 'status'")
+    check_rows(doc, str(path))
     return doc
+
+
+def check_rows(doc: dict, where: str = RESULTS) -> list[CheckRow]:
+    """The rows of a results document (read by :func:`read_results`, or validated by
+    :func:`load_untrusted`) as typed records; UsageError (exit 2) naming the row that is not one."""
+    rows = []
+    for i, raw in enumerate(doc.get("checks") or []):
+        try:
+            rows.append(CheckRow.from_json(raw))
+        except RecordError as exc:
+            raise UsageError(f"{where}: checks[{i}] is not a check row ({exc})") from None
+    return rows
 
 
 def read_failure(run_dir: str | os.PathLike, check_id: str) -> dict | None:
@@ -330,7 +344,7 @@ def read_known(run_dir: str | os.PathLike) -> dict | None:
 
 def has_failures(run_dir: str | os.PathLike) -> bool:
     try:
-        return any(r.get("failure_class") for r in read_results(run_dir)["checks"])
+        return any(row.failure_class for row in check_rows(read_results(run_dir)))
     except UsageError:
         return False
 
@@ -355,23 +369,23 @@ def read_csv(path: str) -> list[dict]:
         raise UsageError(f"{path} is not an accuracy CSV: it needs 'name' and 'accuracy' columns "
                          f"(has {', '.join(fields)})")
     out = []
-    for rec in reader:
-        row = {}
-        for k, v in rec.items():
+    for line in reader:
+        rec = {}
+        for k, v in line.items():
             if k is None:
                 continue
             v = (v or "").strip()
             if k in ("name", "accuracy", "dev"):
-                row[k] = v
+                rec[k] = v
             else:
                 try:
-                    row[k] = int(v)
+                    rec[k] = int(v)
                 except ValueError:
                     try:
-                        row[k] = float(v)
+                        rec[k] = float(v)
                     except ValueError:
-                        row[k] = v
-        out.append(row)
+                        rec[k] = v
+        out.append(rec)
     return out
 
 
@@ -415,6 +429,7 @@ class RunDir:
 
     root: Path
     results: dict
+    rows: list[CheckRow] = field(default_factory=list)  # results' checks, read once validated
     failures: dict[str, dict] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # relative paths, validated
     ignored: list[str] = field(default_factory=list)
@@ -462,13 +477,13 @@ def load_untrusted(root: str | os.PathLike, *, max_total: int = MAX_TOTAL_BYTES,
     results = read_capped(root / RESULTS, what)
     check_schema_id(results, RESULTS_SCHEMA, what)
     validate(results, "results", what)
-    rows = results["checks"]
-    ids = [row["id"] for row in rows]
+    rows = check_rows(results, what)   # only once the schema passed
+    ids = [row.id for row in rows]
     if len(ids) != len(set(ids)):
         dup = sorted({i for i in ids if ids.count(i) > 1})[0]
         raise UsageError(f"{what}: check id {dup!r} appears twice")
-    failing = {row["id"] for row in rows if row.get("failure_class")}
-    run = RunDir(root=root, results=results, total_bytes=total)
+    failing = {row.id for row in rows if row.failure_class}
+    run = RunDir(root=root, results=results, rows=rows, total_bytes=total)
     for rel in files:
         parts = rel.split("/")
         if rel in (RESULTS, RESULTS_CSV):

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from bot.records import Accuracy, CheckError, CheckRow
+
 ERROR_CLASSES = ("compile_error", "runtime_error")
 MINIFIABLE_CLASSES = ("accuracy", "compile_error", "runtime_error", "crash")
 
@@ -173,21 +175,20 @@ class Signature:
         return any(m in keys or m in text for m in self.messages)
 
     @staticmethod
-    def reruns_alike(a: dict, b: dict) -> bool:
+    def reruns_alike(a: CheckRow, b: CheckRow) -> bool:
         """Two runs of one check (results.json rows) failed the same way, to the number: the same
         status and class, the same accuracy numbers (RMSE compiled and eager vs fp64, to 4
         significant digits) or the same error type (the check is deterministic)."""
-        if (a.get("status"), a.get("failure_class")) != (b.get("status"), b.get("failure_class")):
+        if (a.status, a.failure_class) != (b.status, b.failure_class):
             return False
-        acc_a, acc_b = a.get("accuracy") or {}, b.get("accuracy") or {}
-        for key in ("rmse_res", "rmse_ref"):
-            x, y = acc_a.get(key), acc_b.get(key)
+        acc_a, acc_b = a.accuracy or Accuracy(), b.accuracy or Accuracy()
+        for x, y in ((acc_a.rmse_res, acc_b.rmse_res), (acc_a.rmse_ref, acc_b.rmse_ref)):
             if isinstance(x, (int, float)) and isinstance(y, (int, float)):
                 if f"{x:.4g}" != f"{y:.4g}":
                     return False
             elif x != y:
                 return False
-        return (a.get("error") or {}).get("type") == (b.get("error") or {}).get("type")
+        return (a.error or CheckError()).type == (b.error or CheckError()).type
 
     def fails_run(self, rc: int | None, output: str) -> bool:
         """Whether a process that ended with ``rc`` (-signal; None: killed at its time limit) and
@@ -316,17 +317,19 @@ def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Sign
     return None
 
 
-def signature_of_error_record(failure_class: str, error: dict | None) -> Signature | None:
-    """The signature of a check row's ``error`` ({"type", "message", ...}).
+def signature_of_error_record(failure_class: str, error: CheckError | dict | None) -> Signature | None:
+    """The signature of a check row's ``error`` (its record, or that record's JSON as a failure
+    record or a minify job carries it).
 
     The row's type is often a wrapper (BackendCompilerFailed); the real type is then found as
     ``Name: message`` inside the message text."""
     if not error:
         return None
-    etype = short_type(error.get("type"))
-    message = error.get("message") or ""
+    error = CheckError.from_json(error)
+    etype = short_type(error.type)
+    message = error.message or ""
     if etype == ABORT_TYPE:
-        m = uncaught_cpp(message) or uncaught_cpp(error.get("traceback"))
+        m = uncaught_cpp(message) or uncaught_cpp(error.traceback)
         return Signature(failure_class, ABORT_TYPE, [normalize_line(m.group(0))] if m else [])
     if etype in WRAPPERS or etype is None:
         found = None
@@ -397,24 +400,24 @@ def culprit_of_record(failure: dict | None) -> tuple[list[str], str | None, str 
     return ops, None, ("graph" if ops else None)
 
 
-def of_record(check: dict, failure: dict | None = None) -> Signature:
+def of_record(check: CheckRow, failure: dict | None = None) -> Signature:
     """The signature of a failing check (a results.json row), refined by its failure.json.
 
     A record written by this version carries the signature verification proved ("signature");
     older records (and checks minify did not reach) get one derived by the same rules."""
     failure = failure or {}
-    cls = failure.get("class") or check.get("failure_class") or "unknown"
+    cls = failure.get("class") or check.failure_class or "unknown"
     sig = Signature.from_json(failure.get("signature"))
     if sig is None:
         sig = None
         if cls in ERROR_CLASSES or cls == "crash":
-            sig = signature_of_error_record(cls, failure.get("error") or check.get("error"))
+            sig = signature_of_error_record(cls, failure.get("error") or check.error)
         sig = sig or Signature(cls)
         sig.verified = repro_verified(failure)
     sig.failure_class = cls
     sig.stage = sig.stage or failure.get("stage") or "unlocalized"
-    sig.device = device_type(sig.device or check.get("device"))
-    sig.dtype = sig.dtype or check.get("dtype")
+    sig.device = device_type(sig.device or check.device)
+    sig.dtype = sig.dtype or check.dtype
     if sig.verified and not (sig.culprit_ops or sig.bisect):
         sig.culprit_ops, sig.bisect, sig.culprit_method = culprit_of_record(failure)
     return sig

@@ -9,15 +9,16 @@ from pathlib import Path
 from bot import rundir
 from bot.check.results import ResultsWriter
 from bot.check.settings import Settings, check_id
-from bot.records import Capture, ConfigDiff, Culprit, FailureRecord, Repro, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, Culprit, FailureRecord, Repro, Verification
 
 REPRO = "import torch\n\nclass Repro(torch.nn.Module):\n    def forward(self, x):\n        return (x.relu(),)\n"
 VERSIONS = {"torch": "2.13.0+cpu", "torch_git": "0123abc", "python": "3.11.7", "os": "Linux", "cuda": None}
 
 
 def check(model: str = "mlp_relu", *, status: str = "fail_accuracy", failure_class: str | None = "accuracy",
-          settings: Settings | None = None, spec: dict | None = None, error: dict | None = None, **extra) -> dict:
-    """A results.json row, as the sweep writes one for ``model`` under ``settings``."""
+          settings: Settings | None = None, spec: dict | None = None, error: dict | None = None, **extra) -> CheckRow:
+    """A results.json row, as the sweep makes one for ``model`` under ``settings`` (``spec``, ``error``
+    and ``extra`` as their JSON)."""
     s = settings or Settings()
     row = {"id": check_id(model, s), "model": model, "spec": spec or {"source": "zoo", "model": model},
            "backend": s.backend, "mode": s.mode, "dtype": s.dtype, "device": s.device, "dynamic": s.dynamic,
@@ -26,14 +27,14 @@ def check(model: str = "mlp_relu", *, status: str = "fail_accuracy", failure_cla
                         if failure_class == "accuracy" else None),
            "batch_size": 4, "duration_s": 1.5, "log": f"checks/{check_id(model, s)}.log"}
     row.update(extra)
-    return row
+    return CheckRow.from_json(row)
 
 
-def failure(row: dict, *, ops=("aten.relu.default",), culprit: Culprit | None = None, torch: str = "2.13.0+cpu",
+def failure(row: CheckRow, *, ops=("aten.relu.default",), culprit: Culprit | None = None, torch: str = "2.13.0+cpu",
             diff: list | None = None, minimal: list | None = None, status: str = "minimized", flaky: bool = False,
             stage: str = "inductor", **fields) -> FailureRecord:
     """The failure record minify writes for ``row``: FailureRecord.for_check, then each step's part."""
-    rec = FailureRecord.for_check(row)
+    rec = FailureRecord.for_check(row.to_json())
     graph = [{"op": op, "dtypes": ["float32"], "ranks": [2]} for op in ops]
     verified = status in ("minimized", "partial")
     rec = rec.replace(
@@ -47,7 +48,7 @@ def failure(row: dict, *, ops=("aten.relu.default",), culprit: Culprit | None = 
     return rec
 
 
-def write(run_dir, rows: list[dict], records: list[FailureRecord] = (), *, repro_text: str | None = REPRO,
+def write(run_dir, rows: list[CheckRow], records: list[FailureRecord] = (), *, repro_text: str | None = REPRO,
           settings: Settings | None = None) -> Path:
     """results.json with ``rows`` and one failure directory per record (with its repro.py)."""
     run = Path(run_dir)

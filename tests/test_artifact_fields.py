@@ -9,10 +9,11 @@ import json
 import re
 
 from bot import known
+from bot.records import CheckRow
 from bot.report import ReportOptions, report_run
 from bot.report.context import title_ops
 from bot.tracker.local import LocalTracker
-from tests.ghstub.rundir import check_row, failure_record, write_run
+from tests.ghstub.rundir import check_row, failure_record, row_of, write_run
 
 ALLOWED_LABELS = {"minify-bot", "accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom",
                   "eager_error", "setup_error", "eager", "aot_eager", "aot_eager_decomp_partition", "inductor",
@@ -107,21 +108,21 @@ def _entry(minimal, torch="2.13.0+cpu", check_config=None) -> known.KnownRepro:
 
 def test_reuse_needs_the_known_bugs_minimal_configuration_in_the_checks():
     entry = _entry([{"key": RELU, "value": "accuracy"}])
-    assert known.config_allows(entry, {"config": {RELU: "accuracy"}})
-    assert known.config_allows(entry, {"config": {RELU: "accuracy", "inductor.max_autotune": True}})
-    assert not known.config_allows(entry, {"config": {LOG1P: "accuracy"}})  # bug B's check: minify afresh
-    assert not known.config_allows(entry, {"config": {}})
-    assert not known.config_allows(entry, {"config": {RELU: "compile_error"}})
-    assert known.config_allows(_entry([]), {"config": {LOG1P: "accuracy"}})  # a bug of the default config
+    assert known.config_allows(entry, CheckRow(config={RELU: "accuracy"}))
+    assert known.config_allows(entry, CheckRow(config={RELU: "accuracy", "inductor.max_autotune": True}))
+    assert not known.config_allows(entry, CheckRow(config={LOG1P: "accuracy"}))  # bug B's check: minify afresh
+    assert not known.config_allows(entry, CheckRow(config={}))
+    assert not known.config_allows(entry, CheckRow(config={RELU: "compile_error"}))
+    assert known.config_allows(_entry([]), CheckRow(config={LOG1P: "accuracy"}))  # a bug of the default config
     unknown = _entry(None)  # the minimal set was not found: only the configuration it was minified under
-    assert known.config_allows(unknown, {"config": {RELU: "accuracy"}})
-    assert not known.config_allows(unknown, {"config": {RELU: "accuracy", LOG1P: "accuracy"}})
+    assert known.config_allows(unknown, CheckRow(config={RELU: "accuracy"}))
+    assert not known.config_allows(unknown, CheckRow(config={RELU: "accuracy", LOG1P: "accuracy"}))
     # and through match: the issue was seen on the check, but the configuration changed
     row = check_row(config={LOG1P: "accuracy"})
     from bot import fingerprint as fp
 
-    entry.checks = [fp.check_key(row)]
-    assert known.match([entry], row) is None
+    entry.checks = [fp.check_key(row_of(row))]
+    assert known.match([entry], row_of(row)) is None
 
 
 def test_reuse_needs_the_same_or_a_newer_torch():

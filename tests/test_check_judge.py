@@ -17,6 +17,7 @@ import pytest
 
 from bot.check.judge import tolerance_for
 from bot.check.settings import Settings
+from bot.records import Spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,6 +139,7 @@ RUNNER = '''
 import json, sys
 from bot.check.judge import judge
 from bot.check.settings import Settings
+from bot.records import Spec
 from bot.suites.model_file import yaml_models
 
 specs = {m.name: m.spec for m in yaml_models(sys.argv[1])}
@@ -145,7 +147,7 @@ out = {}
 for name, (model, settings) in json.loads(sys.argv[2]).items():
     phases = []
     row = judge(specs[model], Settings(**settings), phases.append)
-    out[name] = dict(row, phases=phases)
+    out[name] = dict(row.to_json(), phases=phases)
 print("@@" + json.dumps(out, default=str))
 '''
 
@@ -260,4 +262,4 @@ def test_a_model_not_implemented_here_fails_to_load_as_an_eager_error(rows):
     (Settings(), {"training_tolerance": 0.2}, (1e-4, False)),
 ])
 def test_the_tolerance_follows_the_harness_and_the_models_own_options(settings, options, expected):
-    assert tolerance_for({"options": options}, settings) == expected
+    assert tolerance_for(Spec(options=options), settings) == expected

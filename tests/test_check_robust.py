@@ -241,7 +241,7 @@ def test_uncaught_cpp_exception_abort_is_a_runtime_error_whatever_terminate_prin
                       ("terminate called recursively\n", "runtime_error"),
                       ("Fatal Python error: Aborted\n", "crash")):
         row = _interpret(aborted("[check] phase compile\n" + text), "compile", 60)
-        assert (row["status"], row["failure_class"]) == ("fail_to_run", cls), text
-        assert row["error"]["signal"] == "SIGABRT"
+        assert (row.status, row.failure_class) == ("fail_to_run", cls), text
+        assert row.error.signal == "SIGABRT"
     row = _interpret(aborted("[check] phase eager_1st\nterminate called recursively\n"), "eager_1st", 60)
-    assert row["failure_class"] == "crash" and row["status"] == "eager_1st_run_fail"
+    assert row.failure_class == "crash" and row.status == "eager_1st_run_fail"

@@ -107,6 +107,7 @@ def test_baseline_marks_regressions_and_known_failures(injected_sweep):
 
 @pytest.mark.slow  # its fixture compiles the zoo
 def test_harness_csv_reads_back_identically(injected_sweep):
+    from bot.records import CheckRow
     from bot.rundir import read_csv, write_csv
 
     _, run_dir, _ = injected_sweep
@@ -118,10 +119,11 @@ def test_harness_csv_reads_back_identically(injected_sweep):
     assert [(r["name"], r["accuracy"], r["dev"]) for r in records] == \
         [(r["model"], r["status"], r["device"]) for r in rows]
     (run_dir / "again").mkdir()  # results.csv is written by the run directory's writer
-    again = write_csv(run_dir / "again", [{"model": r["name"], "status": r["accuracy"], "device": r["dev"],
-                                           "batch_size": r["batch_size"], "compile_s": r["compilation_latency"],
-                                           "stats": {k: v for k, v in r.items() if k not in
-                                                     ("name", "accuracy", "dev", "batch_size", "compilation_latency")}}
+    again = write_csv(run_dir / "again", [CheckRow(model=r["name"], status=r["accuracy"], device=r["dev"],
+                                                   batch_size=r["batch_size"], compile_s=r["compilation_latency"],
+                                                   stats={k: v for k, v in r.items() if k not in
+                                                          ("name", "accuracy", "dev", "batch_size",
+                                                           "compilation_latency")})
                                           for r in records])
     assert read_csv(str(again)) == records
 

@@ -212,7 +212,7 @@ def test_source_flags_select_their_source_or_are_refused(tmp_path, bot):
 
 def test_classifier_reads_the_common_ways_programs_report_a_mismatch():
     def cls(text, rc=1, **kw):
-        return classify(returncode=rc, output=text, **kw)["failure_class"]
+        return classify(returncode=rc, output=text, **kw).failure_class
 
     assert cls("AssertionError: Tensor-likes are not close!\n\nMismatched elements: 3 / 16") == "accuracy"
     assert cls("    assert torch.allclose(out, ref)\nAssertionError") == "accuracy"
@@ -233,7 +233,7 @@ def test_classifier_reads_the_common_ways_programs_report_a_mismatch():
     assert cls("all good", rc=0) is None
     assert cls("", rc=-9) == "oom" and cls("", rc=-11) == "crash"
     assert cls("terminate called after throwing an instance of 'c10::Error'", rc=-6) == "runtime_error"
-    assert classify(returncode=None, output="", timed_out=True, timeout=5)["failure_class"] == "timeout"
+    assert classify(returncode=None, output="", timed_out=True, timeout=5).failure_class == "timeout"
     # the harness's CSV word decides what it says; the output explains
     assert cls("", rc=0, status_word="fail_accuracy") == "accuracy"
     assert cls("", rc=0, status_word="pass") is None
@@ -242,7 +242,7 @@ def test_classifier_reads_the_common_ways_programs_report_a_mismatch():
     assert cls("step 3: outputs differ by 12", patterns=p) == "accuracy"
     assert cls("FATAL: the kernel failed", patterns=p) == "runtime_error"
     row = classify(returncode=1, output="step 3: outputs differ by 12", patterns=p)
-    assert "--accuracy-pattern" in row["classified_by"]
+    assert "--accuracy-pattern" in row.classified_by
 
 
 def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(tmp_path):
@@ -346,7 +346,7 @@ def test_a_compile_errors_traceback_is_the_python_one_and_its_diagnostics_are_in
            "/tmp/k.cpp:3:1: warning: unused variable 'tmp0'\n"
            "/tmp/k.cpp:9:5: error: 'relu' was not declared in this scope\n")
     row = classify(returncode=1, output=out)
-    assert row["failure_class"] == "compile_error"
-    tb = row["error"]["traceback"]
+    assert row.failure_class == "compile_error"
+    tb = row.error.traceback
     assert tb.startswith("Traceback") and tb.endswith("CppCompileError: C++ compile error") and "warning" not in tb
-    assert "error: 'relu' was not declared" in row["error"]["message"]
+    assert "error: 'relu' was not declared" in row.error.message

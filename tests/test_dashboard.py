@@ -11,12 +11,13 @@ import pytest
 
 from bot import fingerprint as fp
 from bot.check.sweep import run_with_reruns
+from bot.records import Accuracy, CheckRow
 from bot.render import BODY_LIMIT
 from bot.report import ReportOptions, dashboard, report_run
 from bot.tracker.github import GitHubTracker
 from bot.tracker.local import LocalTracker
 from tests.ghstub.fixtures import BOT_TOKEN, REPO, at_once, make_client
-from tests.ghstub.rundir import check_row, failure_record, write_run
+from tests.ghstub.rundir import check_row, failure_record, row_of, write_run
 
 INJECT = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
 
@@ -255,33 +256,33 @@ def test_history_of_a_large_sweep_fits_the_body_limit(tmp_path):
 
 def test_older_runs_are_compacted():
     state = dashboard.empty_state()
-    row = check_row("m", status="pass", failure_class=None)
+    row = row_of(check_row("m", status="pass", failure_class=None))
     for k in range(dashboard.MAX_RUNS + 5):
         state = dashboard.record_run(state, {"id": f"run-{k}", "when": None}, [row], set(), {})
     assert len(state["runs"]) == dashboard.MAX_RUNS and state["older"]["runs"] == 5
-    assert state["checks"][row["id"]]["h"] == "P" * dashboard.MAX_RUNS
+    assert state["checks"][row.id]["h"] == "P" * dashboard.MAX_RUNS
 
 
 def test_rerun_turns_a_one_off_failure_into_a_flaky_pass(tmp_path):
-    outcomes = iter([{"status": "fail_accuracy", "failure_class": "accuracy", "error": None, "accuracy": {"x": 1}},
-                     {"status": "pass", "failure_class": None, "error": None, "accuracy": None}])
+    outcomes = iter([CheckRow(status="fail_accuracy", failure_class="accuracy", accuracy=Accuracy(tolerance=1e-4)),
+                     CheckRow(status="pass")])
     logs = []
     row = run_with_reruns(lambda p: (logs.append(p), next(outcomes))[1], str(tmp_path / "c.log"), 1,
                           progress=lambda m: None)
-    assert row["status"] == "pass" and row["flaky"]["status"] == "fail_accuracy" and row["flaky"]["attempts"] == 2
+    assert row.status == "pass" and row.flaky.status == "fail_accuracy" and row.flaky.attempts == 2
     assert logs == [str(tmp_path / "c.log"), str(tmp_path / "c.rerun1.log")]
     # the same failure twice (status and numbers) is deterministic: not run a third time
-    fail = {"status": "fail_accuracy", "failure_class": "accuracy", "accuracy": {"rmse_res": 0.5, "rmse_ref": 1e-6}}
+    fail = CheckRow(status="fail_accuracy", failure_class="accuracy", accuracy=Accuracy(rmse_res=0.5, rmse_ref=1e-6))
     logs.clear()
-    row = run_with_reruns(lambda p: (logs.append(p), dict(fail))[1], str(tmp_path / "d.log"), 2,
+    row = run_with_reruns(lambda p: (logs.append(p), fail.replace())[1], str(tmp_path / "d.log"), 2,
                           progress=lambda m: None)
-    assert row["failure_class"] == "accuracy" and row["reruns"] == 1 and row["deterministic"] and "flaky" not in row
+    assert row.failure_class == "accuracy" and row.reruns == 1 and row.deterministic and row.flaky is None
     assert len(logs) == 2
     # a failure whose numbers change between runs is rerun as often as asked
     rmse = iter([0.5, 0.7, 0.9])
-    row = run_with_reruns(lambda p: dict(fail, accuracy={"rmse_res": next(rmse), "rmse_ref": 1e-6}),
+    row = run_with_reruns(lambda p: fail.replace(accuracy=Accuracy(rmse_res=next(rmse), rmse_ref=1e-6)),
                           str(tmp_path / "e.log"), 2, progress=lambda m: None)
-    assert row["reruns"] == 2 and "deterministic" not in row and row["accuracy"]["rmse_res"] == 0.5
+    assert row.reruns == 2 and row.deterministic is None and row.accuracy.rmse_res == 0.5
 
 
 def test_concurrent_reporters_leave_one_open_dashboard(ghstub, tmp_path):

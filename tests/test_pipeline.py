@@ -12,24 +12,28 @@ import pytest
 from bot import rundir
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
-from bot.records import ConfigDiff, FailureRecord
-from tests.ghstub.rundir import check_row
+from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, FailureRecord, Spec
+from tests.ghstub.rundir import check_row, row_of
+
+
+def _row(model, **kw) -> CheckRow:
+    return row_of(check_row(model, **kw))
 
 
 def _failure(tmp_path, row=None, **opts) -> pl.Failure:
-    row = row or check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
-    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row), str(tmp_path / "f"),
-                      str(tmp_path / "w"), lambda m: None)
+    row = row or _row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
+    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row.to_json()),
+                      str(tmp_path / "f"), str(tmp_path / "w"), lambda m: None)
 
 
 def test_the_workers_job_takes_every_value_from_the_options_and_the_check(tmp_path):
     f = _failure(tmp_path, budget=42.0, strict_accuracy=True, offload_to_disk=True, no_bisect=True)
-    f.row["accuracy"] = {"tolerance": 0.02}
-    f.row["config"] = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    f.row.accuracy = Accuracy(tolerance=0.02)
+    f.row.config = {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
     f.rec.stage, f.stage_backend = "inductor", "inductor"
     job = pl.job_for(f, "/w/launcher.py", "/w/minify0")
     assert (job.budget, job.strict_accuracy, job.offload_to_disk, job.bisect) == (42.0, True, True, False)
-    assert job.tolerance == 0.02 and job.check_config == f.row["config"] and job.failure_class == "accuracy"
+    assert job.tolerance == 0.02 and job.check_config == f.row.config and job.failure_class == "accuracy"
     assert job.deadline is None and not job.isolate   # the deadline starts when the worker does
 
 
@@ -42,15 +46,15 @@ def test_the_defaults_of_a_job_are_the_stages_defaults(tmp_path):
 
 
 def test_a_check_that_aborted_its_process_is_minified_one_process_per_query(tmp_path):
-    row = check_row("m", status="fail_to_run", failure_class="runtime_error")
-    row["error"] = {"type": "UncaughtCppException", "message": "terminate called", "traceback": "", "frames": []}
+    row = _row("m", status="fail_to_run", failure_class="runtime_error")
+    row.error = CheckError(type="UncaughtCppException", message="terminate called", traceback="", frames=[])
     job = pl.job_for(_failure(tmp_path, row), "/w/l.py", "/w/m0")
     assert job.isolate
 
 
 def test_a_program_judged_by_its_exit_status_alone_leaves_the_class_to_the_graph(tmp_path):
-    row = check_row("m", status="fail_to_run", failure_class="runtime_error")
-    row["classified_by"] = "exit status"
+    row = _row("m", status="fail_to_run", failure_class="runtime_error")
+    row.classified_by = "exit status"
     assert pl.job_for(_failure(tmp_path, row), "/w/l.py", "/w/m0").class_uncertain
 
 
@@ -73,11 +77,11 @@ def _process(tmp_path, row):
     run = tmp_path / "run"
     said = []
     rec = pl.process(row, {}, str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append)
-    return rec, json.loads((run / "failures" / row["id"] / rundir.FAILURE).read_text()), said
+    return rec, json.loads((run / "failures" / row.id / rundir.FAILURE).read_text()), said
 
 
 def test_an_eager_failure_is_written_with_its_reason_and_not_minified(tmp_path):
-    rec, doc, said = _process(tmp_path, check_row("m", status="eager_1st_run_fail", failure_class="eager_error"))
+    rec, doc, said = _process(tmp_path, _row("m", status="eager_1st_run_fail", failure_class="eager_error"))
     assert doc["repro"]["status"] == "none" and "fails in eager mode" in doc["repro"]["reason"]
     assert doc["class"] == "eager_error" and doc["versions"] == {"torch": "2.13.0"}
     assert any("skipped" in line for line in said)
@@ -85,30 +89,30 @@ def test_an_eager_failure_is_written_with_its_reason_and_not_minified(tmp_path):
 
 
 def test_a_program_that_compiled_nothing_is_not_a_compiler_failure(tmp_path):
-    row = check_row("cmd", status="fail_to_run", failure_class="runtime_error")
-    row["spec"] = {"source": "command", "command": "python x.py", "cwd": str(tmp_path), "model": "cmd"}
-    row["compiled_graphs"] = 0
+    row = _row("cmd", status="fail_to_run", failure_class="runtime_error")
+    row.spec = Spec(source="command", command="python x.py", cwd=str(tmp_path), model="cmd")
+    row.compiled_graphs = 0
     _, doc, _ = _process(tmp_path, row)
     assert doc["repro"]["reason"] == pl.COMPILED_NOTHING
 
 
 @pytest.mark.parametrize("fclass", ["timeout", "oom", "setup_error"])
 def test_a_failure_class_minify_does_not_reduce_is_written_with_its_own_reason(tmp_path, fclass):
-    rec, doc, said = _process(tmp_path, check_row("m", status="fail_to_run", failure_class=fclass))
+    rec, doc, said = _process(tmp_path, _row("m", status="fail_to_run", failure_class=fclass))
     assert doc["repro"]["status"] == "none" and doc["repro"]["reason"] == pl.NOT_MINIFIED[fclass]
     assert doc["class"] == fclass and rec.stage is None and "localize" not in doc["repro"]["timings"]
     assert said[0] == f"{rec.id}: skipped: {pl.NOT_MINIFIED[fclass]}"
 
 
 def test_a_class_minify_does_not_know_is_named_in_the_reason(tmp_path):
-    _, doc, _ = _process(tmp_path, check_row("m", status="fail_to_run", failure_class="mystery"))
+    _, doc, _ = _process(tmp_path, _row("m", status="fail_to_run", failure_class="mystery"))
     assert doc["repro"]["reason"] == "failure class 'mystery' is not minified"
 
 
 def test_a_program_that_compiled_graphs_but_no_frame_is_judged_by_its_frames(tmp_path):
-    row = check_row("cmd", status="fail_to_run", failure_class="runtime_error")
-    row["spec"] = {"source": "command", "command": "python x.py", "cwd": str(tmp_path), "model": "cmd"}
-    row["compiled_graphs"], row["compile_frames"] = 3, 0
+    row = _row("cmd", status="fail_to_run", failure_class="runtime_error")
+    row.spec = Spec(source="command", command="python x.py", cwd=str(tmp_path), model="cmd")
+    row.compiled_graphs, row.compile_frames = 3, 0
     _, doc, _ = _process(tmp_path, row)
     assert doc["repro"]["reason"] == pl.COMPILED_NOTHING
 

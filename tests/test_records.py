@@ -9,6 +9,9 @@ import json
 import pytest
 
 from bot import rundir
+from bot.check.one import CheckRequest, read_row
+from bot.check.results import ResultsWriter
+from bot.check.settings import Settings
 from bot.minify.records import (
     Checkpoint,
     Done,
@@ -27,14 +30,22 @@ from bot.minify.records import (
     parse_event,
 )
 from bot.records import (
+    Accuracy,
     Capture,
+    CheckError,
+    CheckRow,
     ConfigDiff,
     Culprit,
     FailureRecord,
+    FirstAttempt,
+    HarnessFacts,
     KnownRecord,
+    Launcher,
     RecordError,
     Repro,
+    RerunCapture,
     Reused,
+    Spec,
     Verification,
 )
 from bot.signature import Signature
@@ -197,3 +208,88 @@ def test_a_worker_result_is_replaced_whole_never_half_written(tmp_path):
     WorkerResult(status="minimized").write(str(path))
     assert not (tmp_path / "result.json.tmp").exists()
     assert WorkerResult.read(str(path)).status == "minimized"
+
+
+# --- the check row (results.json's "checks") and the check child's request ---------------------------
+
+
+def _program_row() -> CheckRow:
+    """A harness check's row with every nested record: it failed its first run and deterministically
+    on its rerun, which captured for minify."""
+    return CheckRow(
+        id="relu_mlp-inductor-inference-float32-cpu", model="relu_mlp",
+        spec=Spec(source="harness", pytorch="/src/pytorch", suite="timm_models", model="relu_mlp", batch_size=2,
+                  patterns={"accuracy": ["drift"], "error": []}),
+        backend="inductor", mode="inference", dtype="float32", device="cpu", dynamic=False,
+        config={"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"},
+        status="fail_accuracy", failure_class="accuracy",
+        error=CheckError(type="AccuracyCheck", message="the harness's accuracy check failed for output 'logits'",
+                         traceback="tb", frames=[], output_key="logits"),
+        accuracy=Accuracy(tolerance=0.01, rmse_res=0.5, rmse_ref=1e-4), classified_by="harness csv", exit_code=1,
+        batch_size=2, compile_s=1.5, stats={"unique_graphs": 1},
+        harness=HarnessFacts("timm_models", "benchmarks/dynamo/timm_models.py", "a" * 40, "5.23.0", None, None,
+                             "avx2"),
+        reproduce="python benchmarks/dynamo/timm_models.py --accuracy", compiled_graphs=1, compile_frames=1,
+        duration_s=12.5, reruns=1, deterministic=True,
+        capture=RerunCapture("aot", 4, [Launcher(1, "/w/checks/x.capture/launchers/1.py")], 1),
+        log="checks/relu_mlp-inductor-inference-float32-cpu.log", baseline="new", baseline_status="pass")
+
+
+def _check_rows() -> list[CheckRow]:
+    flaky = CheckRow(id="m-eager", model="m", spec=Spec(source="zoo", model="m"), backend="eager", mode="training",
+                     dtype="bfloat16", device="cuda", dynamic=True, config={}, status="pass",
+                     flaky=FirstAttempt("fail_to_run", "runtime_error",
+                                        CheckError("RuntimeError", "builtins", None, "boom", "tb", []), None, 2,
+                                        "checks/m-eager.log"),
+                     duration_s=3.0, log="checks/m-eager.log")
+    return [_program_row(), flaky, CheckRow(status="timeout", failure_class="timeout", phase="compile")]
+
+
+@pytest.mark.parametrize("record", [*_check_rows(), Spec(source="yaml", file="/m.yaml", model="m", factory="f:g",
+                                                           options={"tolerance": 0.1}, batch_size=4),
+                                    CheckRequest(Spec(source="zoo", model="mlp_relu"),
+                                                 Settings(backend="aot_eager", config={"inductor.a": 1}, timeout=9.0))],
+                         ids=lambda r: type(r).__name__)
+def test_a_check_row_spec_and_request_read_back_equal_from_their_json(record):
+    back = type(record).from_json(json.loads(json.dumps(record.to_json())))
+    assert back == record and type(back) is type(record)
+
+
+def test_the_check_childs_request_and_row_cross_as_files(tmp_path):
+    req = CheckRequest(Spec(source="zoo", model="mlp_relu"), Settings(dtype="bfloat16"))
+    req.write(str(tmp_path / "check.json"))
+    assert CheckRequest.read(str(tmp_path / "check.json")) == req
+    assert read_row(str(tmp_path / "row.json")) is None   # the child died before writing one
+
+
+def test_a_row_writes_what_its_check_set_and_every_rows_verdict():
+    doc = CheckRow(id="x", status="pass", launchers=[Launcher(1, "/w/1.py")]).to_json()
+    assert doc == {"id": "x", "status": "pass", "failure_class": None, "error": None, "accuracy": None,
+                   "duration_s": None, "log": None, "baseline": None}   # the hook's launchers stay here
+    err = CheckError("RuntimeError", "builtins", None, "m", "tb", []).to_json()
+    assert list(err) == ["type", "module", "wrapper", "message", "traceback", "frames"] and err["wrapper"] is None
+
+
+def test_a_row_from_the_results_writer_validates_and_reads_back(tmp_path):
+    rows = [*_check_rows()[:2], _program_row().replace(id="b", error=None, accuracy=None, status="pass",
+                                                        failure_class=None, capture=None, log=None)]
+    w = ResultsWriter(str(tmp_path), {"source": "harness", "backend": "inductor"}, {"torch": "2.13.0"})
+    for row in rows:
+        w.add(row)
+    w.finish()
+    doc = json.loads((tmp_path / rundir.RESULTS).read_text())
+    rundir.validate(doc, "results", "results.json")
+    assert rundir.check_rows(rundir.read_results(tmp_path)) == rows
+    assert rundir.load_untrusted(tmp_path).rows == rows
+
+
+def test_a_rows_unknown_keys_are_dropped_at_every_level():
+    doc = _program_row().to_json()
+    doc["from_a_newer_version"] = 1
+    doc["spec"]["extra"] = "x"
+    doc["error"]["hint"] = "y"
+    doc["capture"]["launchers"][0]["size"] = 3
+    back = CheckRow.from_json(doc)
+    assert back == _program_row() and back.to_json() == _program_row().to_json()
+    with pytest.raises(RecordError, match="Spec: expected an object, got str"):
+        CheckRow.from_json({"id": "x", "spec": "zoo"})

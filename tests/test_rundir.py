@@ -13,7 +13,7 @@ from bot import rundir
 from bot.check import isolate
 from bot.check.results import ResultsWriter, csv_to_rows
 from bot.records import FailureRecord
-from tests.ghstub.rundir import check_row
+from tests.ghstub.rundir import check_row, row_of
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
@@ -48,14 +48,18 @@ def test_schemas_and_code_agree_on_ids_status_words_classes_and_actions():
 
 
 def _status_words_in_code() -> set[str]:
-    """Every status word a check writes: judge's _result(...) calls, {"status": ...} literals in the
-    check and suite modules, isolate's phase tables."""
+    """Every status word a check writes: the row helpers' calls (judge's _result, classify's _row,
+    isolate's died), ``status=`` of a row built in the check and suite modules, {"status": ...}
+    literals there, isolate's phase tables."""
     words = set(isolate.PHASE_STATUS.values()) | set(isolate.OOM_PHASE_STATUS.values())
     for path in [*(BOT / "check").glob("*.py"), *(BOT / "suites").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_result" and node.args \
-                    and isinstance(node.args[0], ast.Constant):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_result", "_row", "died") \
+                    and node.args and isinstance(node.args[0], ast.Constant):
                 words.add(node.args[0].value)
+            if isinstance(node, ast.Call):
+                words.update(k.value.value for k in node.keywords
+                             if k.arg == "status" and isinstance(k.value, ast.Constant))
             if isinstance(node, ast.Dict):
                 for k, v in zip(node.keys, node.values):
                     if isinstance(k, ast.Constant) and k.value == "status" and isinstance(v, ast.Constant):
@@ -72,18 +76,18 @@ def test_every_status_word_the_code_writes_is_in_the_schema():
 def test_what_the_writers_write_validates_as_untrusted_input(tmp_path):
     rows = csv_to_rows([{"name": f"m{i}", "accuracy": s} for i, s in enumerate(rundir.STATUSES)], SETTINGS)
     w = ResultsWriter(str(tmp_path), SETTINGS)
-    row = check_row("mlp_relu")
-    row["id"] = "mlp_relu-inductor"
+    row = row_of(check_row("mlp_relu")).replace(id="mlp_relu-inductor")
     for r in [*rows, row]:
         w.add(r)
     w.finish()
-    fdir = rundir.failure_dir(tmp_path, row["id"])
+    fdir = rundir.failure_dir(tmp_path, row.id)
     fdir.mkdir(parents=True)
-    rundir.write_failure(fdir, FailureRecord.for_check(row).to_json())
+    rundir.write_failure(fdir, FailureRecord.for_check(row.to_json()).to_json())
     run = rundir.load_untrusted(tmp_path)
     assert [r["status"] for r in run.results["checks"]][:len(rundir.STATUSES)] == list(rundir.STATUSES)
-    assert run.failures[row["id"]]["signature"] is None
-    assert rundir.read_results(tmp_path)["checks"][-1]["id"] == row["id"]
+    assert [r.status for r in run.rows] == [r["status"] for r in run.results["checks"]]
+    assert run.failures[row.id]["signature"] is None
+    assert rundir.read_results(tmp_path)["checks"][-1]["id"] == row.id
 
 
 def test_a_failure_record_with_a_verified_signature_validates(tmp_path):

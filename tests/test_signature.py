@@ -4,7 +4,7 @@ fingerprint. Pure data: no torch."""
 from __future__ import annotations
 
 from bot import signature as sg
-from tests.ghstub.rundir import check_row, failure_record
+from tests.ghstub.rundir import check_row, failure_record, row_of
 
 CPP = ("C++ compile error\n\nCommand:\ng++ /tmp/torchinductor_u/ab/cab.cpp -o /tmp/x.so\n\nOutput:\n"
        "/tmp/torchinductor_u/ab/cab.cpp: In function 'void cpp_fused_relu_0(float*)':\n"
@@ -63,12 +63,12 @@ def test_the_culprit_comes_first_then_the_bisector_then_the_graphs_op_names():
 
 def test_a_record_without_a_verified_repro_has_no_culprit():
     c = check_row()
-    sig = sg.of_record(c, failure_record(c, repro_status="not_reproduced"))
+    sig = sg.of_record(row_of(c), failure_record(c, repro_status="not_reproduced"))
     assert not sig.verified and sig.culprit is None
-    sig = sg.of_record(c, failure_record(c))
+    sig = sg.of_record(row_of(c), failure_record(c))
     assert sig.verified and sig.culprit == {"ops": ["aten.relu.default"], "bisect": None}
     assert (sig.stage, sig.device, sig.dtype) == ("inductor", "cpu", "float32")
-    assert sg.of_record(c, None).stage == "unlocalized"
+    assert sg.of_record(row_of(c), None).stage == "unlocalized"
 
 
 def test_abort_output_is_one_rule_for_check_and_minify():
@@ -82,8 +82,8 @@ def test_abort_output_is_one_rule_for_check_and_minify():
         death = sg.death_of(signal.SIGABRT, text)
         assert death.kind == kind and death.signal == "SIGABRT"
         row = _interpret(Result(-6, 1.0, tail=text, signal=6, signal_name="SIGABRT"), "compile", 60)
-        assert row["failure_class"] == ("runtime_error" if kind == "abort" else "crash")
-        assert classify(returncode=-6, output=text)["failure_class"] == row["failure_class"]
+        assert row.failure_class == ("runtime_error" if kind == "abort" else "crash")
+        assert classify(returncode=-6, output=text).failure_class == row.failure_class
     assert sg.death_of(signal.SIGABRT, "terminate called recursively\n", compiled=False).kind == "crash"
     assert sg.death_of(signal.SIGKILL, "").kind == "oom" and sg.death_of(signal.SIGSEGV, "").signal == "SIGSEGV"
     assert sg.signal_name(250) == "250"

@@ -8,6 +8,7 @@ import pytest
 
 from bot import suites
 from bot.errors import UsageError
+from bot.records import CheckRow, Spec
 from bot.report.context import reproduce_command
 from bot.suites.builtin import Zoo
 from bot.suites.source import ListRequest, Model, Reproduce, Source
@@ -31,25 +32,27 @@ def test_an_unknown_source_is_a_usage_error_naming_the_known_ones():
     with pytest.raises(UsageError, match="unknown model source 'nope': expected one of zoo, yaml"):
         suites.source("nope")
     with pytest.raises(UsageError):
-        suites.build({"source": "nope", "model": "x"})
+        suites.build(Spec(source="nope", model="x"))
 
 
 def test_a_spec_without_a_source_is_the_zoos():
-    assert suites.source_of({}).name == "zoo"
+    assert suites.source_of(Spec()).name == suites.source_of(None).name == "zoo"
 
 
 def test_only_a_program_says_where_it_runs_and_how_it_is_described():
-    spec = {"source": "command", "command": "python bench.py --model m", "cwd": "/srv/bench", "model": "m"}
+    spec = Spec(source="command", command="python bench.py --model m", cwd="/srv/bench", model="m")
     assert suites.source_of(spec).workdir(spec) == "/srv/bench"
     assert suites.source_of(spec).describe(spec) == "python bench.py --model m"
-    harness = {"source": "harness", "suite": "huggingface", "model": "BertForMaskedLM"}
+    harness = Spec(source="harness", suite="huggingface", model="BertForMaskedLM")
     assert suites.source_of(harness).describe(harness) == "harness huggingface BertForMaskedLM"
-    assert suites.source("zoo").workdir({"source": "zoo"}) is None
+    assert suites.source("zoo").workdir(Spec(source="zoo")) is None
 
 
-def _check(spec: dict, model: str = "m") -> dict:
-    return {"model": model, "spec": spec, "backend": "inductor", "mode": "inference", "dtype": "float32",
-            "device": "cpu", "config": {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}}
+def _check(spec: dict, model: str = "m") -> CheckRow:
+    """A results.json row with ``spec`` (its JSON), as the report reads one."""
+    return CheckRow.from_json({
+        "model": model, "spec": spec, "backend": "inductor", "mode": "inference", "dtype": "float32",
+        "device": "cpu", "config": {"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}})
 
 
 def test_each_source_writes_its_own_part_of_reproduce_locally():
@@ -76,7 +79,7 @@ class Toy(Zoo):
     name = "toy"
 
     def models(self, req: ListRequest) -> list[Model]:
-        return [Model(m.name, {**m.spec, "source": "toy"}, m.description, m.batch_size)
+        return [Model(m.name, m.spec.replace(source="toy"), m.description, m.batch_size)
                 for m in super().models(req) if m.name in ("mlp_relu", "mlp_gelu")]
 
     def reproduce(self, check, spec, models, trusted_commands=()) -> Reproduce:
@@ -93,7 +96,7 @@ def toy_registered(monkeypatch):
 
 def test_a_new_source_is_listed_and_reproduced_with_one_registry_line(toy_registered):
     assert [m.name for m in suites.available("toy")] == ["mlp_relu", "mlp_gelu"]
-    assert suites.source_of({"source": "toy"}) is TOY
+    assert suites.source_of(Spec(source="toy")) is TOY
     text = reproduce_command(_check({"source": "toy", "model": "mlp_relu"}, "mlp_relu"), False)
     assert "minify-bot check --suite toy --models mlp_relu" in text
 

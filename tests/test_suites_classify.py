@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from bot.errors import UsageError
+from bot.records import CheckRow
 from bot.suites.classify import Patterns, classify, last_exception
 
 
-def run(code: str, **kw) -> dict:
+def run(code: str, **kw) -> CheckRow:
     """Run ``code`` as a program file (stderr into its output, as the command source captures it)
     and judge it."""
     with tempfile.TemporaryDirectory() as d:
@@ -30,21 +31,21 @@ def run(code: str, **kw) -> dict:
 
 def test_a_program_that_exits_0_passes():
     row = run("print('step 1 loss 0.3')")
-    assert (row["status"], row["failure_class"], row["error"]) == ("pass", None, None)
-    assert row["classified_by"] == "exit status" and "exit_code" not in row
+    assert (row.status, row.failure_class, row.error) == ("pass", None, None)
+    assert row.classified_by == "exit status" and row.exit_code is None
 
 
 def test_a_program_killed_by_sigkill_is_out_of_memory():
     row = run("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
-    assert (row["status"], row["failure_class"]) == ("OOM", "oom")
-    assert row["error"]["message"] == "command killed by SIGKILL (out of memory?)"
+    assert (row.status, row.failure_class) == ("OOM", "oom")
+    assert row.error.message == "command killed by SIGKILL (out of memory?)"
 
 
 def test_a_segfault_is_a_crash_named_by_its_signal():
     row = run("import os, signal; print('running', flush=True); os.kill(os.getpid(), signal.SIGSEGV)",
               what="train.py")
-    assert (row["status"], row["failure_class"], row["error"]["type"]) == ("fail_to_run", "crash", "SIGSEGV")
-    assert row["error"]["message"] == "train.py died with SIGSEGV" and "running" in row["error"]["traceback"]
+    assert (row.status, row.failure_class, row.error.type) == ("fail_to_run", "crash", "SIGSEGV")
+    assert row.error.message == "train.py died with SIGSEGV" and "running" in row.error.traceback
 
 
 ABORT = """
@@ -57,14 +58,14 @@ os.abort()
 
 def test_an_abort_after_a_cpp_exception_in_compiled_code_is_a_runtime_error():
     row = run(ABORT, compiled_graphs=1)
-    assert (row["failure_class"], row["error"]["type"], row["error"]["signal"]) == \
+    assert (row.failure_class, row.error.type, row.error.signal) == \
         ("runtime_error", "UncaughtCppException", "SIGABRT")
-    assert "c10::Error" in row["error"]["message"]
+    assert "c10::Error" in row.error.message
 
 
 def test_an_abort_before_anything_compiled_is_a_crash():
     row = run(ABORT, compiled_graphs=0)
-    assert (row["failure_class"], row["error"]["type"]) == ("crash", "SIGABRT")
+    assert (row.failure_class, row.error.type) == ("crash", "SIGABRT")
 
 
 def test_a_program_over_its_time_limit_is_a_timeout_whatever_it_printed():
@@ -75,8 +76,8 @@ def test_a_program_over_its_time_limit_is_a_timeout_whatever_it_printed():
     out = out.decode() if isinstance(out, bytes) else out or ""
     assert "not close" in out                      # what it printed would read as an accuracy failure
     row = classify(returncode=None, output=out, timed_out=True, timeout=1)
-    assert (row["status"], row["failure_class"]) == ("timeout", "timeout")
-    assert row["error"]["message"] == "command did not finish within 1 s"
+    assert (row.status, row.failure_class) == ("timeout", "timeout")
+    assert row.error.message == "command did not finish within 1 s"
 
 
 @pytest.mark.parametrize("code", [
@@ -87,14 +88,14 @@ def test_a_program_over_its_time_limit_is_a_timeout_whatever_it_printed():
 ])
 def test_mismatch_wording_or_a_failed_allclose_is_an_accuracy_failure(code):
     row = run(code)
-    assert (row["status"], row["failure_class"]) == ("fail_accuracy", "accuracy")
-    assert row["exit_code"] == 1 and row["classified_by"].startswith("output: ")
+    assert (row.status, row.failure_class) == ("fail_accuracy", "accuracy")
+    assert row.exit_code == 1 and row.classified_by.startswith("output: ")
 
 
 @pytest.mark.parametrize("wording", ["size mismatch for fc.weight", "shape mismatch: 3 vs 4", "dtype mismatch"])
 def test_a_shape_or_dtype_mismatch_is_not_an_accuracy_failure(wording):
     row = run(f"raise RuntimeError({wording!r})")
-    assert (row["failure_class"], row["error"]["type"], row["error"]["message"]) == \
+    assert (row.failure_class, row.error.type, row.error.message) == \
         ("runtime_error", "RuntimeError", wording)
 
 
@@ -114,48 +115,48 @@ def test_a_compiler_exception_is_a_compile_error_with_its_diagnostics_and_traceb
         sys.exit(1)
     """
     row = run(code)
-    assert (row["status"], row["failure_class"], row["error"]["type"]) == \
+    assert (row.status, row.failure_class, row.error.type) == \
         ("fail_to_run", "compile_error", "BackendCompilerFailed")
-    assert row["error"]["message"].splitlines() == ["backend='inductor' raised: CppCompileError",
+    assert row.error.message.splitlines() == ["backend='inductor' raised: CppCompileError",
                                                     "/tmp/x.cpp:3:5: error: 'vec' was not declared in this scope"]
-    tb = row["error"]["traceback"]
+    tb = row.error.traceback
     assert tb.startswith("Traceback (most recent call last):") and "compile_graph" in tb and "g++" not in tb
 
 
 def test_a_missing_package_before_anything_compiled_is_a_setup_failure():
     code = "import no_such_model_library_xyz"
     row = run(code, compiled_graphs=0)
-    assert (row["status"], row["failure_class"], row["error"]["type"]) == \
+    assert (row.status, row.failure_class, row.error.type) == \
         ("model_fail_to_load", "setup_error", "ModuleNotFoundError")
     # the same words after a graph compiled are the program's own failure
-    assert run(code, compiled_graphs=2)["failure_class"] == "runtime_error"
+    assert run(code, compiled_graphs=2).failure_class == "runtime_error"
 
 
 def test_any_other_failing_exit_is_a_runtime_error_with_its_code():
     row = run("import sys; print('bye'); sys.exit(3)")
-    assert (row["status"], row["failure_class"], row["exit_code"]) == ("fail_to_run", "runtime_error", 3)
-    assert (row["error"]["type"], row["error"]["message"]) == ("ExitCode", "command exited with code 3")
+    assert (row.status, row.failure_class, row.exit_code) == ("fail_to_run", "runtime_error", 3)
+    assert (row.error.type, row.error.message) == ("ExitCode", "command exited with code 3")
 
 
 def test_the_users_patterns_come_before_ours():
     code = "import sys; print('Tensor-likes are not close'); print('NaN in loss at step 4'); sys.exit(1)"
     row = run(code, patterns=Patterns(error=[r"NaN in loss"]))
-    assert row["failure_class"] == "runtime_error" and row["classified_by"] == "--error-pattern matched 'NaN in loss'"
+    assert row.failure_class == "runtime_error" and row.classified_by == "--error-pattern matched 'NaN in loss'"
     row = run("import sys; print('MAXDIFF 0.7 over budget'); sys.exit(2)",
               patterns=Patterns(accuracy=[r"MAXDIFF \S+ over"]))
-    assert (row["status"], row["failure_class"]) == ("fail_accuracy", "accuracy")
-    assert row["classified_by"] == "--accuracy-pattern matched 'MAXDIFF 0.7 over'"
+    assert (row.status, row.failure_class) == ("fail_accuracy", "accuracy")
+    assert row.classified_by == "--accuracy-pattern matched 'MAXDIFF 0.7 over'"
 
 
 def test_an_error_pattern_with_a_compiler_exception_in_the_output_is_a_compile_error():
     row = run("import sys; print('InductorError: LoweringException'); print('FATAL step'); sys.exit(1)",
               patterns=Patterns(error=["FATAL"]))
-    assert row["failure_class"] == "compile_error"
+    assert row.failure_class == "compile_error"
 
 
 def test_a_pattern_matching_output_of_a_passing_program_does_not_fail_it():
     row = run("print('NaN in loss (recovered)')", patterns=Patterns(error=["NaN in loss"]))
-    assert row["status"] == "pass"
+    assert row.status == "pass"
 
 
 def test_an_invalid_pattern_is_a_usage_error_naming_the_option():
@@ -172,7 +173,7 @@ def test_an_invalid_pattern_is_a_usage_error_naming_the_option():
 ])
 def test_the_harness_csv_status_word_decides_when_nothing_more_precise_is_known(word, returncode, status, cls):
     row = classify(returncode=returncode, output="loading model\n", status_word=word, what="harness")
-    assert (row["status"], row["failure_class"]) == (status, cls)
+    assert (row.status, row.failure_class) == (status, cls)
 
 
 def test_the_last_exception_line_is_the_error_and_its_type_is_the_short_name():

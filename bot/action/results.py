@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.records import CheckRow
+
 
 def load(path: Path) -> dict | None:
     from bot import rundir
@@ -12,15 +14,20 @@ def load(path: Path) -> dict | None:
     return rundir.read_optional(path)
 
 
-def failing(results: dict | None) -> list[dict]:
-    if not results:
-        return []
-    return [r for r in results.get("checks") or [] if isinstance(r, dict) and r.get("failure_class")]
+def rows(results: dict | None) -> list[CheckRow]:
+    """The check rows of a results document ``load`` read (bot.rundir checked they read as rows)."""
+    from bot import rundir
+
+    return rundir.check_rows(results) if results else []
 
 
-def regressions(results: dict | None) -> list[dict]:
+def failing(results: dict | None) -> list[CheckRow]:
+    return [r for r in rows(results) if r.failure_class]
+
+
+def regressions(results: dict | None) -> list[CheckRow]:
     # without a baseline every failure is new; with one, only rows the baseline calls new
-    return [r for r in failing(results) if r.get("baseline") in (None, "new")]
+    return [r for r in failing(results) if r.baseline in (None, "new")]
 
 
 def report_entries(report: dict | None) -> list[dict]:

@@ -237,7 +237,7 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
     if results is None:
         raise InfraError(f"`minify-bot check` wrote no readable {ctx.out / rundir.RESULTS}")
     for row in failing(results)[:50]:  # results.json is written next to model code: bounded text
-        error(ctx, f"{str(row.get('id'))[:200]}: {str(row.get('status'))[:40]} ({str(row.get('failure_class'))[:40]})",
+        error(ctx, f"{str(row.id)[:200]}: {str(row.status)[:40]} ({str(row.failure_class)[:40]})",
               title="minify-bot: check failed")
 
     if failing(results) and ctx.inputs.minify:

@@ -14,7 +14,7 @@ from pathlib import Path
 from bot import gha, known, rundir
 from bot.action import ownership
 from bot.action.context import Context
-from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error
+from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error, rows
 from bot.errors import EXIT_FAILURES, EXIT_OK
 
 SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
@@ -39,24 +39,24 @@ def render(name: str, **data) -> str:
 def counts(results: dict | None) -> dict | None:
     if results is None:
         return None
-    return {"checks": len(results.get("checks") or []), "failing": len(failing(results)),
+    return {"checks": len(rows(results)), "failing": len(failing(results)),
             "new": len(regressions(results)), "incomplete": not results.get("complete", True)}
 
 
 def table_rows(results: dict | None, failures_dir: Path | None, report: dict | None) -> list[dict]:
     """One row per check, failing first; with its failure record and the report entry naming it."""
-    rows = (results or {}).get("checks") or []
+    checks = rows(results)
     by_id: dict[str, dict] = {}
     for e in report_entries(report):
         for cid in e.get("checks") or []:
             if isinstance(cid, str):
                 by_id.setdefault(cid, e)
     out = []
-    for r in sorted(rows, key=lambda r: (not r.get("failure_class"), str(r.get("id")))):
-        looked = bool(r.get("failure_class")) and failures_dir is not None
-        entry = by_id.get(str(r.get("id")))
+    for r in sorted(checks, key=lambda r: (not r.failure_class, str(r.id))):
+        looked = bool(r.failure_class) and failures_dir is not None
+        entry = by_id.get(str(r.id))
         out.append({"check": r, "looked": looked, "entry": entry, "url": entry_url(entry) if entry else None,
-                    "failure": load(failures_dir / str(r.get("id")) / rundir.FAILURE) if looked else None})
+                    "failure": load(failures_dir / str(r.id) / rundir.FAILURE) if looked else None})
     return out
 
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 
 from bot import proc
+from bot.records import CheckError, CheckRow, Spec
 from bot.signature import ABORT_TYPE, death_of
 from bot.torch_adapter.device import fork_hooks
 
@@ -48,7 +49,7 @@ class ForkRunner:
             warm_up("cpu")
         self.warm_seconds = time.perf_counter() - t
 
-    def run(self, spec: dict, settings, log_path: str) -> dict:
+    def run(self, spec: Spec, settings, log_path: str) -> CheckRow:
         """Run one check in a forked child; always returns a row (never raises for the child's sake)."""
         from bot.check.judge import judge
 
@@ -59,7 +60,7 @@ class ForkRunner:
                 send({"phase": p})
                 print(f"[check] phase {p}", flush=True)
 
-            return {"row": judge(spec, settings, phase=phase)}
+            return {"row": judge(spec, settings, phase=phase).to_json()}   # crosses the fork as JSON
 
         try:
             res = proc.fork(child, cwd=workdir, timeout=settings.timeout, log_path=log_path, log_mode="w",
@@ -68,43 +69,35 @@ class ForkRunner:
             shutil.rmtree(workdir, ignore_errors=True)
         phases = [m["phase"] for m in res.messages if isinstance(m, dict) and "phase" in m]
         row = _interpret(res, phases[-1] if phases else None, settings.timeout)
-        row["duration_s"] = round(res.seconds, 3)
+        row.duration_s = round(res.seconds, 3)
         return row
 
 
-def _interpret(res: proc.Result, last_phase: str | None, timeout: float) -> dict:
+def _interpret(res: proc.Result, last_phase: str | None, timeout: float) -> CheckRow:
     tail = res.tail.rstrip("\n")
+
+    def died(status: str, failure_class: str, etype: str, message: str, signal: str | None = None) -> CheckRow:
+        return CheckRow(status=status, failure_class=failure_class, phase=last_phase,
+                        error=CheckError(type=etype, message=message, traceback=tail, frames=[], signal=signal))
+
+    where = last_phase or "start"
     if res.timed_out:
-        return {"status": "timeout", "failure_class": "timeout",
-                "error": {"type": "Timeout", "message": f"check did not finish within {timeout:g} s "
-                          f"(last phase: {last_phase or 'start'})", "traceback": tail, "frames": []},
-                "accuracy": None, "phase": last_phase}
+        return died("timeout", "timeout", "Timeout", f"check did not finish within {timeout:g} s (last phase: {where})")
     if res.returncode == 0 and isinstance(res.value, dict) and isinstance(res.value.get("row"), dict):
-        return res.value["row"]
+        return CheckRow.from_json(res.value["row"])
     if res.signal is not None:
         death = death_of(res.signal, tail, compiled=last_phase in ("compile", "compare"))
         if death.kind == "oom":
-            return {"status": OOM_PHASE_STATUS.get(last_phase, "OOM"), "failure_class": "oom",
-                    "error": {"type": "Killed", "message": f"process killed by {death.signal} (out of memory?) "
-                              f"during {last_phase or 'start'}", "traceback": tail, "frames": []},
-                    "accuracy": None, "phase": last_phase}
+            return died(OOM_PHASE_STATUS.get(last_phase, "OOM"), "oom", "Killed",
+                        f"process killed by {death.signal} (out of memory?) during {where}")
         if death.kind == "abort":
             # Compiled code threw a C++ exception. Inside an OpenMP parallel region it cannot
             # propagate, so the runtime calls std::terminate: by nature a runtime error of the
             # generated code, which happened to take the process down.
-            return {"status": "fail_to_run", "failure_class": "runtime_error",
-                    "error": {"type": ABORT_TYPE, "message": death.describe(), "traceback": tail, "frames": [],
-                              "signal": death.signal},
-                    "accuracy": None, "phase": last_phase}
-        return {"status": PHASE_STATUS.get(last_phase, "fail_to_run"), "failure_class": "crash",
-                "error": {"type": death.signal, "message": f"process died with {death.signal} during "
-                          f"{last_phase or 'start'}", "traceback": tail, "frames": [], "signal": death.signal},
-                "accuracy": None, "phase": last_phase}
+            return died("fail_to_run", "runtime_error", ABORT_TYPE, death.describe(), death.signal)
+        return died(PHASE_STATUS.get(last_phase, "fail_to_run"), "crash", death.signal,
+                    f"process died with {death.signal} during {where}", death.signal)
     if res.oom:
-        return {"status": OOM_PHASE_STATUS.get(last_phase, "OOM"), "failure_class": "oom",
-                "error": {"type": "MemoryError", "message": f"out of memory during {last_phase or 'start'}",
-                          "traceback": tail, "frames": []}, "accuracy": None, "phase": last_phase}
-    return {"status": PHASE_STATUS.get(last_phase, "fail_to_run"), "failure_class": "crash",
-            "error": {"type": "ProcessExit", "message": f"process exited with code {res.returncode} without a "
-                      f"result during {last_phase or 'start'}", "traceback": tail, "frames": []},
-            "accuracy": None, "phase": last_phase}
+        return died(OOM_PHASE_STATUS.get(last_phase, "OOM"), "oom", "MemoryError", f"out of memory during {where}")
+    return died(PHASE_STATUS.get(last_phase, "fail_to_run"), "crash", "ProcessExit",
+                f"process exited with code {res.returncode} without a result during {where}")

@@ -3,7 +3,7 @@
 Runs in the check's own process (a forked or fresh child): build the model, an fp64 reference,
 two eager runs that must agree, then the compiled run compared with the harness's `same()`,
 per-dtype tolerance and cosine fallback. Training mode compares the loss and the gradients too.
-Returns the fields of a results.json row.
+Returns the check's row (:class:`bot.records.CheckRow`) with the fields of its result.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import traceback
 from typing import Callable
 
 from bot.check.settings import Settings
+from bot.records import Accuracy, CheckError, CheckRow, Spec
 
 TRACEBACK_LINES = 40
 
 
-def tolerance_for(spec: dict, s: Settings) -> tuple[float, bool]:
+def tolerance_for(spec: Spec, s: Settings) -> tuple[float, bool]:
     """The harness's tolerance rules (torchbench flavour) plus per-model overrides."""
-    opts = spec.get("options") or {}
+    opts = spec.options or {}
     cosine = bool(opts.get("cosine", False))
     training = s.mode == "training"
     if training and "training_tolerance" in opts:
@@ -36,7 +37,7 @@ def tolerance_for(spec: dict, s: Settings) -> tuple[float, bool]:
     return 1e-4, cosine
 
 
-def error_info(exc: BaseException) -> dict:
+def error_info(exc: BaseException) -> CheckError:
     from bot.signature import unwrap
 
     inner = unwrap(exc)
@@ -48,14 +49,9 @@ def error_info(exc: BaseException) -> dict:
         for f in traceback.extract_tb(exc.__traceback__)
     ][-50:]
     message = str(inner).strip()
-    return {
-        "type": type(inner).__name__,
-        "module": type(inner).__module__,
-        "wrapper": type(exc).__name__ if inner is not exc else None,
-        "message": message[:4000],
-        "traceback": "\n".join(lines[-TRACEBACK_LINES:]),
-        "frames": frames,
-    }
+    return CheckError(type=type(inner).__name__, module=type(inner).__module__,
+                      wrapper=type(exc).__name__ if inner is not exc else None, message=message[:4000],
+                      traceback="\n".join(lines[-TRACEBACK_LINES:]), frames=frames)
 
 
 def is_setup_failure(exc: BaseException) -> bool:
@@ -67,21 +63,19 @@ def is_setup_failure(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, ValueError, RuntimeError)) and bool(SETUP.search(f"{type(exc).__name__}: {exc}"))
 
 
-def _result(status, failure_class=None, error=None, accuracy=None, **extra):
-    row = {"status": status, "failure_class": failure_class, "error": error, "accuracy": accuracy}
-    row.update(extra)
-    return row
+def _result(status, failure_class=None, error=None, accuracy=None, **extra) -> CheckRow:
+    return CheckRow(status=status, failure_class=failure_class, error=error, accuracy=accuracy, **extra)
 
 
 class _Verdict(Exception):
     """A step decided the check's result early (the model does not load, eager fails, ...)."""
 
-    def __init__(self, row: dict):
-        super().__init__(row.get("status"))
+    def __init__(self, row: CheckRow):
+        super().__init__(row.status)
         self.row = row
 
 
-def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None) -> dict:
+def judge(spec: Spec, s: Settings, phase: Callable[[str], None] = lambda p: None) -> CheckRow:
     """One check by the harness's rules: load, fp64 reference, two eager runs that must agree,
     the compiled run, the comparison. The check's row (status, class, error, accuracy, extras)."""
     from bot.torch_adapter import config as tconfig
@@ -106,14 +100,14 @@ def judge(spec: dict, s: Settings, phase: Callable[[str], None] = lambda p: None
         return verdict.row
     phase("compare")
     ok = rt.same(ref, new, fp64, tol=tolerance, cosine=cosine)
-    accuracy = {"tolerance": tolerance, "cosine": cosine, **rt.rmse_summary(ref, new, fp64)}
+    accuracy = Accuracy(tolerance=tolerance, cosine=cosine, **rt.rmse_summary(ref, new, fp64))
     extra["check_s"] = round(time.perf_counter() - t0, 3)
     if not ok:
         return _result("fail_accuracy", "accuracy", None, accuracy, **extra)
     return _result("pass", None, None, accuracy, **extra)
 
 
-def _load(spec: dict, s: Settings):
+def _load(spec: Spec, s: Settings):
     """The model and its inputs on the check's device and dtype, in the check's mode."""
     import torch
 
@@ -122,7 +116,7 @@ def _load(spec: dict, s: Settings):
 
     try:
         rt.reseed()
-        model, inputs, batch_size = build(spec, spec.get("batch_size"))
+        model, inputs, batch_size = build(spec, spec.batch_size)
         model = model.to(s.device)
         inputs = tuple(x.to(s.device) if isinstance(x, torch.Tensor) else x for x in inputs)
         if s.dtype in ("float16", "bfloat16"):
@@ -166,9 +160,9 @@ def _eager_reference(model, inputs, s: Settings, autocast, phase, extra: dict):
             raise _Verdict(_result(f"eager_{nth}_run_OOM" if oom else f"eager_{nth}_run_fail",
                                    "oom" if oom else "eager_error", error_info(exc), **extra)) from None
     if not rt.same(refs[0], refs[1], None, tol=0.0, cosine=False):
-        raise _Verdict(_result("eager_two_runs_differ", "eager_error",
-                               {"type": "EagerNondeterminism", "message": "two eager runs with the same seed differ",
-                                "traceback": "", "frames": []}, **extra))
+        differ = CheckError(type="EagerNondeterminism", message="two eager runs with the same seed differ",
+                            traceback="", frames=[])
+        raise _Verdict(_result("eager_two_runs_differ", "eager_error", differ, **extra))
     return refs[0]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot import __version__, rundir
 from bot.errors import UsageError
+from bot.records import CheckRow, Spec
 
 # The run directory's format (schema ids, status words, the writers and readers) is bot/rundir.py's.
 SCHEMA = rundir.RESULTS_SCHEMA
@@ -32,8 +33,8 @@ def basic_versions() -> dict:
     return {"python": platform.python_version(), "os": platform.platform(terse=True), **torch_build()}
 
 
-def is_failure(row: dict) -> bool:
-    return row.get("failure_class") is not None
+def is_failure(row: CheckRow) -> bool:
+    return row.failing
 
 
 # What one run writes into the run directory; a new check clears it so that a reused directory
@@ -54,7 +55,8 @@ def clear_run_outputs(out_dir: str) -> None:
 
 
 class ResultsWriter:
-    """Accumulates rows and keeps results.json and results.csv current on disk."""
+    """Accumulates rows and keeps results.json and results.csv current on disk (the rows are
+    :class:`bot.records.CheckRow`; the file has their JSON)."""
 
     def __init__(self, out_dir: str, settings: dict, versions: dict | None = None):
         self.out_dir = out_dir
@@ -73,10 +75,10 @@ class ResultsWriter:
         self.flush()
 
     @property
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[CheckRow]:
         return self.doc["checks"]
 
-    def add(self, row: dict) -> None:
+    def add(self, row: CheckRow) -> None:
         self.rows.append(row)
         self.flush()
 
@@ -86,7 +88,7 @@ class ResultsWriter:
         self.flush()
 
     def flush(self) -> None:
-        rundir.write_results(self.out_dir, self.doc)
+        rundir.write_results(self.out_dir, {**self.doc, "checks": [row.to_json() for row in self.rows]})
         rundir.write_csv(self.out_dir, self.rows)
 
 
@@ -99,7 +101,7 @@ def load(path: str) -> dict:
     return rundir.read_results(path)
 
 
-def csv_to_rows(records: list[dict], settings: dict) -> list[dict]:
+def csv_to_rows(records: list[dict], settings: dict) -> list[CheckRow]:
     """Harness CSV records -> results.json rows (for `--suite csv`)."""
     from bot.check.settings import Settings, check_id
 
@@ -113,20 +115,12 @@ def csv_to_rows(records: list[dict], settings: dict) -> list[dict]:
         status = rec["accuracy"]
         dev = rec.get("dev") or s.device
         s_dev = Settings.from_dict({**settings, "device": dev})
-        rows.append({
-            "id": check_id(rec["name"], s_dev),
-            "model": rec["name"],
-            "spec": {"source": "csv", "model": rec["name"]},
-            "backend": s.backend, "mode": s.mode, "dtype": s.dtype, "device": dev, "dynamic": s.dynamic,
-            "config": dict(s.config),
-            "status": status,
-            "failure_class": STATUS_CLASS[status],
-            "error": None, "accuracy": None,
-            "batch_size": rec.get("batch_size") or None,
-            "compile_s": rec.get("compilation_latency") or None,
-            "stats": {c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)},
-            "duration_s": None, "baseline": None, "log": None,
-        })
+        rows.append(CheckRow(
+            id=check_id(rec["name"], s_dev), model=rec["name"], spec=Spec(source="csv", model=rec["name"]),
+            backend=s.backend, mode=s.mode, dtype=s.dtype, device=dev, dynamic=s.dynamic, config=dict(s.config),
+            status=status, failure_class=STATUS_CLASS[status],
+            batch_size=rec.get("batch_size") or None, compile_s=rec.get("compilation_latency") or None,
+            stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)}))
     return rows
 
 
@@ -141,13 +135,10 @@ def load_baseline(path: str) -> dict[str, str]:
     if not os.path.exists(path):
         raise UsageError(f"cannot read baseline {path}: no such file")
     if path.endswith(".json") or os.path.isdir(path):
-        doc = load(path)
         out = {}
-        for r in doc["checks"]:
-            if not isinstance(r, dict) or "status" not in r:
-                raise UsageError(f"baseline {path}: malformed check row")
-            out[r.get("id", "")] = r["status"]
-            out.setdefault("name:" + str(r.get("model")), r["status"])
+        for row in rundir.check_rows(load(path), f"baseline {path}"):
+            out[row.id or ""] = row.status
+            out.setdefault("name:" + str(row.model), row.status)
         return out
     try:
         records = rundir.read_csv(path)
@@ -156,17 +147,17 @@ def load_baseline(path: str) -> dict[str, str]:
     return {"name:" + r["name"]: r["accuracy"] for r in records}
 
 
-def mark_baseline(row: dict, baseline: dict[str, str] | None) -> None:
+def mark_baseline(row: CheckRow, baseline: dict[str, str] | None) -> None:
     if baseline is None:
-        row["baseline"] = None
+        row.baseline = None
         return
-    before = baseline.get(row.get("id", "")) or baseline.get("name:" + str(row.get("model")))
+    before = baseline.get(row.id or "") or baseline.get("name:" + str(row.model))
     failing_now = is_failure(row)
     passed_before = before in PASS_STATUSES
     if failing_now:
-        row["baseline"] = "known" if (before is not None and not passed_before) else "new"
+        row.baseline = "known" if (before is not None and not passed_before) else "new"
     elif before is not None and not passed_before:
-        row["baseline"] = "fixed"
+        row.baseline = "fixed"
     else:
-        row["baseline"] = None
-    row["baseline_status"] = before
+        row.baseline = None
+    row.baseline_status = before

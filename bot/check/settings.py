@@ -31,6 +31,14 @@ class Settings:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
+    # as a field of a typed record (bot.check.one.CheckRequest)
+    def to_json(self) -> dict:
+        return self.to_dict()
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Settings":
+        return cls.from_dict(d)
+
     def validate(self, *, with_torch: bool = True) -> "Settings":
         if self.mode not in MODES:
             raise UsageError(f"unknown mode {self.mode!r}: expected one of {', '.join(MODES)}")

@@ -9,6 +9,7 @@ import time
 
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
+from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, Spec
 from bot.signature import Signature
 from bot.suites import source_of
 
@@ -38,7 +39,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     writer = ResultsWriter(out_dir, run_settings)
     total = len(plan)
     if any(source_of(m.spec).imported for m in models):
-        rows = csv_to_rows([m.spec["record"] for m in models], settings.to_dict())
+        rows = csv_to_rows([m.spec.record for m in models], settings.to_dict())
         for row in rows:
             mark_baseline(row, baseline)
             writer.add(row)
@@ -59,14 +60,11 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             cid = check_id(m.name, settings)
             log_rel = os.path.join("checks", f"{cid}.log")
             log_path = os.path.join(out_dir, log_rel)
-            base = {
-                "id": cid, "model": m.name, "spec": m.spec,
-                "backend": settings.backend, "mode": settings.mode, "dtype": settings.dtype,
-                "device": settings.device, "dynamic": settings.dynamic, "config": dict(settings.config),
-            }
+            base = dict(id=cid, model=m.name, spec=m.spec, backend=settings.backend, mode=settings.mode,
+                        dtype=settings.dtype, device=settings.device, dynamic=settings.dynamic,
+                        config=dict(settings.config))
             if m.skip:
-                row = {**base, "status": "pass_due_to_skip", "failure_class": None, "error": None,
-                       "accuracy": None, "skipped": m.skip, "duration_s": 0.0, "log": None}
+                row = CheckRow(**base, status="pass_due_to_skip", skipped=m.skip, duration_s=0.0)
                 mark_baseline(row, baseline)
                 writer.add(row)
                 progress(f"[{k}/{total}] {m.name}: skipped ({m.skip})")
@@ -80,11 +78,12 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                                     _run_one(runner, m, settings, path, out_dir, capture)),
                 log_path, n_reruns,
                 progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
-            row = {**base, **result, "log": log_rel}   # a rerun check's duration_s includes its reruns
-            row.setdefault("duration_s", round(time.perf_counter() - t0, 3))
+            row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
+            if row.duration_s is None:
+                row.duration_s = round(time.perf_counter() - t0, 3)
             mark_baseline(row, baseline)
             writer.add(row)
-            progress(f"[{k}/{total}] {m.name}: {describe(row)} in {row['duration_s']:.1f}s")
+            progress(f"[{k}/{total}] {m.name}: {describe(row)} in {row.duration_s:.1f}s")
         complete = True
     except (_Terminated, KeyboardInterrupt):
         progress(f"interrupted: {len(writer.rows)} of {total} checks recorded in {out_dir}/results.json")
@@ -95,7 +94,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     return writer
 
 
-def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict:
+def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> CheckRow:
     """Run a check; when it fails, run it again up to ``reruns`` times before it counts as failing.
 
     A check that passes on a rerun is the rerun's (passing) result with ``flaky`` set to what the first
@@ -103,23 +102,22 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> dict
     run. Rerun logs are ``<log>.rerun<k>.log`` next to the first attempt's."""
     t0 = time.perf_counter()
     result = run_once(log_path)
-    if result.get("failure_class") in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
+    if result.failure_class in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
         return result
     base = log_path[:-4] if log_path.endswith(".log") else log_path
     for k in range(1, reruns + 1):
-        progress(f"{result.get('status')}; rerun {k} of {reruns}")
+        progress(f"{result.status}; rerun {k} of {reruns}")
         again = run_once(f"{base}.rerun{k}.log")
-        if again.get("failure_class") is None:
-            first = {key: result.get(key) for key in ("status", "failure_class", "error", "accuracy")}
-            first["attempts"] = k + 1
-            first["log"] = os.path.join("checks", os.path.basename(log_path))
-            return {**again, "flaky": first, "duration_s": _elapsed(t0)}
+        if again.failure_class is None:
+            first = FirstAttempt(result.status, result.failure_class, result.error, result.accuracy, attempts=k + 1,
+                                 log=os.path.join("checks", os.path.basename(log_path)))
+            return again.replace(flaky=first, duration_s=_elapsed(t0))
         if Signature.reruns_alike(result, again):
             # a deterministic failure (the same status and the same numbers twice) is not run again;
             # what the rerun captured for minify goes with it
-            shared = {"capture": again["capture"]} if again.get("capture") else {}
-            return {**result, "reruns": k, "deterministic": True, "duration_s": _elapsed(t0), **shared}
-    return {**result, "reruns": reruns, "duration_s": _elapsed(t0)}
+            return result.replace(reruns=k, deterministic=True, duration_s=_elapsed(t0),
+                                  capture=again.capture or result.capture)
+    return result.replace(reruns=reruns, duration_s=_elapsed(t0))
 
 
 def _elapsed(t0: float) -> float:
@@ -131,17 +129,17 @@ def _first_then_capture(run):
     """``run(path, capture)`` as a rerun callback: the first run is the check; a rerun of a failing
     check is asked to capture what minify needs for that failure class (a program's rerun then
     doubles as minify's capture run instead of costing one more full run)."""
-    first: list[dict] = []
+    first: list[CheckRow] = []
 
     def once(path):
-        row = run(path, first[0].get("failure_class") if first else None)
+        row = run(path, first[0].failure_class if first else None)
         first.append(row)
         return row
 
     return once
 
 
-def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = None) -> dict:
+def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = None) -> CheckRow:
     if not source_of(m.spec).program:   # built in a process forked from the runner
         return runner.run(m.spec, settings, log_path)
     extra_env = launchers = None
@@ -153,12 +151,11 @@ def _run_one(runner, m, settings, log_path, out_dir, capture_for: str | None = N
         launchers = os.path.join(capdir, "launchers")
         extra_env = capture_env(level, os.path.join(capdir, "debug"))
     row = run_program(m.spec, settings, log_path, extra_env=extra_env, launcher_dir=launchers)
-    out = {k: v for k, v in row.items() if not k.startswith("_")}
+    out = row.replace(launchers=None)
     if level:
-        kept = [{"graph": x.get("graph"), "path": os.path.abspath(x["path"])}
-                for x in row.get("_launchers") or [] if x.get("path") and os.path.exists(x["path"])]
-        out["capture"] = {"repro_after": "aot", "repro_level": level, "launchers": kept,
-                          "graphs": row.get("compiled_graphs")}
+        kept = [Launcher(x.graph, os.path.abspath(x.path)) for x in row.launchers or []
+                if x.path and os.path.exists(x.path)]
+        out.capture = RerunCapture("aot", level, kept, row.compiled_graphs)
     return out
 
 
@@ -176,52 +173,52 @@ def _capture_level(failure_class: str | None, settings) -> int | None:
     return RERUN_LEVEL.get(failure_class)
 
 
-def run_program(spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
-                force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+def run_program(spec: Spec, settings, log_path: str, *, extra_env: dict | None = None,
+                force_backend: str | None = None, launcher_dir: str | None = None) -> CheckRow:
     """Run a command / harness check once (the check itself, or a rerun by minify's localize and
-    capture): returns the row fields, plus ``_launchers`` (what the hook kept) and ``compiled_graphs``."""
+    capture): returns its row, with ``launchers`` (what the hook kept) and ``compiled_graphs``."""
     return source_of(spec).run(spec, settings, log_path, extra_env=extra_env, force_backend=force_backend,
                                launcher_dir=launcher_dir)
 
 
-def describe(row: dict) -> str:
-    status = row["status"]
-    cls = row.get("failure_class")
+def describe(row: CheckRow) -> str:
+    status = row.status
+    cls = row.failure_class
     text = status if not cls or cls == status else f"{status} ({cls})"
-    if row.get("flaky"):
-        text += f" (flaky: {row['flaky'].get('status')} first, passed on rerun)"
-    if row.get("baseline"):
-        text += f" [{row['baseline']}]"
+    if row.flaky:
+        text += f" (flaky: {row.flaky.status} first, passed on rerun)"
+    if row.baseline:
+        text += f" [{row.baseline}]"
     return text
 
 
-def detail(row: dict) -> str:
-    err = row.get("error") or {}
-    acc = row.get("accuracy") or {}
-    if row.get("skipped"):
-        return f"skipped: {row['skipped']}"
-    if row.get("failure_class") == "accuracy" and acc:
-        return f"rmse {acc.get('rmse_res', 0):.3g} vs eager {acc.get('rmse_ref', 0):.3g} (tol {acc.get('tolerance')})"
+def detail(row: CheckRow) -> str:
+    err, acc = row.error, row.accuracy
+    if row.skipped:
+        return f"skipped: {row.skipped}"
+    if row.failure_class == "accuracy" and acc:
+        res, ref = (x if x is not None else 0 for x in (acc.rmse_res, acc.rmse_ref))
+        return f"rmse {res:.3g} vs eager {ref:.3g} (tol {acc.tolerance})"
     if err:
-        msg = " ".join(str(err.get("message", "")).split())
-        return f"{err.get('type')}: {msg[:70]}"
+        msg = " ".join(str(err.message if err.message is not None else "").split())
+        return f"{err.type}: {msg[:70]}"
     return ""
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[CheckRow]) -> str:
     headers = ["model", "status", "class", "baseline", "time", "detail"]
-    data = [[r.get("model", ""), r.get("status", ""), r.get("failure_class") or "-", r.get("baseline") or "-",
-             f"{(r.get('duration_s') or 0):.1f}s", detail(r)] for r in rows]
+    data = [[r.model if r.model is not None else "", r.status if r.status is not None else "",
+             r.failure_class or "-", r.baseline or "-", f"{(r.duration_s or 0):.1f}s", detail(r)] for r in rows]
     widths = [max(len(h), *(len(str(d[i])) for d in data)) if data else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
     for d in data:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(d, widths)).rstrip())
     fails = sum(1 for r in rows if is_failure(r))
-    new = sum(1 for r in rows if is_failure(r) and r.get("baseline") == "new")
-    fixed = sum(1 for r in rows if r.get("baseline") == "fixed")
+    new = sum(1 for r in rows if is_failure(r) and r.baseline == "new")
+    fixed = sum(1 for r in rows if r.baseline == "fixed")
     summary = f"{len(rows)} checks: {len(rows) - fails} passed, {fails} failed"
-    if any(r.get("baseline") for r in rows):
+    if any(r.baseline for r in rows):
         summary += f" ({new} new, {fails - new} known, {fixed} fixed)"
     lines.append(summary)
     return "\n".join(lines)

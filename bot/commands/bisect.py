@@ -67,12 +67,12 @@ def targets(path: str, only: list[str]) -> list[tuple[Path, dict]]:
     if not rundir.results_path(p).is_file():
         raise UsageError(f"{path}: neither a run directory (results.json) nor a failure directory (failure.json)")
     out = []
-    for row in rundir.read_results(p)["checks"]:
-        if only and row["id"] not in only:
+    for row in rundir.check_rows(rundir.read_results(p)):
+        if only and row.id not in only:
             continue
-        rec = rundir.read_failure(p, row["id"])
+        rec = rundir.read_failure(p, row.id)
         if rec is not None and _verified(rec):
-            out.append((rundir.failure_dir(p, row["id"]), rec))
+            out.append((rundir.failure_dir(p, row.id), rec))
     missing = set(only) - {d.name for d, _ in out}
     if missing:
         raise UsageError(f"no verified repro for: {', '.join(sorted(missing))}")

@@ -227,7 +227,7 @@ def exit_code(rows, fail_on: str) -> int:
     if fail_on == "never":
         return EXIT_OK
     if fail_on == "new":
-        return EXIT_FAILURES if any(is_failure(r) and r.get("baseline") in ("new", None) for r in rows) else EXIT_OK
+        return EXIT_FAILURES if any(is_failure(r) and r.baseline in ("new", None) for r in rows) else EXIT_OK
     return EXIT_FAILURES if any(is_failure(r) for r in rows) else EXIT_OK
 
 

@@ -10,6 +10,7 @@ import time
 
 from bot import rundir
 from bot.errors import EXIT_FAILURES, EXIT_OK, InfraError, UsageError
+from bot.records import CheckRow
 
 HELP = "minimize each failing check's graph into a verified repro (failures/<id>/)"
 DESCRIPTION = """Minimize failures found by `check`.
@@ -105,18 +106,16 @@ def execute(args) -> int:
         servers.close()
 
 
-def _todo(args, run_dir: str) -> list[tuple[dict, dict, str | None]] | None:
+def _todo(args, run_dir: str) -> list[tuple[CheckRow, dict, str | None]] | None:
     """What to minify: (check row, settings, given launcher); None when nothing fails."""
     given = args.launcher or args.repro
-    todo: list[tuple[dict, dict, str | None]] = []
+    todo: list[tuple[CheckRow, dict, str | None]] = []
     if given:
         from bot.torch_adapter.repro import parse_repro_file
 
         parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.splitext(os.path.basename(given))[0])
-        row = {"id": name, "model": None, "spec": None, "backend": "inductor", "status": None,
-               "failure_class": None, "error": None, "accuracy": None, "config": {}}
-        todo.append((row, {}, os.path.abspath(given)))
+        todo.append((CheckRow(id=name, backend="inductor", config={}), {}, os.path.abspath(given)))
     else:
         from bot.check import results
         from bot.options import CheckOptions
@@ -124,20 +123,21 @@ def _todo(args, run_dir: str) -> list[tuple[dict, dict, str | None]] | None:
         doc = results.load(run_dir)  # UsageError (exit 2) for an unknown schema
         settings = dict(doc.get("settings") or {})
         only = set(filter(None, (args.only or "").split(",")))
-        rows = doc["checks"]
-        ids = {r.get("id") for r in rows}
+        rows = rundir.check_rows(doc)
+        ids = {r.id for r in rows}
         unknown = sorted(only - ids)
         if unknown:
             raise UsageError(f"--only: no check {', '.join(unknown)} in {run_dir}/results.json")
         for r in rows:
-            if only and r.get("id") not in only:
+            if only and r.id not in only:
                 continue
-            if not r.get("failure_class"):
+            if not r.failure_class:
                 if only:
-                    _say(f"{r['id']}: status {r.get('status')}: the check passes, nothing to minify "
+                    _say(f"{r.id}: status {r.status}: the check passes, nothing to minify "
                          "(no repro is written for a clean model)")
                 continue
-            s = {k: r.get(k, settings.get(k)) for k in ("backend", "mode", "dtype", "device", "dynamic", "config")}
+            s = {k: v if (v := getattr(r, k)) is not None else settings.get(k)
+                 for k in ("backend", "mode", "dtype", "device", "dynamic", "config")}
             s["timeout"] = settings.get("timeout", CheckOptions.default_of("timeout"))
             todo.append((r, s, None))
         if not todo:
@@ -161,16 +161,16 @@ def _run(args, run_dir: str, servers) -> int:
     found = 0
     records = []
     for i, (row, s, launcher) in enumerate(todo, 1):
-        _say(f"[{i}/{len(todo)}] {row['id']} ({row.get('failure_class') or 'launcher'})")
+        _say(f"[{i}/{len(todo)}] {row.id} ({row.failure_class or 'launcher'})")
         rec = process(row, s, run_dir, args, versions, lambda m: _say(f"  {m}"), launcher=launcher,
                       interpreters=servers, known=known)
         records.append(rec.to_json())
         st = rec.repro.status
         ver = rec.repro.verification
         extra = f", verified {ver.failed_same_way}/{ver.runs}" if ver else ""
-        _say(f"[{i}/{len(todo)}] {row['id']}: {st}{extra}"
+        _say(f"[{i}/{len(todo)}] {row.id}: {st}{extra}"
              + (f" ({rec.repro.reason})" if rec.repro.reason else "")
-             + f" -> {os.path.relpath(os.path.join(run_dir, 'failures', row['id']))}/")
+             + f" -> {os.path.relpath(os.path.join(run_dir, 'failures', row.id))}/")
         if st in ("minimized", "partial"):
             found += 1
     _say(f"done: {found}/{len(todo)} failures minimized and verified in {time.time() - t0:.0f} s")

@@ -81,7 +81,7 @@ def _file_commands(args) -> list[str]:
         return []
     from bot.suites import commands_models
 
-    return [m.spec["command"] for m in commands_models(args.command_file)]
+    return [m.spec.command for m in commands_models(args.command_file)]
 
 
 def run(args) -> int:

@@ -71,15 +71,15 @@ def run(args) -> int:
         rc = call_stage(CheckOptions(out=out, models=["mlp_relu", "mlp_gelu"], device=args.device,
                                      config=[inject], timeout=300.0))
         _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
-        rows = {r["model"]: r for r in rundir.read_results(out)["checks"]}
-        _expect(rows["mlp_relu"]["status"] == "fail_accuracy", "check",
-                f"mlp_relu should fail accuracy under the injected bug, got {rows['mlp_relu']['status']}")
-        _expect(rows["mlp_gelu"]["status"] == "pass", "check",
-                f"mlp_gelu has no relu and should pass, got {rows['mlp_gelu']['status']}")
+        rows = {r.model: r for r in rundir.check_rows(rundir.read_results(out))}
+        _expect(rows["mlp_relu"].status == "fail_accuracy", "check",
+                f"mlp_relu should fail accuracy under the injected bug, got {rows['mlp_relu'].status}")
+        _expect(rows["mlp_gelu"].status == "pass", "check",
+                f"mlp_gelu has no relu and should pass, got {rows['mlp_gelu'].status}")
         say(f"check ok ({time.perf_counter() - t0:.0f}s)")
 
         rc = call_stage(MinifyOptions(out=out, no_bisect=True, budget=120.0))
-        fid = rows["mlp_relu"]["id"]
+        fid = rows["mlp_relu"].id
         rec = rundir.read_failure(out, fid)
         _expect(rec is not None, "minify", f"no failure record for {fid} (exit {rc})")
         repro = rec["repro"]

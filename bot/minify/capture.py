@@ -14,12 +14,14 @@ wrapper, so a warm machine would capture nothing); the C++ kernel cache stays wa
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass
 
 from bot import rundir
+from bot.check.one import CheckRequest, read_row
+from bot.check.settings import Settings
 from bot.minify import procs
+from bot.records import CheckRow, Launcher
 from bot.suites import source_of
 from bot.suites.command import capture_env  # one definition, shared with the check's rerun
 
@@ -34,7 +36,7 @@ class Capture:
     repro_level: int | None
     method: str            # "torch" | "project"
     note: str | None
-    row: dict | None       # the capture run's own row (None if the process died)
+    row: CheckRow | None   # the capture run's own row (None if the process died)
     candidates: list       # all graph files (dynamo-level capture can save several)
     graph_of: dict = None  # candidate path -> k (the k-th graph the program compiled), programs only
     graphs: int | None = None  # graphs the capture run compiled (None: unknown)
@@ -63,7 +65,7 @@ def capture_config(level: int, debug_dir_root: str) -> dict:
             "inductor.fx_graph_cache": False, "functorch.enable_autograd_cache": False}
 
 
-def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str, stage_backend: str,
+def run_capture(row: CheckRow, settings: dict, workdir: str, log_path: str, *, failure_class: str, stage_backend: str,
                 repro_after: str, level: int | None, timeout: float, probe_note: str | None = None) -> Capture:
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
@@ -80,10 +82,10 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
         level = level or level_for(failure_class)
         s["config"] = {**(s.get("config") or {}), **capture_config(level, os.path.join(capdir, "torch_compile_debug"))}
         s["timeout"] = timeout
-        cap_row = run_check_forked(row["spec"], s, log_path, capdir, "capture")
+        cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture")
         cands = list(reversed(sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
                                                             "minifier_launcher.py")), key=os.path.getmtime)))
-        if cap_row.get("failure_class") == "timeout":
+        if cap_row.failure_class == "timeout":
             note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
         return Capture(cands[0] if cands else None, "aot", level, "torch", note, cap_row, cands)
     elif repro_after == "dynamo-torch":
@@ -99,14 +101,10 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
                           "MINIFY_BOT_CAPTURE_BACKEND": stage_backend})
         method, repro_after = "project", "dynamo"
     env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
-    with open(check, "w") as fh:
-        json.dump({"spec": row["spec"], "settings": s}, fh)
+    CheckRequest(row.spec, Settings.from_dict(s)).write(check)
     res = procs.run_logged([procs.python(), "-m", "bot.check.one", "--check", check, "--out", out_row],
                            cwd=capdir, log_path=log_path, timeout=timeout, env=procs.child_env(env_extra))
-    cap_row = None
-    if os.path.exists(out_row):
-        with open(out_row) as fh:
-            cap_row = json.load(fh)
+    cap_row = read_row(out_row)
     if method == "project":
         cands = sorted(glob.glob(os.path.join(capdir, "graphs", "graph_*.py")),
                        key=lambda p: int(os.path.basename(p)[6:-3]))
@@ -121,7 +119,7 @@ def run_capture(row: dict, settings: dict, workdir: str, log_path: str, *, failu
     return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)
 
 
-def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, *, failure_class: str,
+def run_capture_program(row: CheckRow, settings: dict, workdir: str, log_path: str, *, failure_class: str,
                         level: int | None, timeout: float) -> Capture:
     """Capture a command / harness failure: rerun the program with repro_after=aot through the
     environment. Every launcher torch writes is kept by the environment hook (torch overwrites
@@ -138,7 +136,7 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
     cap_row = shared_capture(row, level, log_path)
     shared = cap_row is not None
     if cap_row is None:
-        cwd = source_of(row["spec"]).workdir(row["spec"])
+        cwd = source_of(row.spec).workdir(row.spec)
         stray = os.path.join(cwd, rundir.REPRO) if cwd else None
         stray_before = os.path.exists(stray) if stray else True
         cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
@@ -146,43 +144,41 @@ def run_capture_program(row: dict, settings: dict, workdir: str, log_path: str, 
         if stray and not stray_before and os.path.exists(stray):
             # torch copies an accuracy failure's graph to ./repro.py; keep the program's directory clean
             os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
-    kept = [x for x in cap_row.get("_launchers") or [] if x.get("path") and os.path.exists(x["path"])]
+    kept = [x for x in cap_row.launchers or [] if x.path and os.path.exists(x.path)]
     if not kept:  # the hook could not keep copies: torch's own (last) launcher
-        kept = [{"graph": None, "path": p} for p in glob.glob(os.path.join(debug, "**", "minifier_launcher.py"),
-                                                              recursive=True)]
-    kept.sort(key=lambda x: (os.path.getsize(x["path"]), x["path"]))
-    graphs = cap_row.get("compiled_graphs")
+        kept = [Launcher(None, p) for p in glob.glob(os.path.join(debug, "**", "minifier_launcher.py"), recursive=True)]
+    kept.sort(key=lambda x: (os.path.getsize(x.path), x.path))
+    graphs = cap_row.compiled_graphs
     note = "captured by the check's own rerun (it failed the same way)" if shared else None
-    if cap_row.get("failure_class") == "timeout":
+    if cap_row.failure_class == "timeout":
         note = f"the capture run hit its {timeout:.0f} s limit"
-    cap = Capture(kept[0]["path"] if kept else None, "aot", level, "torch", note,
-                  {k: v for k, v in cap_row.items() if not k.startswith("_")}, [x["path"] for x in kept])
-    cap.graph_of = {x["path"]: x.get("graph") for x in kept}
+    cap = Capture(kept[0].path if kept else None, "aot", level, "torch", note, cap_row.replace(launchers=None),
+                  [x.path for x in kept])
+    cap.graph_of = {x.path: x.graph for x in kept}
     cap.graphs = graphs
     return cap
 
 
-def shared_capture(row: dict, level: int, log_path: str) -> dict | None:
+def shared_capture(row: CheckRow, level: int, log_path: str) -> CheckRow | None:
     """The capture the check's own rerun made (bot.check.sweep: a failing program's rerun runs with
     repro-after at its class's level and failed the same way), as a capture run's row; None when
     there is none at this level on this machine (then the program is run again for capture)."""
-    shared = row.get("capture")
-    if not isinstance(shared, dict) or shared.get("repro_level") != level:
+    shared = row.capture
+    if shared is None or shared.repro_level != level:
         return None
-    kept = [x for x in shared.get("launchers") or []
-            if isinstance(x, dict) and isinstance(x.get("path"), str) and os.path.isfile(x["path"])]
+    kept = [x for x in shared.launchers or [] if isinstance(x.path, str) and os.path.isfile(x.path)]
     if not kept:
         return None
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"capture: the check's rerun captured {len(kept)} launcher(s) at level {level}; "
                   "not run again\n")
-    return {"status": row.get("status"), "failure_class": row.get("failure_class"), "_launchers": kept,
-            "compiled_graphs": shared.get("graphs")}
+    return CheckRow(status=row.status, failure_class=row.failure_class, launchers=kept,
+                    compiled_graphs=shared.graphs)
 
 
-def shared_first(levels: list, row: dict) -> list:
+def shared_first(levels: list, row: CheckRow) -> list:
     """The capture levels with the one the check's rerun already captured at first (its launchers
     cost no run; an accuracy failure's rerun keeps every graph at level 3)."""
-    shared = row.get("capture")
-    level = shared.get("repro_level") if isinstance(shared, dict) and shared.get("launchers") else None
+    shared = row.capture
+    level = shared.repro_level if shared is not None and shared.launchers else None
     return [level] + [x for x in levels if x != level] if level in levels else levels

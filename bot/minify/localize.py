@@ -11,6 +11,7 @@ import time
 
 from bot.minify import procs
 from bot.minify.records import Localized, Stage
+from bot.records import CheckRow, Spec
 from bot.suites import source_of
 
 STAGES = [("eager", "dynamo"), ("aot_eager", "aot_eager"),
@@ -29,15 +30,15 @@ def probe(backends: list[str], run) -> list[dict]:
     """Ask the stages in the order that settles the first failing one in the fewest runs: the
     stage right before the failing backend first (for a compiler bug it passes, and that one run
     settles it), then, when it fails too, the earlier stages in order, stopping at the first that
-    fails. ``run(backend)`` -> a row; returns ``[{"backend", "status", "failure_class"}]`` in
-    stage order."""
+    fails. ``run(backend)`` -> a row (:class:`bot.records.CheckRow`); returns ``[{"backend", "status",
+    "failure_class"}]`` in stage order."""
     if not backends:
         return []
     seen: dict[str, dict] = {}
 
     def ask(backend):
         r = run(backend)
-        seen[backend] = {"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")}
+        seen[backend] = {"backend": backend, "status": r.status, "failure_class": r.failure_class}
         return seen[backend]
 
     if not ask(backends[-1])["failure_class"]:
@@ -48,7 +49,7 @@ def probe(backends: list[str], run) -> list[dict]:
     return [seen[b] for b in backends if b in seen]
 
 
-def run_check_forked(spec: dict, settings: dict, log_path: str, workdir: str, name: str) -> dict:
+def run_check_forked(spec: Spec, settings: dict, log_path: str, workdir: str, name: str) -> CheckRow:
     """Run one check in a child forked from this warmed process (bot.check.isolate.ForkRunner);
     its output is appended to ``log_path``. Always returns a row (deaths are classified)."""
     from bot.check.isolate import ForkRunner
@@ -63,30 +64,30 @@ def run_check_forked(spec: dict, settings: dict, log_path: str, workdir: str, na
             open(own_log, encoding="utf-8", errors="replace") as fh:
         log.write(f"$ (forked check) {name}\n")
         log.write(fh.read())
-        log.write(f"[{row.get('status')}, {time.time() - t0:.1f} s]\n")
+        log.write(f"[{row.status}, {time.time() - t0:.1f} s]\n")
     return row
 
 
-def localize(row: dict, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> Localized:
+def localize(row: CheckRow, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> Localized:
     """Which stage fails first: the stage, each backend's verdict, the first failing backend (or None).
 
     Each stage is a check forked from this (warmed) process: no interpreter start per stage."""
-    backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
-    rows = []
+    backends = stage_backends(row.backend or settings.get("backend", "inductor"))
+    verdicts = []
     for backend in backends:
-        r = run_check_forked(row["spec"], dict(settings, backend=backend, timeout=timeout), log_path, workdir,
+        r = run_check_forked(row.spec, dict(settings, backend=backend, timeout=timeout), log_path, workdir,
                              f"localize-{backend}")
-        rows.append({"backend": backend, "status": r.get("status"), "failure_class": r.get("failure_class")})
+        verdicts.append({"backend": backend, "status": r.status, "failure_class": r.failure_class})
         if on_event:
-            on_event(Stage(backend, r.get("status")))
-        if r.get("failure_class"):
+            on_event(Stage(backend, r.status))
+        if r.failure_class:
             break
-    ablation = [{"backend": r["backend"], "status": r["status"]} for r in rows]
-    first = next((r["backend"] for r in rows if r.get("failure_class")), None)
-    ablation.append({"backend": row.get("backend"), "status": row.get("status")})
+    ablation = [{"backend": v["backend"], "status": v["status"]} for v in verdicts]
+    first = next((v["backend"] for v in verdicts if v["failure_class"]), None)
+    ablation.append({"backend": row.backend, "status": row.status})
     stage = dict(STAGES).get(first, "inductor") if first else (
-        "inductor" if row.get("backend") == "inductor" else dict(STAGES).get(row.get("backend"), row.get("backend")))
-    return Localized(stage, ablation, first or row.get("backend"))
+        "inductor" if row.backend == "inductor" else dict(STAGES).get(row.backend, row.backend))
+    return Localized(stage, ablation, first or row.backend)
 
 
 SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro level of the capture)
@@ -96,7 +97,7 @@ SETTLED_BY = {("accuracy", 4), ("compile_error", 2)}  # (failure class, repro le
 PROVISIONAL = {("accuracy", 3), ("runtime_error", 3), ("crash", 3)}
 
 
-def settled_by_capture(row: dict) -> Localized | None:
+def settled_by_capture(row: CheckRow) -> Localized | None:
     """The first failing stage when the check's rerun already captured the failure after AOT
     autograd (bot.check.sweep): torch wrote a launcher at level 4 (the graph inductor received,
     already decomposed, differs from its own eager run) or at level 2 (inductor's compile of it
@@ -104,15 +105,14 @@ def settled_by_capture(row: dict) -> Localized | None:
     runtime errors, crashes) the launchers are every graph, not the failing one: the answer is
     ``provisional`` (minify tries the graphs; localize runs after it if none fails on its own).
     None when the rerun captured nothing usable."""
-    shared = row.get("capture")
-    key = (row.get("failure_class"), shared.get("repro_level") if isinstance(shared, dict) else None)
-    if (row.get("backend") != "inductor" or not isinstance(shared, dict) or key not in SETTLED_BY | PROVISIONAL
-            or not shared.get("launchers")
-            or not any(isinstance(x, dict) and os.path.isfile(str(x.get("path"))) for x in shared["launchers"])):
+    shared = row.capture
+    key = (row.failure_class, shared.repro_level if shared is not None else None)
+    if (row.backend != "inductor" or shared is None or key not in SETTLED_BY | PROVISIONAL
+            or not shared.launchers or not any(os.path.isfile(str(x.path)) for x in shared.launchers)):
         return None
     provisional = key in PROVISIONAL
-    return Localized("inductor", [{"backend": "inductor", "status": row.get("status")}], "inductor", provisional,
-                     f"settled by the check's rerun: torch's repro-after-aot level-{shared.get('repro_level')} "
+    return Localized("inductor", [{"backend": "inductor", "status": row.status}], "inductor", provisional,
+                     f"settled by the check's rerun: torch's repro-after-aot level-{shared.repro_level} "
                      "capture wrote the graph inductor received" if not provisional else
                      "the check's rerun captured every graph inductor received (level 3): minifying them first; "
                      "the stages are rerun only if none fails on its own")
@@ -121,9 +121,9 @@ def settled_by_capture(row: dict) -> Localized | None:
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend
 
 
-def rerun_program(row: dict, settings: dict, workdir: str, log_path: str, name: str, timeout: float, *,
+def rerun_program(row: CheckRow, settings: dict, workdir: str, log_path: str, name: str, timeout: float, *,
                   force_backend: str | None = None, extra_env: dict | None = None,
-                  launcher_dir: str | None = None) -> dict:
+                  launcher_dir: str | None = None) -> CheckRow:
     """Rerun a command / harness check (not built in this process: the program runs again, with
     minify-bot's environment hook). Its output is appended to ``log_path``."""
     from bot.check.settings import Settings
@@ -133,19 +133,19 @@ def rerun_program(row: dict, settings: dict, workdir: str, log_path: str, name: 
     own_log = os.path.join(workdir, f"{name}.log")
     s = Settings.from_dict(dict(settings, timeout=timeout))
     t0 = time.time()
-    r = run_program(row["spec"], s, own_log, extra_env=extra_env, force_backend=force_backend,
+    r = run_program(row.spec, s, own_log, extra_env=extra_env, force_backend=force_backend,
                     launcher_dir=launcher_dir)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
             open(own_log, encoding="utf-8", errors="replace") as fh:
-        what = source_of(row["spec"]).describe(row["spec"])
+        what = source_of(row.spec).describe(row.spec)
         extra = f" [backend forced to {force_backend}]" if force_backend else ""
         log.write(f"$ {what}{extra}\n")
         log.write(fh.read()[-100_000:])
-        log.write(f"[{r.get('status')}, {time.time() - t0:.1f} s]\n")
+        log.write(f"[{r.status}, {time.time() - t0:.1f} s]\n")
     return r
 
 
-def localize_program(row: dict, settings: dict, workdir: str, log_path: str, timeout: float,
+def localize_program(row: CheckRow, settings: dict, workdir: str, log_path: str, timeout: float,
                      on_event=None) -> Localized:
     """Localize a program that minify-bot cannot build in-process: rerun it with the compile
     backend replaced (the harness: its own --backend; a command: the environment hook, which
@@ -153,31 +153,30 @@ def localize_program(row: dict, settings: dict, workdir: str, log_path: str, tim
 
     When the eager backend fails too, a command is run once more with compilation off
     altogether: if that fails as well, the program fails without the compiler (stage "eager")."""
-    src = source_of(row["spec"])
-    backends = stage_backends(row.get("backend") or settings.get("backend", "inductor"))
+    src = source_of(row.spec)
+    backends = stage_backends(row.backend or settings.get("backend", "inductor"))
 
     def run(backend):
         r = rerun_program(row, settings, workdir, log_path, f"localize-{backend}", timeout, force_backend=backend)
         if on_event:
-            on_event(Stage(backend, r.get("status")))
+            on_event(Stage(backend, r.status))
         return r
 
-    rows = probe(backends, run)
-    first = next((r["backend"] for r in rows if r.get("failure_class")), None)
+    verdicts = probe(backends, run)
+    first = next((v["backend"] for v in verdicts if v["failure_class"]), None)
     without = None
     if first == "eager" and src.localizes_without_compile:
         r = rerun_program(row, settings, workdir, log_path, "localize-no-compile", timeout, force_backend=NO_COMPILE)
-        without = {"backend": NO_COMPILE, "status": r.get("status"), "failure_class": r.get("failure_class")}
+        without = r
         if on_event:
-            on_event(Stage("no torch.compile", r.get("status")))
-    ablation = ([{"backend": NO_COMPILE, "status": without["status"]}] if without else []) + \
-        [{"backend": r["backend"], "status": r["status"]} for r in rows]
-    ablation.append({"backend": row.get("backend"), "status": row.get("status")})
-    if without and without["failure_class"]:
+            on_event(Stage("no torch.compile", r.status))
+    ablation = ([{"backend": NO_COMPILE, "status": without.status}] if without else []) + \
+        [{"backend": v["backend"], "status": v["status"]} for v in verdicts]
+    ablation.append({"backend": row.backend, "status": row.status})
+    if without and without.failure_class:
         stage = "eager"
     elif first:
         stage = dict(STAGES).get(first, "inductor")
     else:
-        row_backend = row.get("backend")
-        stage = "inductor" if row_backend == "inductor" else dict(STAGES).get(row_backend, row_backend)
-    return Localized(stage, ablation, first or row.get("backend"))
+        stage = "inductor" if row.backend == "inductor" else dict(STAGES).get(row.backend, row.backend)
+    return Localized(stage, ablation, first or row.backend)

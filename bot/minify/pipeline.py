@@ -32,7 +32,7 @@ from bot.minify import reduce as red
 from bot.minify import verify as ver
 from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, Localized, MinifyJob, Pinned, WorkerResult
 from bot.options import MinifyOptions
-from bot.records import Capture, ConfigDiff, FailureRecord, Repro
+from bot.records import Capture, CheckRow, ConfigDiff, FailureRecord, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
 from bot.suites import source_of
 
@@ -59,7 +59,7 @@ class Failure:
     """One failure being minified: the check, the stage's options, where its files go, and the
     record the steps fill."""
 
-    row: dict
+    row: CheckRow
     settings: dict
     opts: MinifyOptions
     rec: FailureRecord
@@ -73,11 +73,11 @@ class Failure:
 
     @property
     def id(self) -> str:
-        return self.row["id"]
+        return self.row.id
 
     @property
     def failure_class(self) -> str | None:
-        return self.row.get("failure_class")
+        return self.row.failure_class
 
     @property
     def log_path(self) -> str:
@@ -85,7 +85,7 @@ class Failure:
 
     @property
     def program(self) -> bool:
-        return self.launcher is None and source_of(self.row.get("spec") or {}).program
+        return self.launcher is None and source_of(self.row.spec).program
 
     @property
     def repro(self) -> Repro:
@@ -105,18 +105,18 @@ class Failure:
             self.repro.status = status
 
 
-def process(row: dict, settings: dict, run_dir: str, opts: MinifyOptions, versions: dict,
+def process(row: CheckRow, settings: dict, run_dir: str, opts: MinifyOptions, versions: dict,
             say: Callable[[str], None], launcher: str | None = None,
             interpreters: procs.Interpreters | None = None, known: list | None = None) -> FailureRecord:
     """Minify one failure; always returns (and writes) a failure record. ``opts``: the stage's
     options, resolved. ``interpreters``: the caller's fork server (shared by its failures; the
     caller closes it)."""
-    fdir = os.path.join(run_dir, "failures", row["id"])
-    work = os.path.join(run_dir, rundir.WORK_DIR, row["id"])
+    fdir = os.path.join(run_dir, "failures", row.id)
+    work = os.path.join(run_dir, rundir.WORK_DIR, row.id)
     for d in (fdir, work):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d, exist_ok=True)
-    rec = FailureRecord.for_check(row)
+    rec = FailureRecord.for_check(row.to_json())   # failure.json's "check": the row as results.json has it
     rec.versions = versions
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
@@ -169,8 +169,8 @@ def _not_minified(f: Failure) -> bool:
     fclass = f.failure_class
     if fclass in NOT_MINIFIED or fclass not in MINIFIABLE_CLASSES:
         f.stop(NOT_MINIFIED.get(fclass, f"failure class {fclass!r} is not minified"))
-    elif f.program and (f.row.get("compile_frames") if "compile_frames" in f.row
-                        else f.row.get("compiled_graphs")) == 0:
+    elif f.program and (f.row.compile_frames if f.row.compile_frames is not None
+                        else f.row.compiled_graphs) == 0:
         f.stop(COMPILED_NOTHING)
     else:
         return False
@@ -181,7 +181,7 @@ def _not_minified(f: Failure) -> bool:
 def _first_stage(f: Failure) -> bool:
     """Set the record's stage and the backend to capture with; True when the stage is provisional
     (taken from a level-3 capture: every graph, not the failing one)."""
-    f.stage_backend = f.row.get("backend") or f.settings.get("backend")
+    f.stage_backend = f.row.backend or f.settings.get("backend")
     if f.opts.no_localize:
         f.rec.stage = "inductor" if f.stage_backend == "inductor" else f.stage_backend
         return False
@@ -283,7 +283,7 @@ def _no_launcher_reason(c: cap.Capture, level: int) -> str:
     """Why a program's capture run left no launcher, in what is known: torch's level-4 check found
     no compiled graph wrong; the program compiled graphs but torch wrote nothing for them; or no
     graph was compiled through the environment torch was given."""
-    status = (c.row or {}).get("status")
+    status = c.row.status if c.row is not None else None
     if c.graphs == 0:
         return (f"the capture run (status {status}) compiled no graph with inductor: the program does not "
                 "pass torch's environment variables on to the process that compiles, or it failed before compiling")
@@ -295,11 +295,11 @@ def _no_launcher_reason(c: cap.Capture, level: int) -> str:
     return (f"torch wrote no launcher for the {graphs} the capture run compiled at level {level} (status {status})")
 
 
-def _no_graph_captured(f: Failure, cap_row: dict | None, rerun: str, no_graph_reason: str) -> None:
+def _no_graph_captured(f: Failure, cap_row: CheckRow | None, rerun: str, no_graph_reason: str) -> None:
     """The capture rerun left no graph: the failure did not recur (flaky), or it did but nothing was saved."""
-    if cap_row is not None and not cap_row.get("failure_class"):
+    if cap_row is not None and not cap_row.failure_class:
         f.rec.flaky = True
-        f.stop(f"the failure did not recur when the {rerun} was rerun for capture (status {cap_row.get('status')})",
+        f.stop(f"the failure did not recur when the {rerun} was rerun for capture (status {cap_row.status})",
                "not_reproduced")
     else:
         f.stop(no_graph_reason, "none")
@@ -341,7 +341,7 @@ def _capture_built(f: Failure, work: str, level: int | None) -> tuple[list[str],
     f.repro.capture = Capture(c.repro_after, c.repro_level, c.method, c.note)
     if c.launcher is None:
         _no_graph_captured(f, c.row, "check", "the capture run wrote no graph" + (
-            f" (status {c.row.get('status')})" if c.row else " (the capture process died)"))
+            f" (status {c.row.status})" if c.row else " (the capture process died)"))
         return None
     return c.candidates[:BUILT_CANDIDATES], None
 
@@ -353,16 +353,18 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
     """The worker's job for one candidate: every value from the stage's options or the check."""
     # a failure that aborted the check's process (a C++ exception thrown inside an OpenMP region)
     # would abort an in-process worker too: one forked process per query from the start
-    aborts = f.launcher is None and short_type((f.row.get("error") or {}).get("type")) == ABORT_TYPE
+    error, accuracy = f.row.error, f.row.accuracy
+    aborts = f.launcher is None and error is not None and short_type(error.type) == ABORT_TYPE
     given = f.launcher is not None
     return MinifyJob(
         repro=candidate, workdir=workdir, budget=f.opts.budget,
         failure_class=_class_of_launcher(candidate) if given else f.failure_class,
         class_uncertain=_class_of_launcher(candidate) != "accuracy" if given
-        else f.row.get("classified_by") == "exit status",
-        original_error=f.row.get("error"), tolerance=(f.row.get("accuracy") or {}).get("tolerance") or CHECK_TOLERANCE,
+        else f.row.classified_by == "exit status",
+        original_error=error.to_json() if error is not None else None,
+        tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
-        isolate=f.opts.isolate or aborts, check_config=f.row.get("config") or {},
+        isolate=f.opts.isolate or aborts, check_config=f.row.config or {},
         bisect=not f.opts.no_bisect and f.rec.stage == "inductor", backend=f.stage_backend or "inductor")
 
 
@@ -445,7 +447,7 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
         f.say(f"minify: {r.nodes_before} -> {r.nodes_after} nodes in {r.queries} queries, {r.seconds:.1f} s{partial}")
         return True
     f.stop(result.reason, result.status if result.status in ("not_reproduced", "none") else "none")
-    if r.status == "not_reproduced" and f.row.get("classified_by") == "exit status":
+    if r.status == "not_reproduced" and f.row.classified_by == "exit status":
         r.reason = (f"{r.reason}; the check's failure class ({f.failure_class}) came from the program's exit "
                     "status alone: if the program reports a wrong result in its own words, say which with "
                     "--accuracy-pattern")

@@ -11,6 +11,7 @@ from pathlib import Path
 from bot import rundir, slash
 from bot import signature as sg
 from bot.errors import UsageError
+from bot.records import CheckRow, HarnessFacts, Spec
 from bot.report.load import Failure, ReportOptions
 from bot.report.state import IssueState, repro_rank
 from bot.slash import safe
@@ -121,7 +122,7 @@ def _bisect_words(failure: dict) -> str | None:
     return sg.bisect_words(b) if isinstance(b, dict) else None
 
 
-def _source_part(check: dict, spec: dict, models: list[str], trusted_commands):
+def _source_part(check: CheckRow, spec: Spec, models: list[str], trusted_commands):
     """The check's source's part of the command (an unknown or missing source: the models only)."""
     from bot.suites import source_of
     from bot.suites.source import Reproduce
@@ -132,7 +133,7 @@ def _source_part(check: dict, spec: dict, models: list[str], trusted_commands):
         return Reproduce(args=list(models))
 
 
-def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
+def reproduce_command(check: CheckRow, has_repro: bool, trusted_commands=()) -> str:
     """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
     strict patterns. A run directory may come from a pull request's job: its strings (above all a
     command suite's `spec.command`) are never offered as something to copy and paste, unless the
@@ -144,8 +145,8 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
         lines.append("python repro.py    # from the failure's directory in the artifacts")
     cmd = ["minify-bot", "check"]
     notes = []
-    spec = check.get("spec") if isinstance(check.get("spec"), dict) else {}
-    model = check.get("model")
+    spec = check.spec if isinstance(check.spec, Spec) else Spec()
+    model = check.model
     model_ok = isinstance(model, str) and slash.MODEL_RE.fullmatch(model) is not None
     models = ["--models", model] if model_ok else []
     if not model_ok:
@@ -156,10 +157,10 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
     notes += part.notes
     for k, ok in (("backend", lambda v: _BACKEND.fullmatch(v)), ("mode", lambda v: v in slash.MODES),
                   ("dtype", lambda v: v in slash.DTYPES), ("device", lambda v: _DEVICE.fullmatch(v))):
-        v = check.get(k)
+        v = getattr(check, k)
         if isinstance(v, str) and v and ok(v):
             cmd += [f"--{k}", v]
-    config = check.get("config") if isinstance(check.get("config"), dict) else {}
+    config = check.config if isinstance(check.config, dict) else {}
     for k, v in sorted(config.items(), key=lambda kv: str(kv[0])):
         v = str(v).lower() if isinstance(v, bool) else v
         if (isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k)
@@ -167,7 +168,7 @@ def reproduce_command(check: dict, has_repro: bool, trusted_commands=()) -> str:
             cmd += ["--config", f"{k}={v}"]
         else:
             notes.append("# some config overrides are only in results.json")
-    if check.get("dynamic") is True:
+    if check.dynamic is True:
         cmd.append("--dynamic")
     lines.append(" ".join(shlex.quote(c) for c in cmd))
     return "\n".join(lines + list(dict.fromkeys(notes)))
@@ -177,19 +178,19 @@ _REVISION = slash.REVISION_RE
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}")
 
 
-def _harness_versions(check: dict) -> list[tuple[str, str]]:
+def _harness_versions(check: CheckRow) -> list[tuple[str, str]]:
     """Versions-table rows for a harness check: the checkout's revision, the model libraries, the CPU
     vector ISA inductor picked (each validated: artifact text)."""
-    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
+    harness = check.harness if isinstance(check.harness, HarnessFacts) else HarnessFacts()
     rows = []
-    rev = safe(harness.get("revision"), _REVISION, None)
+    rev = safe(harness.revision, _REVISION, None)
     if rev:
         rows.append(("harness revision", rev))
-    for key in ("transformers", "timm", "torchbench"):
-        v = safe(harness.get(key), _VERSION, None)
+    for key, v in (("transformers", harness.transformers), ("timm", harness.timm), ("torchbench", harness.torchbench)):
+        v = safe(v, _VERSION, None)
         if v:
             rows.append((key, v))
-    isa = safe(harness.get("cpu_isa"), _WORD, None)
+    isa = safe(harness.cpu_isa, _WORD, None)
     if isa:
         rows.append(("cpu vector ISA", isa))
     return rows
@@ -201,7 +202,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     check = rep.check
     parts = rep.fingerprint.parts
     repro = f.get("repro") or {}
-    error = f.get("error") or check.get("error")
+    error = f.get("error") or (check.error.to_json() if check.error else None)   # the same shape
     err_ctx = None
     if isinstance(error, dict) and error:
         msg = str(error.get("message") or "")
@@ -209,8 +210,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         err_ctx = {"type": safe(error.get("type"), _EXC, "Error"), "message": msg, "message_first_line": first[:500],
                    "message_rest": bool(rest.strip()) or len(first) > 500,
                    "traceback": str(error.get("traceback") or "(no traceback recorded)")}
-    accuracy = f.get("accuracy") or check.get("accuracy")
-    rel_dir = f"failures/{check['id']}"
+    accuracy = f.get("accuracy") or (check.accuracy.to_json() if check.accuracy else None)
+    rel_dir = f"failures/{check.id}"
     inline = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
     status_words = {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
         repro.get("status"), "Captured")
@@ -227,7 +228,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
         "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
         "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
-        "status": check.get("status"), "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None),
+        "status": check.status, "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None),
         "flaky": state.flaky,
         "culprit": _culprit(f.get("culprit")), "bisect_words": _bisect_words(f),
         "graph_role": capture.get("role") if capture.get("role") in GRAPH_ROLES else None,
@@ -317,9 +318,9 @@ def builds_context(state: IssueState, failure: dict) -> dict | None:
 
 def _summary(parts, check, accuracy, err, group) -> str:
     from bot.render import md
-    models = sorted({str(f.check.get("model")) for f in group})
+    models = sorted({str(f.check.model) for f in group})
     who = md(models[0]) + (f" and {len(models) - 1} more" if len(models) > 1 else "")
-    where = (f"{md(parts.get('stage'))} stage ({md(check.get('backend'))}, {md(check.get('mode'))}, "
+    where = (f"{md(parts.get('stage'))} stage ({md(check.backend)}, {md(check.mode)}, "
              f"{md(parts.get('dtype'))}, {md(parts.get('device'))})")
     if accuracy and accuracy.get("rmse_res") is not None:
         what = f"wrong results: RMSE {md(accuracy.get('rmse_res'))} vs tolerance {md(accuracy.get('tolerance'))}"

@@ -23,6 +23,7 @@ import re
 
 from bot import fingerprint as fp
 from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
+from bot.records import CheckRow
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -62,9 +63,9 @@ class Board:
     state: dict
     requests: Requests
     failures: list  # bot.report.Failure, muted ones removed, flipping flaky ones added
-    passing: list[dict]  # passing rows, flaky ones removed (a flaky pass does not close an issue)
+    passing: list[CheckRow]  # passing rows, flaky ones removed (a flaky pass does not close an issue)
     muted: list  # bot.report.Failure of muted checks
-    flaky_rows: list[dict]  # rows that failed and then passed on rerun
+    flaky_rows: list[CheckRow]  # rows that failed and then passed on rerun
     auto_baseline: bool  # whether the history was used as the baseline
     run_id: str = ""
 
@@ -76,11 +77,14 @@ def empty_state() -> dict:
 
 # ---------------------------------------------------------------------------- small helpers
 
-def config_key(row: dict) -> str:
+def config_key(row: CheckRow) -> str:
     """The configuration a check belongs to: backend, mode, dtype, device type, dynamic shapes.
     Compiler config overrides are not part of it (a run with an injected bug is the same config)."""
-    return "|".join([str(row.get("backend")), str(row.get("mode")), str(row.get("dtype")),
-                     fp.device_type(row.get("device")), "dynamic" if row.get("dynamic") else "static"])
+    return _config_key(row.backend, row.mode, row.dtype, row.device, row.dynamic)
+
+
+def _config_key(backend, mode, dtype, device, dynamic) -> str:
+    return "|".join([str(backend), str(mode), str(dtype), fp.device_type(device), "dynamic" if dynamic else "static"])
 
 
 def config_fields(key: str) -> dict:
@@ -101,8 +105,8 @@ def _passing_set(state: dict) -> set[str]:
     return {text[i:i + HASH_LEN] for i in range(0, len(text), HASH_LEN)}
 
 
-def letter(row: dict, muted: bool = False) -> str:
-    if row.get("flaky"):
+def letter(row: CheckRow, muted: bool = False) -> str:
+    if row.flaky:
         return FLAKY
     if is_failure(row):
         return MUTED if muted else FAIL
@@ -233,54 +237,54 @@ def requests_from(tracker: Tracker) -> Requests:
 
 # ---------------------------------------------------------------------------- before the report
 
-def before_report(tracker: Tracker, results: dict, failures: list, passing: list[dict], run_id: str) -> Board:
+def before_report(tracker: Tracker, results: dict, failures: list, passing: list[CheckRow], run_id: str) -> Board:
     """Read the dashboard; apply the automatic baseline (unless the check had --baseline), drop muted
-    failures, and turn flaky checks that keep flipping into failures to file (labelled flaky)."""
+    failures, and turn flaky checks that keep flipping into failures to file (labelled flaky).
+    ``results``: as ``bot.report.load_run`` read it (its checks are rows)."""
     from bot.report import Failure
 
     issue, state = find(tracker)
     state = state if state is not None else empty_state()
     requests = parse_requests(issue.body) if issue else Requests()
     rows = [f.check for f in failures] + list(passing)
-    flaky_rows = [r for r in (results.get("checks") or []) if isinstance(r, dict) and r.get("flaky")
-                  and not is_failure(r)]
+    flaky_rows = [r for r in (results.get("checks") or []) if r.flaky and not is_failure(r)]
     user_baseline = bool((results.get("settings") or {}).get("baseline"))
     again = bool(state.get("runs")) and state["runs"][-1].get("id") == run_id
     auto = not user_baseline and len(state.get("runs") or []) > (1 if again else 0)
     if auto:
         for row in rows + flaky_rows:
-            before = previous_status(state, row["id"], run_id)
-            mark_baseline(row, {row["id"]: before} if before is not None else {})
+            before = previous_status(state, row.id, run_id)
+            mark_baseline(row, {row.id: before} if before is not None else {})
     kept, muted = [], []
     for f in failures:
-        (muted if f.check["id"] in requests.mute else kept).append(f)
-    flaky_ids = {r["id"] for r in flaky_rows}
-    passing = [r for r in passing if r["id"] not in flaky_ids]
+        (muted if f.check.id in requests.mute else kept).append(f)
+    flaky_ids = {r.id for r in flaky_rows}
+    passing = [r for r in passing if r.id not in flaky_ids]
     for row in flaky_rows:
-        ent = (state.get("checks") or {}).get(row["id"]) or {}
+        ent = (state.get("checks") or {}).get(row.id) or {}
         history = (ent.get("h") or "") + FLAKY
-        if flips(history) >= FLIP_LIMIT and row["id"] not in requests.mute:
+        if flips(history) >= FLIP_LIMIT and row.id not in requests.mute:
             check = failing_view(row)
             kept.append(Failure(check, {"flaky": True}, None, None, fp.compute(check, None)))
     return Board(issue=issue, state=state, requests=requests, failures=kept, passing=passing, muted=muted,
                  flaky_rows=flaky_rows, auto_baseline=auto, run_id=run_id)
 
 
-def failing_view(row: dict) -> dict:
+def failing_view(row: CheckRow) -> CheckRow:
     """A flaky row (passed on rerun) as the failing check its first attempt was."""
-    first = row.get("flaky") or {}
     check = copy.deepcopy(row)
-    for key in ("status", "failure_class", "error", "accuracy"):
-        if key in first:
-            check[key] = first[key]
-    if not check.get("failure_class"):
-        check["failure_class"] = "runtime_error"
+    first = row.flaky
+    if first is not None:
+        check.status, check.failure_class = first.status, first.failure_class
+        check.error, check.accuracy = copy.deepcopy(first.error), copy.deepcopy(first.accuracy)
+    if not check.failure_class:
+        check.failure_class = "runtime_error"
     return check
 
 
 # ---------------------------------------------------------------------------- history
 
-def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fingerprints: dict[str, str],
+def record_run(state: dict, run: dict, rows: list[CheckRow], muted_ids: set[str], fingerprints: dict[str, str],
                issues: dict[str, int] | None = None) -> dict:
     """Fold one run into the history. ``run`` = {"id", "when", "url", "artifact_url"}. Reporting the same
     run again replaces its entry instead of adding one."""
@@ -289,7 +293,8 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
     s.setdefault("passing", "")
     s.setdefault("older", {"runs": 0, "first": None})
     again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
-    configs = {config_key(c): [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
+    configs = {_config_key(*(c[k] for k in ("backend", "mode", "dtype", "device", "dynamic"))):
+               [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
     entry = {"id": run["id"], "when": run.get("when"), "url": run.get("url"), "configs": configs}
     if run.get("torch"):
         entry["torch"] = run["torch"]  # the torch version the run checked (bot.builds.version_word)
@@ -303,7 +308,7 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
         s["older"]["first"] = s["older"].get("first") or old.get("when")
     passing_hashes = _passing_set(s)
     for row in rows:
-        cid = row["id"]
+        cid = row.id
         ent = s["checks"].get(cid)
         if ent is None:
             h = PASS if _hash(cid) in passing_hashes else ""
@@ -314,14 +319,14 @@ def record_run(state: dict, run: dict, rows: list[dict], muted_ids: set[str], fi
         if not again:
             ent["b"] = ent.get("s")
         ent["h"] = (ent.get("h", "") + letter(row, cid in muted_ids))[-MAX_RUNS:]
-        first = row.get("flaky") or {}
-        ent["s"] = first.get("status", row.get("status")) if row.get("flaky") else row.get("status")
-        ent["c"] = first.get("failure_class") if row.get("flaky") else row.get("failure_class")
+        first = row.flaky
+        ent["s"] = first.status if first else row.status
+        ent["c"] = first.failure_class if first else row.failure_class
         ent["f"] = fingerprints.get(cid)
         if (issues or {}).get(cid):
             ent["i"] = issues[cid]  # the bug issue last linked to this check (kept while it passes)
         ent["k"] = config_key(row)
-        ent["m"] = str(row.get("model"))[:200]
+        ent["m"] = str(row.model)[:200]
         s["checks"][cid] = ent
     s["passing"] = "".join(sorted(passing_hashes))
     return compact(s)
@@ -383,7 +388,7 @@ def _chart_label(when, k: int) -> str:
     return f"{k}: {m.group(1)} {m.group(2)}" if m else f"run {k}"
 
 
-def build_view(board: Board, state: dict, rows: list[dict], actions: list[dict], run: dict,
+def build_view(board: Board, state: dict, rows: list[CheckRow], actions: list[dict], run: dict,
                honoured: dict) -> dict:
     """Everything templates/dashboard.md.j2 shows."""
     links = _links(actions)
@@ -397,28 +402,27 @@ def build_view(board: Board, state: dict, rows: list[dict], actions: list[dict],
         configs.append({**config_fields(key), "key": key, "passed": passed, "total": total, "flaky": flaky,
                         "delta": (passed - before[0]) if before else None,
                         "prev_total": before[1] if before else None})
-    muted_ids = {f.check["id"] for f in board.muted}
+    muted_ids = {f.check.id for f in board.muted}
     old = board.state.get("checks") or {}
 
-    def item(row, **extra):
-        link = links.get(row["id"]) or {}
+    def item(row: CheckRow, **extra):
+        link = links.get(row.id) or {}
         issue = link.get("issue")
-        if issue is None and not is_failure(row) and not row.get("flaky"):
-            issue = (old.get(row["id"]) or {}).get("i")  # a fixed check: the issue of its last failure
-        return {"id": row["id"], "model": row.get("model"), "config": config_key(row),
-                "status": row.get("status"), "class": row.get("failure_class"), "issue": issue,
+        if issue is None and not is_failure(row) and not row.flaky:
+            issue = (old.get(row.id) or {}).get("i")  # a fixed check: the issue of its last failure
+        return {"id": row.id, "model": row.model, "config": config_key(row),
+                "status": row.status, "class": row.failure_class, "issue": issue,
                 "url": link.get("url"), "why": link.get("reason"), **extra}
 
     new, known, fixed, flaky, muted = [], [], [], [], []
-    for row in sorted(rows, key=lambda r: r["id"]):
-        before = previous_status(board.state, row["id"], board.run_id) if board.auto_baseline else None
+    for row in sorted(rows, key=lambda r: r.id):
+        before = previous_status(board.state, row.id, board.run_id) if board.auto_baseline else None
         failed_before = before is not None and before not in PASS_STATUSES
-        if row["id"] in muted_ids:
+        if row.id in muted_ids:
             muted.append(item(row))
-        elif row.get("flaky"):
-            first = row["flaky"]
-            flaky.append(item(row, status=first.get("status"), flips=flips(((old.get(row["id"]) or {}).get("h") or "")
-                                                                             + FLAKY)))
+        elif row.flaky:
+            flaky.append(item(row, status=row.flaky.status, flips=flips(((old.get(row.id) or {}).get("h") or "")
+                                                                          + FLAKY)))
         elif is_failure(row):
             (known if failed_before else new).append(item(row))
         elif failed_before:
@@ -480,17 +484,17 @@ def render(renderer, view: dict, state: dict) -> str:
 def after_report(board: Board, rep, results: dict) -> dict:
     """Record this run in the history and write the dashboard (create it, or edit it in place: never a
     comment). Returns {"issue", "url", "action"} (also report.json's "dashboard")."""
-    rows = [r for r in (results.get("checks") or []) if isinstance(r, dict) and r.get("id")]
+    rows = [r for r in (results.get("checks") or []) if r.id]
     for f in board.muted:
         rep.record("skipped", [f], None, "muted on the dashboard; not filed")
     fingerprints = {}
     for f in board.failures + board.muted:
-        fingerprints[f.check["id"]] = f.fingerprint.primary
+        fingerprints[f.check.id] = f.fingerprint.primary
     from bot.builds import results_torch
 
     run = {"id": rep.run_id, "when": results.get("finished") or results.get("started"), "url": rep.opts.run_url,
            "artifact_url": rep.opts.artifact_url, "torch": results_torch(results)}
-    muted_ids = {f.check["id"] for f in board.muted}
+    muted_ids = {f.check.id for f in board.muted}
     issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
     state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)
     honoured_retry = set((results.get("settings") or {}).get("retry") or [])
@@ -528,14 +532,12 @@ def after_report(board: Board, rep, results: dict) -> dict:
     return rec
 
 
-def configuration_counts(rows: list[dict]) -> list[dict]:
+def configuration_counts(rows: list[CheckRow]) -> list[dict]:
     """Per configuration of a run: {backend, mode, dtype, device, dynamic, passed, total, flaky}, sorted."""
     counts: dict[str, list[int]] = {}
     for row in rows:
-        if not isinstance(row, dict):
-            continue
         c = counts.setdefault(config_key(row), [0, 0, 0])
         c[1] += 1
         c[0] += 0 if is_failure(row) else 1
-        c[2] += 1 if row.get("flaky") else 0
+        c[2] += 1 if row.flaky else 0
     return [{**config_fields(k), "passed": c[0], "total": c[1], "flaky": c[2]} for k, c in sorted(counts.items())]

@@ -12,6 +12,7 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
+from bot.records import CheckRow
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
@@ -79,7 +80,7 @@ class Lifecycle:
     def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
         a = {"action": action, "issue": issue.number if issue else None, "url": issue.url if issue else None,
              "fingerprint": group[0].fingerprint.primary if group else None,
-             "checks": [f.check["id"] for f in group] if group else extra.pop("checks", []),
+             "checks": [f.check.id for f in group] if group else extra.pop("checks", []),
              "reason": reason, **extra}
         self.actions.append(a)
         self.write_report()
@@ -112,7 +113,7 @@ class Lifecycle:
         return self.renderer.body(issue_context(group, state, self.opts, self.run_dir), state.to_json())
 
     # -- steps
-    def run(self, results: dict, failures: list[Failure], passing: list[dict]) -> None:
+    def run(self, results: dict, failures: list[Failure], passing: list[CheckRow]) -> None:
         when = str(results.get("finished") or results.get("started") or _dt.datetime.now(_dt.timezone.utc).isoformat())
         from bot.builds import results_torch
 
@@ -123,7 +124,7 @@ class Lifecycle:
         if not self.opts.pr_run:
             issues = self._close_duplicates(issues)
         groups: dict[str, list[Failure]] = {}
-        for f in sorted(failures, key=lambda f: f.check["id"]):
+        for f in sorted(failures, key=lambda f: f.check.id):
             groups.setdefault(f.fingerprint.primary, []).append(f)
         touched: set[int] = set()
         created = 0
@@ -131,7 +132,7 @@ class Lifecycle:
         buckets: dict[int, tuple[Issue, IssueState, list[Failure]]] = {}
         unmatched: list[list[Failure]] = []
         migrated: set[int] = set()
-        for sig in sorted(groups, key=lambda s: groups[s][0].check["id"]):
+        for sig in sorted(groups, key=lambda s: groups[s][0].check.id):
             group = groups[sig]
             match = self._match(issues, group, migrated)
             if match is None:
@@ -288,7 +289,7 @@ class Lifecycle:
         failing_keys = {f.fingerprint.check_key for f in failures}
         passing_by_key: dict[str, list[str]] = {}
         for c in passing:
-            passing_by_key.setdefault(fp.check_key(c), []).append(c["id"])
+            passing_by_key.setdefault(fp.check_key(c), []).append(c.id)
         for issue, state in issues:
             if issue.state != "open" or issue.number in touched or state.flaky:
                 continue

@@ -11,6 +11,7 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import rundir
 from bot.options import ReportStageOptions
+from bot.records import CheckRow
 
 _STAGE = ReportStageOptions.default_of   # each default is the report stage's, defined once
 
@@ -45,7 +46,7 @@ class ReportOptions:
 
 @dataclasses.dataclass
 class Failure:
-    check: dict
+    check: CheckRow
     failure: dict | None
     dir: Path | None
     repro_text: str | None
@@ -63,18 +64,21 @@ def _inside(base: Path, rel) -> Path | None:
     return p if p.is_file() else None
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict]]:
-    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input."""
+def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[CheckRow]]:
+    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input.
+    The results' ``checks`` are its rows (:class:`bot.records.CheckRow`), the ones the failures and
+    the passing checks name."""
     run = Path(run_dir)
     results = rundir.read_results(run)
+    results["checks"] = rundir.check_rows(results, str(rundir.results_path(run)))
     failures, passing = [], []
     for check in results["checks"]:
-        if not check.get("failure_class"):
-            if check["status"] == "pass":
+        if not check.failure_class:
+            if check.status == "pass":
                 passing.append(check)
             continue
-        fdir = rundir.failure_dir(run, check["id"])
-        failure = rundir.read_failure(run, check["id"])
+        fdir = rundir.failure_dir(run, check.id)
+        failure = rundir.read_failure(run, check.id)
         repro_text = None
         rp = _inside(fdir, ((failure or {}).get("repro") or {}).get("path")) if failure else None
         if rp:
@@ -88,7 +92,8 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[dict
 
 
 def default_run_id(results: dict) -> str:
+    """The run's id from its results (``load_run``'s: its checks are rows)."""
     basis = {k: results.get(k) for k in ("started", "settings", "versions")}
-    basis["checks"] = sorted(c.get("id", "") for c in results.get("checks", []) if isinstance(c, dict))
+    basis["checks"] = sorted(c.id or "" for c in results.get("checks", []))
     return "run-" + hashlib.sha1(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

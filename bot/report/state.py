@@ -9,6 +9,7 @@ from dataclasses import field
 
 from bot import fingerprint as fp
 from bot import known
+from bot.records import CheckRow
 from bot.report.load import Failure
 
 MAX_AFFECTED = 50
@@ -106,11 +107,11 @@ def _objects(v, where: str, limit: int, fields: dict) -> None:
     """A list of objects whose ``fields`` (name -> check(value, where)) are all present and valid."""
     if not isinstance(v, list) or len(v) > limit:
         raise BadState(f"{where} is not a list of at most {limit} objects")
-    for i, row in enumerate(v):
-        if not isinstance(row, dict):
+    for i, obj in enumerate(v):
+        if not isinstance(obj, dict):
             raise BadState(f"{where}[{i}] is not an object")
         for name, ok in fields.items():
-            ok(row.get(name), f"{where}[{i}].{name}")
+            ok(obj.get(name), f"{where}[{i}].{name}")
 
 
 def _opt_text(v, where):
@@ -190,11 +191,11 @@ def repro_rank(failure: dict | None) -> tuple:
     return (status_rank, verified, nodes if isinstance(nodes, int) else 10 ** 9)
 
 
-def _affected_row(check: dict, when: str) -> dict:
-    return {"model": str(check.get("model"))[:200], "backend": str(check.get("backend"))[:60],
-            "mode": str(check.get("mode"))[:40], "dtype": str(check.get("dtype"))[:40],
-            "device": fp.device_type(check.get("device"))[:40], "check_key": fp.check_key(check),
-            "check_id": str(check.get("id"))[:200], "first_seen": when, "last_seen": when, "occurrences": 0}
+def _affected_row(check: CheckRow, when: str) -> dict:
+    return {"model": str(check.model)[:200], "backend": str(check.backend)[:60],
+            "mode": str(check.mode)[:40], "dtype": str(check.dtype)[:40],
+            "device": fp.device_type(check.device)[:40], "check_key": fp.check_key(check),
+            "check_id": str(check.id)[:200], "first_seen": when, "last_seen": when, "occurrences": 0}
 
 
 def is_reuse(f: Failure) -> bool:
@@ -206,12 +207,12 @@ def is_flaky(group: list[Failure]) -> bool:
     return all(bool((f.failure or {}).get("flaky")) for f in group)
 
 
-def passed_before(check: dict) -> bool:
+def passed_before(check: CheckRow) -> bool:
     """The check passed in an earlier run (the baseline's status for it: --baseline or the dashboard's
     history). A check failing in its first run, or one with no earlier result, did not."""
     from bot.check.results import PASS_STATUSES
 
-    return check.get("baseline") == "new" and check.get("baseline_status") in PASS_STATUSES
+    return check.baseline == "new" and check.baseline_status in PASS_STATUSES
 
 
 def is_regression(group: list[Failure]) -> bool:
@@ -238,16 +239,16 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
             for v in vals:
                 if v not in into:
                     into.append(v)
-        row = next((r for r in s.affected if r["check_key"] == f.fingerprint.check_key), None)
-        if row is None:
-            row = _affected_row(f.check, when)
+        aff = next((a for a in s.affected if a["check_key"] == f.fingerprint.check_key), None)
+        if aff is None:  # the marker's "affected" entry (a dict of the issue's state) for this check
+            aff = _affected_row(f.check, when)
             if len(s.affected) < MAX_AFFECTED:
-                s.affected.append(row)
+                s.affected.append(aff)
             if not new:
-                events.append(f"newly affected: {row['model']} ({row['backend']}, {row['mode']}, "
-                              f"{row['dtype']}, {row['device']})")
-        row["last_seen"] = when
-        row["occurrences"] += 1
+                events.append(f"newly affected: {aff['model']} ({aff['backend']}, {aff['mode']}, "
+                              f"{aff['dtype']}, {aff['device']})")
+        aff["last_seen"] = when
+        aff["occurrences"] += 1
         torch_v = ((f.failure or {}).get("versions") or {}).get("torch")
         if torch_v and torch_v not in s.torch:
             s.torch.append(torch_v)

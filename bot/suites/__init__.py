@@ -9,7 +9,7 @@
   huggingface  transformers architectures built offline from tiny configs (extra: minify-action[models])
   timm     timm architectures, pretrained=False (extra: minify-action[models])
 
-A *spec* is a small JSON-able dict that is enough to build (or re-run) one model; it is stored
+A *spec* (:class:`bot.records.Spec`) is a small record that is enough to build (or re-run) one model; it is stored
 in results.json so that later stages can re-run the exact check. Its ``source`` names the source
 that answers for it (:func:`source_of`).
 
@@ -23,6 +23,7 @@ import importlib
 from typing import Any
 
 from bot.errors import UsageError
+from bot.records import Spec
 from bot.suites.source import ListRequest, Model, Source
 
 __all__ = ["REGISTRY", "SOURCES", "ListRequest", "Model", "Source", "available", "build", "commands_models",
@@ -51,9 +52,9 @@ def source(name: str) -> Source:
     return getattr(importlib.import_module(module), obj)
 
 
-def source_of(spec: dict) -> Source:
+def source_of(spec: Spec | None) -> Source:
     """The source a check's spec comes from (a spec without one: the zoo's)."""
-    return source((spec or {}).get("source") or "zoo")
+    return source((spec.source if spec is not None else None) or "zoo")
 
 
 def available(suite: str, /, **request: Any) -> list[Model]:
@@ -61,7 +62,7 @@ def available(suite: str, /, **request: Any) -> list[Model]:
     return source(suite).models(ListRequest(**request))
 
 
-def build(spec: dict, batch_size: int | None = None) -> tuple[Any, tuple, int]:
+def build(spec: Spec, batch_size: int | None = None) -> tuple[Any, tuple, int]:
     """Build the model and example inputs for a spec, in the check's own process:
     (model, inputs, batch_size)."""
     return source_of(spec).build(spec, batch_size)

@@ -4,6 +4,7 @@ built in the check's own process."""
 from __future__ import annotations
 
 from bot.errors import UsageError
+from bot.records import Spec
 from bot.suites.source import ListRequest, Model, Source
 
 
@@ -13,14 +14,14 @@ class Zoo(Source):
     def models(self, req: ListRequest) -> list[Model]:
         from bot.suites.zoo import MODELS
 
-        return [Model(name, {"source": "zoo", "model": name}, desc, bs) for name, (_, bs, desc) in MODELS.items()]
+        return [Model(name, Spec(source="zoo", model=name), desc, bs) for name, (_, bs, desc) in MODELS.items()]
 
-    def build(self, spec: dict, batch_size: int | None):
+    def build(self, spec: Spec, batch_size: int | None):
         from bot.suites.zoo import MODELS
 
-        if spec["model"] not in MODELS:
-            raise UsageError(f"unknown zoo model {spec['model']!r}")
-        factory, default_bs, _ = MODELS[spec["model"]]
+        if spec.model not in MODELS:
+            raise UsageError(f"unknown zoo model {spec.model!r}")
+        factory, default_bs, _ = MODELS[spec.model]
         bs = batch_size or default_bs
         model, inputs = factory(bs)
         return model, tuple(inputs), bs

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from bot.records import CheckError, CheckRow
 from bot.signature import ABORT_TYPE, death_of
 
 ACCURACY = re.compile(
@@ -113,16 +114,15 @@ def python_traceback(text: str, limit: int = 60) -> str | None:
     return "\n".join([block[0], *frames, block[end]])
 
 
-def _row(status, cls, etype, message, tail, **extra) -> dict:
-    err = {"type": etype, "message": message, "traceback": tail, "frames": []}
-    err.update(extra)
-    return {"status": status, "failure_class": cls, "accuracy": None, "error": err}
+def _row(status, cls, etype, message, tail, signal: str | None = None) -> CheckRow:
+    return CheckRow(status=status, failure_class=cls,
+                    error=CheckError(type=etype, message=message, traceback=tail, frames=[], signal=signal))
 
 
 def classify(*, returncode: int | None, output: str, timed_out: bool = False, timeout: float | None = None,
              status_word: str | None = None, patterns: Patterns | None = None,
-             compiled_graphs: int | None = None, what: str = "command") -> dict:
-    """A results.json row fragment: status, failure_class, error, accuracy (+ ``classified_by``).
+             compiled_graphs: int | None = None, what: str = "command") -> CheckRow:
+    """A results.json row's result: status, failure_class, error, accuracy (+ ``classified_by``).
 
     ``status_word``: the harness's CSV status for this model, when it wrote one.
     ``compiled_graphs``: frames dynamo started compiling in the run (None: unknown)."""
@@ -131,19 +131,19 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
     exc = last_exception(output)
     etype, emsg = exc if exc else ("ExitCode", f"{what} exited with code {returncode}")
 
-    def out(row, why):
-        row["classified_by"] = why
+    def out(row: CheckRow, why: str) -> CheckRow:
+        row.classified_by = why
         if returncode is not None and returncode > 0:
-            row["exit_code"] = returncode
+            row.exit_code = returncode
         return row
 
     if timed_out:
         return out(_row("timeout", "timeout", "Timeout", f"{what} did not finish within {timeout or 0:g} s", tail),
                    "timeout")
     if status_word and status_word.startswith("pass") and returncode in (0, None):
-        return out({"status": status_word, "failure_class": None, "error": None, "accuracy": None}, "harness csv")
+        return out(CheckRow(status=status_word), "harness csv")
     if returncode == 0 and not status_word:
-        return out({"status": "pass", "failure_class": None, "error": None, "accuracy": None}, "exit status")
+        return out(CheckRow(status="pass"), "exit status")
     if returncode is not None and returncode < 0:
         death = death_of(-returncode, output, compiled=compiled_graphs is None or compiled_graphs > 0)
         if death.kind == "oom":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bot import proc
 from bot.errors import UsageError
+from bot.records import CheckError, CheckRow, Launcher, Spec
 from bot.suites.classify import Patterns, classify
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.suites.yaml_entries import load_entries, valid_name
@@ -72,6 +73,13 @@ class Ran:
     hook: dict               # bot.torch_adapter.hook.read_state()
     error: str | None = None  # could not start
 
+    def note_in(self, row: CheckRow) -> None:
+        """What the hook counted and kept, and the run's time, into the run's row."""
+        row.compiled_graphs = self.hook["graphs"]
+        row.compile_frames = self.hook["frames"]
+        row.duration_s = self.seconds
+        row.launchers = [Launcher.from_json(x) for x in self.hook["launchers"]]
+
 
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,
             force_backend: str | None = None, launcher_dir: str | None = None) -> Ran:
@@ -94,8 +102,8 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
 
 def run_command(command: str, settings, log_path: str, cwd: str | None = None, extra_env: dict | None = None,
                 patterns: Patterns | None = None, force_backend: str | None = None,
-                launcher_dir: str | None = None) -> dict:
-    """One run of a user's command -> the fields of a results.json row (plus ``compiled_graphs``)."""
+                launcher_dir: str | None = None) -> CheckRow:
+    """One run of a user's command -> its row's result (plus ``compiled_graphs`` and ``launchers``)."""
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -110,16 +118,18 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
         return _bad(ran.error, "setup_error")
     row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
                    patterns=patterns, compiled_graphs=ran.hook["frames"])
-    row["compiled_graphs"] = ran.hook["graphs"]
-    row["compile_frames"] = ran.hook["frames"]
-    row["duration_s"] = ran.seconds
-    row["_launchers"] = ran.hook["launchers"]
+    ran.note_in(row)
     return row
 
 
-def _bad(message: str, cls: str = "setup_error") -> dict:
-    return {"status": "eager_fail_to_run", "failure_class": cls, "accuracy": None, "classified_by": "start",
-            "error": {"type": "BadCommand", "message": message, "traceback": "", "frames": []}}
+def bad_start(message: str, cls: str = "setup_error", **fields) -> CheckRow:
+    """The row of a program that could not be started."""
+    return CheckRow(status="eager_fail_to_run", failure_class=cls, **fields,
+                    error=CheckError(type="BadCommand", message=message, traceback="", frames=[]))
+
+
+def _bad(message: str, cls: str = "setup_error") -> CheckRow:
+    return bad_start(message, cls, classified_by="start")
 
 
 # --- the sources: one command, or several named commands from a YAML file ------------------------
@@ -144,20 +154,20 @@ class Command(Source):
         return [Model(nm, _spec(req.command, nm, os.path.abspath(req.cwd or os.getcwd()), req.patterns),
                       req.command)]
 
-    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
-            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
-        return run_command(spec["command"], settings, log_path, cwd=spec.get("cwd") or os.getcwd(),
-                           extra_env=extra_env, patterns=Patterns.from_dict(spec.get("patterns")),
+    def run(self, spec: Spec, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> CheckRow:
+        return run_command(spec.command, settings, log_path, cwd=spec.cwd or os.getcwd(),
+                           extra_env=extra_env, patterns=Patterns.from_dict(spec.patterns),
                            force_backend=force_backend, launcher_dir=launcher_dir)
 
-    def describe(self, spec: dict) -> str:
-        return str(spec.get("command"))
+    def describe(self, spec: Spec) -> str:
+        return str(spec.command)
 
-    def workdir(self, spec: dict) -> str | None:
-        return spec.get("cwd")
+    def workdir(self, spec: Spec) -> str | None:
+        return spec.cwd
 
-    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
-        command = spec.get("command")
+    def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
+        command = spec.command
         if not (isinstance(command, str) and command in trusted_commands):
             # a command the reporter was not configured with (e.g. from a pull request's job) is
             # never offered as something to copy and paste
@@ -165,13 +175,13 @@ class Command(Source):
                 "# COMMAND: the check's command (spec.command in results.json); read it before running it"])
         # the program exactly as the user configured this sweep, then the check that judges it
         out = Reproduce(args=["--suite", "command", "--command", command])
-        cwd = spec.get("cwd")
+        cwd = spec.cwd
         if isinstance(cwd, str) and cwd:
             out.lines.append(f"cd {shlex.quote(cwd)}")
         out.lines.append(f"{command}    # the program; it fails with a non-zero exit")
         if models:
             out.args += ["--name", models[-1]]
-        patterns = spec.get("patterns") if isinstance(spec.get("patterns"), dict) else {}
+        patterns = spec.patterns if isinstance(spec.patterns, dict) else {}
         for kind in ("accuracy", "error"):
             out.args += [a for pat in patterns.get(kind) or [] if isinstance(pat, str)
                          for a in (f"--{kind}-pattern", pat)]
@@ -187,11 +197,9 @@ class Commands(Command):
         return commands_models(req.file, req.patterns)
 
 
-def _spec(command: str, name: str, cwd: str, patterns: dict | None) -> dict:
-    spec = {"source": "command", "command": command, "model": name, "cwd": cwd}
-    if patterns and (patterns.get("accuracy") or patterns.get("error")):
-        spec["patterns"] = patterns
-    return spec
+def _spec(command: str, name: str, cwd: str, patterns: dict | None) -> Spec:
+    given = patterns and (patterns.get("accuracy") or patterns.get("error"))
+    return Spec(source="command", command=command, model=name, cwd=cwd, patterns=patterns if given else None)
 
 
 COMMAND = Command()

@@ -17,6 +17,7 @@ import re
 import sys
 
 from bot.errors import UsageError
+from bot.records import Accuracy, CheckError, CheckRow, HarnessFacts, Spec
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 
 SUITES = ("torchbench", "huggingface", "timm_models")
@@ -83,11 +84,9 @@ def harness_models(pytorch: str | None, suite: str | None, batch_size: int | Non
         if name in seen:
             continue
         seen.add(name)
-        spec = {"source": "harness", "pytorch": os.path.abspath(pytorch), "suite": suite, "model": name}
-        if batch_size:
-            spec["batch_size"] = batch_size
-        if patterns and (patterns.get("accuracy") or patterns.get("error")):
-            spec["patterns"] = patterns
+        given = patterns and (patterns.get("accuracy") or patterns.get("error"))
+        spec = Spec(source="harness", pytorch=os.path.abspath(pytorch), suite=suite, model=name,
+                    batch_size=batch_size or None, patterns=patterns if given else None)
         used = batch_size or ACCURACY_BATCH[suite]
         why = "as given" if batch_size else "the harness's accuracy-mode default"
         listed = f"; {listed_in} says {bs}, for performance runs" if bs and bs != used else ""
@@ -95,22 +94,22 @@ def harness_models(pytorch: str | None, suite: str | None, batch_size: int | Non
     return out
 
 
-def harness_argv(spec: dict, settings, csv_path: str) -> list[str]:
-    script = os.path.join(spec["pytorch"], "benchmarks", "dynamo", f"{spec['suite']}.py")
+def harness_argv(spec: Spec, settings, csv_path: str) -> list[str]:
+    script = os.path.join(spec.pytorch, "benchmarks", "dynamo", f"{spec.suite}.py")
     argv = [sys.executable, script, "--accuracy", f"--{settings.mode}",
-            f"--{settings.dtype}", "--devices", settings.device, "--only", spec["model"], "--output", csv_path,
+            f"--{settings.dtype}", "--devices", settings.device, "--only", spec.model, "--output", csv_path,
             "--timeout", str(int(settings.timeout))]
     argv += ["--inductor"] if settings.backend == "inductor" else [f"--backend={settings.backend}"]
     if settings.dynamic:
         argv.append("--dynamic-shapes")
-    if spec.get("batch_size"):
-        argv += ["--batch-size", str(int(spec["batch_size"]))]
+    if spec.batch_size:
+        argv += ["--batch-size", str(int(spec.batch_size))]
     return argv
 
 
-def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env: dict | None = None,
-                launcher_dir: str | None = None) -> dict:
-    """One harness run of one model -> the fields of a results.json row.
+def run_harness(spec: Spec, settings, log_path: str, workdir: str, *, extra_env: dict | None = None,
+                launcher_dir: str | None = None) -> CheckRow:
+    """One harness run of one model -> its row's result.
 
     The CSV row the harness appends is the verdict when it wrote one; the process's exit status
     and output classify what it did not (a crash, a timeout, a failure before the model loaded),
@@ -119,7 +118,7 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
 
     from bot.rundir import STAT_COLUMNS, read_csv
     from bot.suites.classify import Patterns, classify
-    from bot.suites.command import execute
+    from bot.suites.command import bad_start, execute
 
     csv_path = os.path.join(workdir, "harness.csv")
     if os.path.exists(csv_path):
@@ -133,38 +132,33 @@ def run_harness(spec: dict, settings, log_path: str, workdir: str, *, extra_env:
     # the harness enforces its own per-model timeout; ours is the backstop
     s = copy(settings)
     s.timeout = settings.timeout + 60
-    ran = execute(argv, env_extra=env, cwd=spec["pytorch"], timeout=s.timeout, log_path=log_path,
+    ran = execute(argv, env_extra=env, cwd=spec.pytorch, timeout=s.timeout, log_path=log_path,
                   launcher_dir=launcher_dir)
-    patterns = Patterns.from_dict(spec.get("patterns"))
+    patterns = Patterns.from_dict(spec.patterns)
     output = without_progress_bars(ran.output)
     rec = None
     if os.path.exists(csv_path):
         try:
-            rows = [r for r in read_csv(csv_path) if r.get("name") == spec["model"]]
+            recs = [r for r in read_csv(csv_path) if r.get("name") == spec.model]
         except Exception:  # noqa: BLE001 - a half-written CSV: judge the process instead
-            rows = []
-        rec = rows[-1] if rows else None
+            recs = []
+        rec = recs[-1] if recs else None
     if ran.error:
-        row = {"status": "eager_fail_to_run", "failure_class": "setup_error", "accuracy": None,
-               "error": {"type": "BadCommand", "message": ran.error, "traceback": "", "frames": []}}
+        row = bad_start(ran.error)
     elif rec is None and ran.returncode == 0 and not ran.timed_out:
-        row = {"status": "pass_due_to_skip", "failure_class": None, "error": None, "accuracy": None,
-               "skipped": "the harness exited 0 without a result row for this model"}
+        row = CheckRow(status="pass_due_to_skip", skipped="the harness exited 0 without a result row for this model")
     else:
         row = classify(returncode=ran.returncode, output=output, timed_out=ran.timed_out, timeout=s.timeout,
                        status_word=rec["accuracy"] if rec else None, patterns=patterns,
                        compiled_graphs=ran.hook["frames"], what="the harness")
     if rec:
-        row.update(batch_size=_int(rec.get("batch_size")), compile_s=rec.get("compilation_latency") or None,
-                   stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)})
-    if row.get("failure_class") == "accuracy":
+        row.batch_size, row.compile_s = _int(rec.get("batch_size")), rec.get("compilation_latency") or None
+        row.stats = {c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)}
+    if row.failure_class == "accuracy":
         _accuracy_from_output(row, output)
-    row["harness"] = harness_facts(spec, ran.hook.get("isa"))
-    row["reproduce"] = reproduce_command(spec, settings, row.get("batch_size") or spec.get("batch_size"))
-    row["compiled_graphs"] = ran.hook["graphs"]
-    row["compile_frames"] = ran.hook["frames"]
-    row["duration_s"] = ran.seconds
-    row["_launchers"] = ran.hook["launchers"]
+    row.harness = harness_facts(spec, ran.hook.get("isa"))
+    row.reproduce = reproduce_command(spec, settings, row.batch_size or spec.batch_size)
+    ran.note_in(row)
     return row
 
 
@@ -172,7 +166,7 @@ def csv_models(path: str | None):
     from bot.rundir import read_csv
     if not path:
         raise UsageError("--suite csv needs --csv FILE (a harness accuracy CSV)")
-    return [Model(r["name"], {"source": "csv", "model": r["name"], "record": r}) for r in read_csv(path)]
+    return [Model(r["name"], Spec(source="csv", model=r["name"], record=r)) for r in read_csv(path)]
 
 
 PROGRESS = re.compile(r"\d+%\|[^|\n]*\||^\s*\d+/\d+ \[[\d:<,.\w\s/?]*\]\s*$|[█▏▎▍▌▋▊▉]{3,}")
@@ -211,7 +205,7 @@ def _int(value) -> int | None:
         return None
 
 
-def _accuracy_from_output(row: dict, output: str) -> None:
+def _accuracy_from_output(row: CheckRow, output: str) -> None:
     """The numbers the harness's accuracy check printed (torch._dynamo.utils.same: RMSE of the
     compiled and the eager result against fp64, the tolerance; the output key that failed) as the
     row's accuracy figures, and an error message that says what failed instead of the status word."""
@@ -219,20 +213,19 @@ def _accuracy_from_output(row: dict, output: str) -> None:
     key = FAILED_KEY.findall(output)
     if found:
         res, ref, tol = found[-1]
-        row["accuracy"] = {"rmse_res": _float(res), "rmse_ref": _float(ref), "tolerance": _float(tol)}
-    err = row.get("error") or {}
-    if err.get("type") in (row.get("status"), "ExitCode") or err.get("message") == row.get("status"):
+        row.accuracy = Accuracy(rmse_res=_float(res), rmse_ref=_float(ref), tolerance=_float(tol))
+    err = row.error or CheckError()
+    if err.type in (row.status, "ExitCode") or err.message == row.status:
         what = f"output {key[-1]!r}" if key else "an output"
-        acc = row.get("accuracy") or {}
-        numbers = (f": RMSE compiled vs fp64 {acc['rmse_res']:.5g}, eager vs fp64 {acc['rmse_ref']:.5g}, "
-                   f"tolerance {acc['tolerance']:g}" if None not in (acc.get("rmse_res"), acc.get("rmse_ref"),
-                                                                     acc.get("tolerance")) else "")
-        err.update(type="AccuracyCheck", message=f"the harness's accuracy check failed for {what}{numbers}",
-                   output_key=key[-1] if key else None)
-        row["error"] = err
+        acc = row.accuracy or Accuracy()
+        numbers = (f": RMSE compiled vs fp64 {acc.rmse_res:.5g}, eager vs fp64 {acc.rmse_ref:.5g}, "
+                   f"tolerance {acc.tolerance:g}" if None not in (acc.rmse_res, acc.rmse_ref, acc.tolerance) else "")
+        err.type, err.output_key = "AccuracyCheck", key[-1] if key else None
+        err.message = f"the harness's accuracy check failed for {what}{numbers}"
+        row.error = err
 
 
-def harness_facts(spec: dict, isa: str | None = None) -> dict:
+def harness_facts(spec: Spec, isa: str | None = None) -> HarnessFacts:
     """What an issue needs to name the harness run: the suite's script, the checkout's git commit
     (when it is a git checkout), the model libraries' versions, the CPU's vector ISA."""
     from importlib import metadata
@@ -246,13 +239,13 @@ def harness_facts(spec: dict, isa: str | None = None) -> dict:
             return None
 
     revision = None
-    if os.path.exists(os.path.join(spec["pytorch"], ".git")):
-        res = proc.run(["git", "-C", spec["pytorch"], "rev-parse", "HEAD"], timeout=30, capture=200)
+    if os.path.exists(os.path.join(spec.pytorch, ".git")):
+        res = proc.run(["git", "-C", spec.pytorch, "rev-parse", "HEAD"], timeout=30, capture=200)
         out = (res.output or "").strip()
         revision = out if not res.error and res.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", out) else None
-    return {"suite": spec["suite"], "script": f"benchmarks/dynamo/{spec['suite']}.py", "revision": revision,
-            "transformers": version("transformers"), "timm": version("timm"),
-            "torchbench": version("torchbenchmark"), "cpu_isa": isa}
+    return HarnessFacts(suite=spec.suite, script=f"benchmarks/dynamo/{spec.suite}.py", revision=revision,
+                        transformers=version("transformers"), timm=version("timm"),
+                        torchbench=version("torchbenchmark"), cpu_isa=isa)
 
 
 def _literal(value) -> str:
@@ -264,18 +257,18 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def reproduce_command(spec: dict, settings, batch_size: int | None) -> str:
+def reproduce_command(spec: Spec, settings, batch_size: int | None) -> str:
     """The plain harness command for this check, run from the checkout's root, as a compiler
     engineer would type it (the batch size the harness used; the check's --config overrides set
     before the harness starts, when there are any)."""
     import shlex
 
-    argv = ["python", f"benchmarks/dynamo/{spec['suite']}.py", "--accuracy", f"--{settings.mode}",
+    argv = ["python", f"benchmarks/dynamo/{spec.suite}.py", "--accuracy", f"--{settings.mode}",
             f"--{settings.dtype}", "--devices", settings.device]
     argv += ["--inductor"] if settings.backend == "inductor" else [f"--backend={settings.backend}"]
     if settings.dynamic:
         argv.append("--dynamic-shapes")
-    argv += ["--only", spec["model"]]
+    argv += ["--only", spec.model]
     if batch_size:
         argv += ["--batch-size", str(int(batch_size))]
     config = dict(settings.config or {})
@@ -299,7 +292,7 @@ def _batch(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1_000_000 else None
 
 
-def plain_harness_lines(check: dict, spec: dict, model: str | None) -> list[str]:
+def plain_harness_lines(check: CheckRow, spec: Spec, model: str | None) -> list[str]:
     """The plain harness command, as a compiler engineer types it from the checkout's root, rebuilt
     from fields that pass strict patterns (the run directory may come from a pull request's job):
     the suite's script, the model, the check's settings, the batch size the harness used."""
@@ -308,24 +301,24 @@ def plain_harness_lines(check: dict, spec: dict, model: str | None) -> list[str]
     from bot import slash
     from bot.slash import safe
 
-    suite = spec.get("suite")
+    suite = spec.suite
     if suite not in SUITES or model is None:
         return []
-    config = check.get("config") if isinstance(check.get("config"), dict) else {}
+    config = check.config if isinstance(check.config, dict) else {}
     if not all(isinstance(k, str) and slash.CONFIG_KEY_RE.fullmatch(k) and isinstance(v, (str, int, float, bool))
                and slash.CONFIG_VALUE_RE.fullmatch(str(v).lower() if isinstance(v, bool) else str(v))
                for k, v in config.items()):
         return []
     settings = SimpleNamespace(
-        mode=check.get("mode") if check.get("mode") in slash.MODES else "inference",
-        dtype=check.get("dtype") if check.get("dtype") in slash.DTYPES else "float32",
-        device=safe(check.get("device"), slash.DEVICE_RE, "cpu"),
-        backend=safe(check.get("backend"), slash.BACKEND_RE, "inductor"),
-        dynamic=check.get("dynamic") is True, config=config)
-    harness = check.get("harness") if isinstance(check.get("harness"), dict) else {}
-    revision = safe(harness.get("revision"), slash.REVISION_RE, None)
-    cmd = reproduce_command({"suite": suite, "model": model}, settings,
-                          _batch(check.get("batch_size")) or _batch(spec.get("batch_size")))
+        mode=check.mode if check.mode in slash.MODES else "inference",
+        dtype=check.dtype if check.dtype in slash.DTYPES else "float32",
+        device=safe(check.device, slash.DEVICE_RE, "cpu"),
+        backend=safe(check.backend, slash.BACKEND_RE, "inductor"),
+        dynamic=check.dynamic is True, config=config)
+    harness = check.harness if isinstance(check.harness, HarnessFacts) else HarnessFacts()
+    revision = safe(harness.revision, slash.REVISION_RE, None)
+    cmd = reproduce_command(Spec(suite=suite, model=model), settings,
+                            _batch(check.batch_size) or _batch(spec.batch_size))
     return [f"cd PYTORCH_CHECKOUT    # a pytorch checkout{' at ' + revision if revision else ''}",
             f"{cmd}    # the plain harness run", "# minify-bot's own check of it:"]
 
@@ -343,8 +336,8 @@ class Harness(Source):
         return harness_models(req.pytorch, req.suite or "torchbench", batch_size=req.batch_size,
                               patterns=req.patterns, device=req.device)
 
-    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
-            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
+    def run(self, spec: Spec, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> CheckRow:
         import shutil
         import tempfile
         from copy import copy
@@ -358,15 +351,15 @@ class Harness(Source):
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    def describe(self, spec: dict) -> str:
-        return f"harness {spec.get('suite')} {spec.get('model')}"
+    def describe(self, spec: Spec) -> str:
+        return f"harness {spec.suite} {spec.model}"
 
-    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
-        suite = spec.get("suite") if spec.get("suite") in SUITES else "SUITE"
+    def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
+        suite = spec.suite if spec.suite in SUITES else "SUITE"
         out = Reproduce(plain_harness_lines(check, spec, models[-1] if models else None),
                         ["--suite", "harness", "--pytorch", "PYTORCH_CHECKOUT", "--harness-suite", suite, *models])
-        if _batch(spec.get("batch_size")):
-            out.args += ["--batch-size", str(spec["batch_size"])]
+        if _batch(spec.batch_size):
+            out.args += ["--batch-size", str(spec.batch_size)]
         return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bot.errors import UsageError
+from bot.records import Spec
 from bot.suites.source import Library, Model
 
 EXTRA_HINT = "pip install 'minify-action[models]'"
@@ -118,7 +119,7 @@ def build_model(name: str, batch_size: int | None = None, **overrides) -> tuple[
 
 def models():
 
-    return [Model(n, {"source": "huggingface", "model": n}, d, DEFAULT_BATCH)
+    return [Model(n, Spec(source="huggingface", model=n), d, DEFAULT_BATCH)
             for n, (_, _, _, _, _, d) in MODELS.items()]
 
 

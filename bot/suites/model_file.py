@@ -10,6 +10,7 @@ import re
 import sys
 
 from bot.errors import UsageError
+from bot.records import CheckRow, Spec
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.suites.yaml_entries import load_entries
 
@@ -25,18 +26,18 @@ class ModelFile(Source):
             raise UsageError("--suite yaml needs --model-file FILE")
         return yaml_models(req.file)
 
-    def build(self, spec: dict, batch_size: int | None):
-        base = os.path.dirname(spec["file"])
+    def build(self, spec: Spec, batch_size: int | None):
+        base = os.path.dirname(spec.file)
         if base not in sys.path:
             sys.path.insert(0, base)
-        modname, fn = spec["factory"].split(":")
+        modname, fn = spec.factory.split(":")
         factory = getattr(importlib.import_module(modname), fn)
-        bs = batch_size or spec.get("batch_size")
-        model, inputs = _unpack(_call_factory(factory, bs), spec["factory"])
+        bs = batch_size or spec.batch_size
+        model, inputs = _unpack(_call_factory(factory, bs), spec.factory)
         return model, inputs, bs or _guess_batch(inputs)
 
-    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
-        path = spec.get("file")
+    def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
+        path = spec.file
         safe = isinstance(path, str) and _SAFE_PATH.fullmatch(path) and ".." not in path
         name = path.rsplit("/", 1)[-1] if safe else "MODELS.yaml"
         return Reproduce(args=["--suite", "yaml", "--model-file", name, *models])
@@ -70,9 +71,8 @@ def yaml_models(path: str) -> list[Model]:
             raise UsageError(f"{where}: 'skip' must be true/false or a reason")
         skip_reason = (skip if isinstance(skip, str) else "skipped in the model file") if skip else None
         options = {k: entry[k] for k in ("tolerance", "training_tolerance", "cosine") if k in entry}
-        spec = {"source": "yaml", "file": os.path.abspath(path), "model": name, "factory": factory, "options": options}
-        if bs is not None:
-            spec["batch_size"] = bs
+        spec = Spec(source="yaml", file=os.path.abspath(path), model=name, factory=factory, options=options,
+                    batch_size=bs)
         out.append(Model(name, spec, entry.get("description", ""), bs, skip_reason, options))
     return out
 

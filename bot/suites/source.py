@@ -2,7 +2,8 @@
 
 A source is one module in bot/suites/ with one object implementing :class:`Source`, named in the
 registry (``bot.suites.REGISTRY``, one line). Nothing else in the project compares a source's
-name: it asks the source (``bot.suites.source_of(spec)``).
+name: it asks the source (``bot.suites.source_of(spec)``). A check's spec is a
+:class:`bot.records.Spec` and its row a :class:`bot.records.CheckRow`.
 
 - the sweep: its models (:meth:`Source.models`), whether a check runs in a forked process that
   builds the model (:meth:`Source.build`) or as a program of its own (``program``, :meth:`Source.run`),
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bot.errors import UsageError
+from bot.records import CheckRow, Spec
 
 
 @dataclass
@@ -27,7 +29,7 @@ class Model:
     """A model a source offers, before it is built."""
 
     name: str
-    spec: dict
+    spec: Spec
     description: str = ""
     batch_size: int | None = None
     skip: str | None = None  # reason, when the source says not to check it
@@ -71,23 +73,23 @@ class Source:
     def models(self, req: ListRequest) -> list[Model]:
         raise NotImplementedError
 
-    def build(self, spec: dict, batch_size: int | None) -> tuple[Any, tuple, int | None]:
+    def build(self, spec: Spec, batch_size: int | None) -> tuple[Any, tuple, int | None]:
         """(model, example inputs, batch size), in the check's own process."""
         raise UsageError(f"models from source {self.name!r} are not built in-process")
 
-    def run(self, spec: dict, settings, log_path: str, *, extra_env: dict | None = None,
-            force_backend: str | None = None, launcher_dir: str | None = None) -> dict:
-        """One run of a program's check: the fields of its results.json row."""
+    def run(self, spec: Spec, settings, log_path: str, *, extra_env: dict | None = None,
+            force_backend: str | None = None, launcher_dir: str | None = None) -> CheckRow:
+        """One run of a program's check: its row, with the fields of its result."""
         raise UsageError(f"checks of source {self.name!r} are not programs")
 
-    def describe(self, spec: dict) -> str:
-        return f"{self.name} {spec.get('model')}"
+    def describe(self, spec: Spec) -> str:
+        return f"{self.name} {spec.model}"
 
-    def workdir(self, spec: dict) -> str | None:
+    def workdir(self, spec: Spec) -> str | None:
         """Where the program runs (its own files may appear there), when the source knows."""
         return None
 
-    def reproduce(self, check: dict, spec: dict, models: list[str], trusted_commands=()) -> Reproduce:
+    def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
         """The source's part of "Reproduce locally"; ``models``: ``["--models", NAME]`` when the
         check's model name passed its pattern, else []."""
         return Reproduce(args=list(models))
@@ -109,5 +111,5 @@ class Library(Source):
         self._module().require()
         return self._module().models()
 
-    def build(self, spec: dict, batch_size: int | None):
-        return self._module().build_model(spec["model"], batch_size)
+    def build(self, spec: Spec, batch_size: int | None):
+        return self._module().build_model(spec.model, batch_size)

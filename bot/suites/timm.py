@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.errors import UsageError
+from bot.records import Spec
 from bot.suites.source import Library, Model
 
 EXTRA_HINT = "pip install 'minify-action[timm]'"
@@ -87,7 +88,7 @@ def build_model(name: str, batch_size: int | None = None) -> tuple[Any, tuple, i
 
 def models():
 
-    return [Model(n, {"source": "timm", "model": n}, d, DEFAULT_BATCH) for n, (_, _, _, d) in MODELS.items()]
+    return [Model(n, Spec(source="timm", model=n), d, DEFAULT_BATCH) for n, (_, _, _, d) in MODELS.items()]
 
 
 

@@ -7,6 +7,8 @@ import copy
 import json
 from pathlib import Path
 
+from bot.records import CheckRow
+
 REPRO = '''import torch
 from torch import tensor, device
 import torch.fx as fx
@@ -35,6 +37,11 @@ def check_row(model="mlp_relu", status="fail_accuracy", failure_class="accuracy"
         "batch_size": 4, "duration_s": 1.9, "baseline": baseline if failure_class else None,
         "log": f"checks/{cid}.log",
     }
+
+
+def row_of(check: dict) -> CheckRow:
+    """A check row written as its results.json JSON, as the product reads it."""
+    return CheckRow.from_json(check)
 
 
 def failure_record(check: dict, *, graph=None, flaky=False, error=None, torch="2.13.0+cpu", nodes_after=None,
