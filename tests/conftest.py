@@ -99,6 +99,20 @@ def _own_module_fixtures(item) -> set:
             and getattr(defs[-1].func, "__module__", None) == item.module.__name__}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_intra_op_thread_in_the_test_process():
+    """Graphs that tests run in this process run with one intra-op thread, as a minify worker runs
+    its in-process queries. The check and minify stages fork their children from the process that
+    calls them, and a process that has started an OpenMP thread pool cannot fork safely: a child
+    that enters a parallel region waits forever for pool threads it does not have. A pytest worker
+    runs many tests in one process, so none of them may start that pool. Processes the tests start
+    with a command line are not affected."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_compiles_nothing(request, tmp_path_factory, monkeypatch):
     if request.node.get_closest_marker("slow"):
