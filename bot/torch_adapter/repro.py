@@ -31,7 +31,6 @@ MIN_TORCH = (2, 5)
 CONFIG_LINE = tconfig.CONFIG_LINE   # a config line of a repro file (the one table: bot.torch_adapter.config)
 ENV_LINE = re.compile(r"^os\.environ\[(['\"])([^'\"]+)\1\] = .*$")
 SAVE_DIR_ARG = re.compile(r"save_dir=(None|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
-RUN_REPRO_CALL = re.compile(r"run_repro\(mod, load_args, (.*)\)")
 STORAGE_LINE = re.compile(r"reader\.storage\((['\"])([0-9a-f]+)\1")
 
 # Keys the minify stage itself sets for capture (caches off); never part of a bug's config.
@@ -122,7 +121,7 @@ def parse_repro_file(path: str) -> ReproFile:
     except OSError as exc:
         raise UsageError(f"cannot read repro file {path}: {exc.strerror or exc}") from exc
     try:
-        ast.parse(source)
+        tree = ast.parse(source)
     except SyntaxError as exc:
         raise UsageError(f"{path} is not valid Python (line {exc.lineno}): corrupt or truncated repro file") from exc
     if "def load_args(reader)" not in source or "class Repro(" not in source or "run_repro(" not in source:
@@ -130,21 +129,11 @@ def parse_repro_file(path: str) -> ReproFile:
             f"{path} is not a torch repro/minifier launcher (no Repro module, load_args or run_repro call)"
         )
     kind = "dynamo" if "torch._dynamo.repro.after_dynamo" in source else "aot"
-    call = RUN_REPRO_CALL.search(source)
-    kwargs_text = call.group(1) if call else ""
-    accuracy = ""
-    m = re.search(r"accuracy=(True|False|'[a-z_]*'|\"[a-z_]*\")", kwargs_text)
-    if m:
-        val = ast.literal_eval(m.group(1))
-        accuracy = "accuracy" if val is True else ("" if val is False else val)
-    backend = None
-    m = re.search(r"backend=('[^']*'|\"[^\"]*\"|None)", kwargs_text)
-    if m:
-        backend = ast.literal_eval(m.group(1))
-    save_dir = None
-    m = SAVE_DIR_ARG.search(kwargs_text)
-    if m and m.group(1) != "None":
-        save_dir = ast.literal_eval(m.group(1))
+    args = run_repro_arguments(tree)
+    val = args.get("accuracy")
+    accuracy = "accuracy" if val is True else (val if val in ("accuracy", "strict_accuracy") else "")
+    backend = args.get("backend") if isinstance(args.get("backend"), str) else None
+    save_dir = args.get("save_dir") if isinstance(args.get("save_dir"), str) else None
     here = os.path.dirname(os.path.abspath(path))
     if save_dir is not None and not os.path.isdir(save_dir):
         # moved or relative: look next to the file
@@ -167,12 +156,28 @@ def parse_repro_file(path: str) -> ReproFile:
         except (ValueError, SyntaxError):
             config[key] = _Unparsed(text)
     storages = [m.group(2) for m in STORAGE_LINE.finditer(source)]
-    m = re.search(r"tracing_mode=('[a-z]*'|\"[a-z]*\")", kwargs_text)
-    tracing_mode = ast.literal_eval(m.group(1)) if m else "real"
+    tracing_mode = args.get("tracing_mode")
     if tracing_mode not in ("real", "fake", "symbolic"):
         tracing_mode = "real"
     return ReproFile(os.path.abspath(path), source, kind, accuracy, save_dir, config, backend, storages,
                      tracing_mode)
+
+
+def run_repro_arguments(tree: ast.AST) -> dict[str, Any]:
+    """The literal keyword arguments of a launcher's ``run_repro(...)`` call (its last one), read
+    from the syntax tree: torch writes the call on one line (after_aot) or across several
+    (after_dynamo). An argument that is not a literal is left out."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == "run_repro"]
+    out: dict[str, Any] = {}
+    for kw in (max(calls, key=lambda c: c.lineno).keywords if calls else []):
+        if kw.arg is None:
+            continue
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except (ValueError, SyntaxError, TypeError):
+            continue
+    return out
 
 
 class _Unparsed(str):
