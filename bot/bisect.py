@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bot.builds import Build, BuildCache, Info
+from bot.records import BuildBoundary, BuildsFound, BuildVerdict
 
 BAD, GOOD, SKIP = "bad", "good", "skip"
 COMPARE_URL = "https://github.com/pytorch/pytorch/compare/{a}...{b}"
@@ -39,10 +40,9 @@ class Verdict:
     failed_same_way: int = 0
     seconds: float = 0.0
 
-    def to_json(self) -> dict:
-        return {"name": self.build.name, "verdict": self.verdict, "reason": self.reason[:300], "torch": self.torch,
-                "git": self.git, "runs": self.runs, "failed_same_way": self.failed_same_way,
-                "seconds": round(self.seconds, 2)}
+    def record(self) -> BuildVerdict:
+        return BuildVerdict(self.build.name, self.verdict, self.reason[:300], self.torch, self.git, self.runs,
+                            self.failed_same_way, round(self.seconds, 2))
 
 
 @dataclass
@@ -58,10 +58,9 @@ class Boundary:
             return None
         return {"from": a, "to": b, "url": COMPARE_URL.format(a=a, b=b), "log": f"git log {a}..{b}"}
 
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "before": self.before.build.name, "after": self.after.build.name,
-                "before_torch": self.before.torch, "after_torch": self.after.torch,
-                "skipped_between": self.skipped_between, "commits": self.commits()}
+    def record(self) -> BuildBoundary:
+        return BuildBoundary(self.kind, self.before.build.name, self.after.build.name, self.before.torch,
+                             self.after.torch, self.skipped_between, self.commits())
 
     def words(self) -> str:
         what = {"introduced": ("last good", "first bad"), "fixed": ("last bad", "first good")}[self.kind]
@@ -105,15 +104,13 @@ class Answer:
                     out.append(b.name)
         return out
 
-    def to_json(self) -> dict:
-        rows = []
-        for i, b in enumerate(self.builds):
-            v = self.verdicts.get(i)
-            rows.append(v.to_json() if v else {"name": b.name, "verdict": "untested"})
-        return {"builds": rows, "present_in": self.present_in(), "absent_in": self.absent_in(),
-                "skipped": self.names(SKIP), "boundaries": [b.to_json() for b in self.boundaries],
-                "runs": self.runs, "runs_per_verdict": self.runs_per_verdict, "need": self.need,
-                "bound_per_side": bound(len(self.builds))}
+    def record(self) -> BuildsFound:
+        """What failure.json keeps of the answer ("builds")."""
+        rows = [self.verdicts[i].record() if i in self.verdicts else BuildVerdict(b.name, "untested")
+                for i, b in enumerate(self.builds)]
+        return BuildsFound(rows, self.present_in(), self.absent_in(), self.names(SKIP),
+                           [b.record() for b in self.boundaries], self.runs, self.runs_per_verdict, self.need,
+                           bound(len(self.builds)))
 
 
 def bound(n: int) -> int:

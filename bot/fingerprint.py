@@ -35,7 +35,8 @@ import re
 from typing import Any
 
 from bot import signature as sg
-from bot.records import CheckError, CheckRow
+from bot.failure import FailureRecord, signature_of
+from bot.records import CheckError, CheckRow, GraphOp
 from bot.signature import Signature
 
 VERSION = "v2"
@@ -116,10 +117,10 @@ def top_frames(traceback: str | None, n: int = TOP_FRAMES, *, generated: bool = 
     return out
 
 
-def canonical_op(node: dict) -> str:
-    op = str(node.get("op", "?"))
-    dtypes = node.get("dtypes") or []
-    ranks = node.get("ranks") or []
+def canonical_op(node: GraphOp) -> str:
+    op = str(node.op or "?")
+    dtypes = node.dtypes or []
+    ranks = node.ranks or []
     args = [f"{d}[r{r}]" for d, r in zip(dtypes, ranks)] if len(dtypes) == len(ranks) else \
         [str(d) for d in dtypes] + [f"r{r}" for r in ranks]
     return f"{op}({','.join(args)})"
@@ -135,16 +136,14 @@ def model_tuple(check: CheckRow) -> dict:
     }
 
 
-def _error(check: CheckRow, failure: dict) -> CheckError:
-    """The failure's error: its failure record's (the same shape), else its check row's."""
-    error = failure.get("error")
-    return CheckError.from_json(error) if error else (check.error or CheckError())
+def _error(check: CheckRow, failure: FailureRecord | None) -> CheckError:
+    """The failure's error: its failure record's, else its check row's."""
+    return (failure.error if failure else None) or check.error or CheckError()
 
 
-def compute(check: CheckRow, failure: dict | None = None) -> Fingerprint:
+def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprint:
     """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
-    failure = failure or {}
-    sig = sg.of_record(check, failure)
+    sig = signature_of(check, failure)
     parts: dict = {"class": sig.failure_class, "stage": sig.stage, "device": sig.device, "dtype": sig.dtype}
     mt = model_tuple(check)
     culprit = sig.culprit
@@ -180,16 +179,15 @@ def compute(check: CheckRow, failure: dict | None = None) -> Fingerprint:
     )
 
 
-def compute_v1(check: CheckRow, failure: dict | None = None) -> Fingerprint:
+def compute_v1(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprint:
     """The v1 fingerprint (op sequence with ranks; first message line): kept only to find issues
     filed under v1. Do not use it to group failures."""
-    failure = failure or {}
-    cls = failure.get("class") or check.failure_class or "unknown"
-    stage = failure.get("stage") or "unlocalized"
+    cls = (failure.failure_class if failure else None) or check.failure_class or "unknown"
+    stage = (failure.stage if failure else None) or "unlocalized"
     dtype = check.dtype
     dev = device_type(check.device)
-    repro = failure.get("repro") or {}
-    graph = repro.get("graph") if repro.get("status") in ("minimized", "partial") else None
+    repro = failure.repro if failure else None
+    graph = repro.graph if repro is not None and repro.status in ("minimized", "partial") else None
     error = _error(check, failure)
     parts: dict = {"class": cls, "stage": stage, "device": dev, "dtype": dtype}
     mt = model_tuple(check)
@@ -206,7 +204,7 @@ def compute_v1(check: CheckRow, failure: dict | None = None) -> Fingerprint:
         parts["model"] = mt
     alternatives = []
     if graph:
-        ops = sorted(str(n.get("op", "?")) for n in graph)
+        ops = sorted(str(n.op or "?") for n in graph)
         alternatives.append(f"{LEGACY_VERSION}-ops:" + _h({"class": cls, "device": dev, "ops": ops}))
     alternatives.append(f"{LEGACY_VERSION}-model:" + _h({"class": cls, "model": mt}))
     return Fingerprint(

@@ -30,6 +30,7 @@ import zlib
 from bot import fingerprint as fp
 from bot import rundir
 from bot import signature as sg
+from bot.failure import FailureRecord, signature_of
 from bot.records import CheckRow, ConfigDiff, KnownRecord
 
 MAX_REPRO_CHARS = 200_000  # a repro larger than this is not kept in the issue state
@@ -72,44 +73,45 @@ def unpack(packed: str) -> str | None:
         return None
 
 
-def block_of(failure: dict | None, repro_text: str | None) -> dict | None:
+def block_of(failure: FailureRecord | None, repro_text: str | None) -> dict | None:
     """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
     reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), or
     it is too large for the marker. Only a run of trusted code may record one (the report never
     calls this for a pull-request run: bot/report/state.py's ``merge_state``)."""
-    failure = failure or {}
-    repro = failure.get("repro") or {}
-    ver = repro.get("verification") or {}
-    sig = sg.Signature.from_json(failure.get("signature"))
-    if (repro.get("reused") or not sg.repro_verified(failure) or sig is None or not sig.verified
-            or not ver.get("random_inputs_reproduce") or not repro_text or len(repro_text) > MAX_REPRO_CHARS):
+    if failure is None:
+        return None
+    repro, sig = failure.repro, failure.signature
+    if (repro.reused or not failure.repro_verified or sig is None or not sig.verified
+            or not repro.verification.random_inputs_reproduce or not repro_text
+            or len(repro_text) > MAX_REPRO_CHARS):
         return None
     packed = pack(repro_text)
     if len(packed) > MAX_PACKED:
         return None
-    seconds = (repro.get("timings") or {}).get("total")
+    seconds = repro.timings.get("total")
+    record = failure.known().to_json()
     return {
         "z": packed, "sha": hashlib.sha256(repro_text.encode()).hexdigest()[:16],
         "signature": sig.to_json(),
-        "record": {"class": failure.get("class"), "stage": failure.get("stage"),
-                   "culprit": failure.get("culprit"), "config": failure.get("config"),
-                   "status": repro.get("status"), "nodes_before": repro.get("nodes_before"),
-                   "nodes_after": repro.get("nodes_after"), "capture": repro.get("capture")},
+        "record": {k: record[k] for k in KNOWN_BLOCK_RECORD},
         "minify_seconds": round(float(seconds), 2) if isinstance(seconds, (int, float)) else None,
-        "torch": _version_of(failure),
-        "check_config": _check_config(failure.get("check")),
+        "torch": _torch_word(failure.torch),
+        "check_config": _check_config(failure.check.config),
     }
 
 
-def _version_of(failure: dict) -> str | None:
+# the failure's fields an issue's known block keeps (its build and the check's settings are the
+# block's own "torch" and "check_config")
+KNOWN_BLOCK_RECORD = ("class", "stage", "culprit", "config", "status", "nodes_before", "nodes_after", "capture")
+
+
+def _torch_word(version) -> str | None:
     from bot.builds import version_word
 
-    return version_word((failure.get("versions") or {}).get("torch") if isinstance(failure.get("versions"), dict)
-                        else None)
+    return version_word(version)
 
 
-def _check_config(check) -> dict:
-    config = check.get("config") if isinstance(check, dict) else None
+def _check_config(config: dict | None) -> dict:
     return {str(k)[:200]: _config_value(v) for k, v in (config or {}).items()} if isinstance(config, dict) else {}
 
 
@@ -291,7 +293,7 @@ def match(entries: list[KnownRepro], row: CheckRow) -> KnownRepro | None:
         if key not in e.checks or not config_allows(e, row):
             continue
         stored = sg.Signature.from_json(e.signature)
-        if stored is not None and sg.of_record(row).admits(stored):
+        if stored is not None and signature_of(row).admits(stored):
             return e
     return None
 
@@ -311,18 +313,18 @@ class Savings:
                 f"instead of minified again; about {self.saved_seconds:.0f} s of minify saved).")
 
 
-def savings(failures: list[dict | None]) -> Savings:
+def savings(failures: list[FailureRecord | None]) -> Savings:
     """How many failure records reused a known repro, and the time that saved."""
     def num(v) -> float:
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9 else 0.0
 
     s = Savings()
     for f in failures:
-        reused = ((f or {}).get("repro") or {}).get("reused") if isinstance(f, dict) else None
-        if isinstance(reused, dict):
+        reused = f.repro.reused if f is not None else None
+        if reused is not None:
             s.reused += 1
-            s.verify_seconds += num(reused.get("verify_seconds"))
-            s.saved_seconds += num(reused.get("saved_seconds"))
+            s.verify_seconds += num(reused.verify_seconds)
+            s.saved_seconds += num(reused.saved_seconds)
     s.verify_seconds = round(s.verify_seconds, 2)
     s.saved_seconds = round(s.saved_seconds, 2)
     return s

@@ -40,8 +40,13 @@ def opt(default: Any = None, *, flag: str | None = None, off: str | None = None,
     return field(default=None, metadata=meta)
 
 
+@dataclass
 class _Options:
+    """What every stage takes (its run directory, the first option), and how options travel."""
+
     STAGE = ""
+
+    out: str | None = opt("minify-out")
 
     @classmethod
     def default_of(cls, name: str) -> Any:
@@ -112,7 +117,6 @@ class CheckOptions(_Options):
 
     STAGE = "check"
 
-    out: str | None = opt("minify-out")
     models: list[str] = opt(kind=CSV)
     suite: str | None = opt()
     list: bool | None = opt(False)
@@ -134,10 +138,10 @@ class CheckOptions(_Options):
     timeout: float | None = opt(600.0)
     memory_limit_mb: int | None = opt()
     shard: str | None = opt()
-    baseline: str | None = opt()
     config: list[str] = opt(kind=APPEND)
     matrix: list[str] = opt(kind=APPEND)
-    fail_on: str | None = opt("any")
+    baseline: str | None = opt()
+    fail_on: str | None = opt("any")       # any, new (against the baseline) or never
     reruns: int | None = opt(1)
     retry: list[str] = opt(kind=APPEND)
 
@@ -148,7 +152,6 @@ class MinifyOptions(_Options):
 
     STAGE = "minify"
 
-    out: str | None = opt("minify-out")
     launcher: str | None = opt()
     repro: str | None = opt()
     only: str | None = opt()
@@ -172,18 +175,17 @@ class ReportStageOptions(_Options):
 
     STAGE = "report"
 
-    out: str | None = opt("minify-out")
     tracker: str | None = opt("local")
     issues_dir: str | None = opt()
     repo: str | None = opt()
     token: str | None = opt()
     api_url: str | None = opt()
     bot_login: str | None = opt()
-    label: str | None = opt("minify-bot")
-    max_new: int | None = opt(10)
-    close_after: int | None = opt(2)
+    label: str | None = opt("minify-bot")  # what a new issue gets: label, assignees, body templates
     assignees: list[str] = opt(kind=NARGS)
     templates: str | None = opt()
+    max_new: int | None = opt(10)
+    close_after: int | None = opt(2)
     dry_run: bool | None = opt(False)
     run_url: str | None = opt()
     artifact_url: str | None = opt()
@@ -200,7 +202,6 @@ class BisectOptions(_Options):
 
     STAGE = "bisect"
 
-    out: str | None = opt("minify-out")
     failure: list[str] = opt(kind=APPEND)
     build: list[str] = opt(kind=APPEND)
     builds_file: str | None = opt()

@@ -8,9 +8,10 @@ as that type. A field missing from the JSON takes its default; a key the record 
 dropped. Reading is for this machine's own files; what comes from an artifact is checked by
 :mod:`bot.rundir`'s bounded readers first.
 
-The failure record (``failures/<id>/failure.json``, its JSON Schema in bot/schemas/) is defined
-here: minify writes it, report, known-bug reuse and bisect read it. The minify stage's own records
-(the job, the worker's result and events) are in :mod:`bot.minify.records`.
+The failure record's parts are defined here (the record itself, ``failures/<id>/failure.json``, is
+:class:`bot.failure.FailureRecord`: its signature is a :class:`bot.signature.Signature`, which reads
+check rows). The minify stage's own records (the job, the worker's result and events) are in
+:mod:`bot.minify.records`.
 """
 
 from __future__ import annotations
@@ -93,7 +94,91 @@ class Record:
         return dataclasses.replace(self, **changes)
 
 
+class Event(Record):
+    """A record tagged with its kind, written as ``{"event": KIND, ...its fields}``: the minify
+    worker's ``@@`` lines (:mod:`bot.minify.records`) and the environment hook's state-file lines
+    (:mod:`bot.torch_adapter.hook`). A direct subclass of Event is a family of events; each of its
+    events is a subclass that names its kind and declares its fields, and is made a dataclass here::
+
+        class Compiling(HookEvent, kind="compile"):
+            graph: int
+
+    The family's :meth:`parse` reads any of its kinds back. ``STRICT`` (a family written by
+    untrusted code): a value of the wrong type is refused (:class:`RecordError`), not taken as it is."""
+
+    KIND: ClassVar[str] = ""
+    STRICT: ClassVar[bool] = False
+    _kinds: ClassVar[dict[str, type]]   # the family's events by kind
+
+    def __init_subclass__(cls, kind: str = "", **kwargs):
+        super().__init_subclass__(**kwargs)
+        if Event in cls.__bases__:
+            cls._kinds = {}
+            return
+        if kind:
+            if cls._kinds.setdefault(kind, cls) is not cls:
+                raise TypeError(f"{cls.__name__}: the event kind {kind!r} is taken")
+            cls.KIND = kind
+        dataclass(cls)
+
+    def to_json(self) -> dict:
+        return {"event": self.KIND, **super().to_json()}
+
+    @classmethod
+    def parse(cls, doc: Any) -> "Event | None":
+        """The typed event of ``doc`` (parsed JSON); None for a kind this family does not know or
+        a malformed event."""
+        kind = doc.get("event") if isinstance(doc, dict) else None
+        sub = cls._kinds.get(kind) if isinstance(kind, str) else None
+        if sub is None:
+            return None
+        try:
+            return sub.from_json(doc)
+        except ValueError:
+            return None
+
+    @classmethod
+    def from_json(cls, doc: Any):
+        if cls.STRICT and isinstance(doc, dict):
+            hints = cls.__dict__.get("_hint_cache") or typing.get_type_hints(cls)
+            cls._hint_cache = hints
+            for name, k, _ in cls._fields():
+                if k in doc and not Event._fits(doc[k], hints[name]):
+                    raise RecordError(f"{cls.__name__}: {k} is not {hints[name]}")
+        return super().from_json(doc)
+
+    @staticmethod
+    def _fits(value: Any, hint: Any) -> bool:
+        """Is ``value`` (parsed JSON) of the type ``hint`` (int, str, None, unions and lists of them)?"""
+        origin = typing.get_origin(hint)
+        if origin in (typing.Union, types.UnionType):
+            return any(Event._fits(value, h) for h in typing.get_args(hint))
+        if origin is list:
+            return isinstance(value, list) and all(Event._fits(v, typing.get_args(hint)[0]) for v in value)
+        if hint is int:
+            return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, hint)   # str, NoneType
+
+
 # --- the failure record (failures/<id>/failure.json) ----------------------------------------------
+
+
+@dataclass
+class GraphOp(Record):
+    """One call node of the minimized graph (bot.torch_adapter.minifier.graph_ops): its op, and
+    its inputs' dtypes and tensor ranks."""
+
+    op: str
+    dtypes: list[str | None] = field(default_factory=list)
+    ranks: list[int | None] = field(default_factory=list)
+
+
+@dataclass
+class StageVerdict(Record):
+    """localize: how the check fared with one debug backend (failure.json's ``ablation``)."""
+
+    backend: str | None
+    status: str | None
 
 
 @dataclass
@@ -154,7 +239,7 @@ class Repro(Record):
     nodes_after: int | None = None
     queries: int = 0
     seconds: float = 0.0
-    graph: list | None = None
+    graph: list[GraphOp] | None = None
     verification: Verification | None = None
     capture: Capture | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -173,45 +258,6 @@ class ConfigDiff(Record):
 
 
 @dataclass
-class FailureRecord(Record):
-    """failures/<id>/failure.json (schema ``minify-action/failure/v1``)."""
-
-    SCHEMA: ClassVar[str] = FAILURE_SCHEMA
-
-    id: str
-    check: dict = field(default_factory=dict)   # the check's results.json row
-    failure_class: str | None = field(default=None, metadata=key("class"))
-    stage: str | None = None
-    ablation: list | None = None
-    bisect: dict | None = None
-    culprit: Culprit | None = None
-    error: dict | None = None
-    accuracy: dict | None = None
-    repro: Repro = field(default_factory=Repro)
-    config: ConfigDiff = field(default_factory=ConfigDiff)
-    versions: dict = field(default_factory=dict)
-    flaky: bool = False
-    signature: dict | None = None   # set once verification proves the repro fails the same way
-    schema: str = FAILURE_SCHEMA
-    builds: dict | None = None      # `minify-bot bisect`'s answer over torch builds
-
-    def to_json(self) -> dict:
-        doc = super().to_json()
-        if doc.get("builds") is None:
-            doc.pop("builds")
-        return doc
-
-    @classmethod
-    def for_check(cls, row: dict) -> "FailureRecord":
-        """The record of a failing check before minify learned anything."""
-        acc = row.get("accuracy")
-        fclass = row.get("failure_class")
-        return cls(id=row["id"], check=row, failure_class=fclass, error=row.get("error"),
-                   accuracy=({k: acc.get(k) for k in ("tolerance", "rmse_res", "rmse_ref")}
-                             if fclass == "accuracy" and isinstance(acc, dict) else None))
-
-
-@dataclass
 class KnownRecord(Record):
     """The failure record fields an open issue's verified repro restores when minify reuses it
     (known.json's ``record``, from the issue's state block; bot/known.py)."""
@@ -226,12 +272,6 @@ class KnownRecord(Record):
     capture: Capture | None = None
     torch: str | None = None            # the version word of the build that minified it
     check_config: dict | None = None    # the check's own settings then
-
-    @classmethod
-    def of_failure(cls, failure: "FailureRecord") -> "KnownRecord":
-        r = failure.repro
-        return cls(failure.failure_class, failure.stage, failure.culprit, failure.config, r.status,
-                   r.nodes_before, r.nodes_after, r.capture)
 
 
 # --- the check row (one entry of results.json's "checks") -------------------------------------------
@@ -311,7 +351,9 @@ class Accuracy(_Sparse):
 
 @dataclass
 class HarnessFacts(Record):
-    """What an issue needs to name a harness run (bot.suites.harness.harness_facts)."""
+    """What an issue needs to name a harness run (bot.suites.harness.harness_facts): the suite's
+    script and the pytorch checkout's revision, the versions of the model packages installed beside
+    it, and the CPU's vector ISA; each null when unknown."""
 
     suite: str | None = None
     script: str | None = None
@@ -345,12 +387,17 @@ class RerunCapture(Record):
 class FirstAttempt(Record):
     """A flaky check's first attempt (it failed; a rerun passed)."""
 
+    attempts: int                      # how many attempts it took to pass
+    log: str | None                    # the first attempt's log
     status: str | None = None
     failure_class: str | None = None
     error: CheckError | None = None
     accuracy: Accuracy | None = None
-    attempts: int | None = None
-    log: str | None = None
+
+    @classmethod
+    def of(cls, row: CheckRow, attempts: int, log: str | None) -> "FirstAttempt":
+        """What the first attempt (``row``, a failing result) saw."""
+        return cls(attempts, log, row.status, row.failure_class, row.error, row.accuracy)
 
 
 @dataclass
@@ -403,3 +450,68 @@ class CheckRow(_Sparse):
     @property
     def failing(self) -> bool:
         return self.failure_class is not None
+
+
+# --- the bisectors' answers -----------------------------------------------------------------------
+
+
+@dataclass
+class BuildVerdict(_Sparse):
+    """One torch build's verdict on a repro (bot.bisect.Verdict): bad, good, skip or untested."""
+
+    name: str
+    verdict: str
+    reason: str | None = None
+    torch: str | None = None
+    git: str | None = None
+    runs: int | None = None
+    failed_same_way: int | None = None
+    seconds: float | None = None
+
+    def written(self) -> frozenset[str]:
+        """A build that was run names every figure (null when unknown); an untested one only itself."""
+        return frozenset() if self.verdict == "untested" else frozenset(f.name for f in fields(self))
+
+
+@dataclass
+class BuildBoundary(Record):
+    """Two neighbouring builds between which a bug was introduced or fixed (bot.bisect.Boundary)."""
+
+    kind: str                          # introduced | fixed
+    before: str
+    after: str
+    before_torch: str | None = None
+    after_torch: str | None = None
+    skipped_between: list[str] = field(default_factory=list)
+    commits: dict[str, str] | None = None   # {"from", "to", "url", "log"} when both builds name a commit
+
+
+@dataclass
+class BuildsFound(Record):
+    """`minify-bot bisect`'s answer over torch builds, oldest first (failure.json's ``builds``)."""
+
+    builds: list[BuildVerdict] = field(default_factory=list)
+    present_in: list[str] = field(default_factory=list)
+    absent_in: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    boundaries: list[BuildBoundary] = field(default_factory=list)
+    runs: dict[str, int] = field(default_factory=dict)   # verdicts taken: anchor, before, after
+    runs_per_verdict: int = 1
+    need: int = 1
+    bound_per_side: int | None = None
+
+
+@dataclass
+class GraphBisect(_Sparse):
+    """torch's CompilerBisector on a minimized graph (bot.torch_adapter.bisect): the subsystem and
+    detail of the first bad step, or ``incomplete`` when its budget ran out (failure.json's
+    ``bisect``)."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"detail", "runs"})
+
+    incomplete: bool | None = None
+    backend: str | None = None
+    subsystem: str | None = None
+    bisect_number: int | None = None
+    detail: str | None = None
+    runs: int | None = None

@@ -42,7 +42,8 @@ from typing import Any
 
 from bot import safejson
 from bot.errors import UsageError
-from bot.records import CheckRow, RecordError
+from bot.failure import FailureRecord
+from bot.records import FAILURE_SCHEMA, CheckRow, RecordError
 
 # --------------------------------------------------------------------------- names and ids
 
@@ -65,7 +66,6 @@ STANDALONE = "repro_standalone.py"
 MINIFIER_LOG = "minifier.log"
 
 RESULTS_SCHEMA = "minify-action/results/v1"
-FAILURE_SCHEMA = "minify-action/failure/v1"
 REPORT_SCHEMA = "minify-action/report/v1"
 MERGE_SCHEMA = "minify-action/merge/v1"
 KNOWN_SCHEMA = "minify-action/known/v1"
@@ -140,9 +140,9 @@ def write_results(run_dir: str | os.PathLike, doc: dict) -> Path:
     return path
 
 
-def write_failure(failure_dir: str | os.PathLike, rec: dict) -> Path:
+def write_failure(failure_dir: str | os.PathLike, rec: FailureRecord) -> Path:
     path = Path(failure_dir) / FAILURE
-    _atomic_write(path, _dump({**rec, "schema": FAILURE_SCHEMA}))
+    _atomic_write(path, _dump({**rec.to_json(), "schema": FAILURE_SCHEMA}))
     return path
 
 
@@ -283,8 +283,9 @@ def check_rows(doc: dict, where: str = RESULTS) -> list[CheckRow]:
     return rows
 
 
-def read_failure(run_dir: str | os.PathLike, check_id: str) -> dict | None:
-    """failures/<id>/failure.json, or None when minify wrote none for this check."""
+def read_failure(run_dir: str | os.PathLike, check_id: str) -> FailureRecord | None:
+    """failures/<id>/failure.json, or None when minify wrote none for this check; UsageError (exit
+    2) when it is not a failure record."""
     path = failure_dir(run_dir, check_id) / FAILURE
     if not path.exists():
         return None
@@ -296,7 +297,10 @@ def read_failure(run_dir: str | os.PathLike, check_id: str) -> dict | None:
     graph = (repro or {}).get("graph")
     _need(graph is None or (isinstance(graph, list) and all(isinstance(n, dict) for n in graph)),
           path, "'repro.graph' must be a list of objects")
-    return doc
+    try:
+        return FailureRecord.from_json(doc)
+    except RecordError as exc:
+        raise UsageError(f"{path}: not a failure record ({exc})") from None
 
 
 def read_report(run_dir: str | os.PathLike) -> dict | None:
@@ -309,11 +313,10 @@ def read_report(run_dir: str | os.PathLike) -> dict | None:
 
 
 def read_optional(path: str | os.PathLike) -> dict | None:
-    """A run-directory JSON file by path, for callers that go on without it (the action's summary):
-    None when it is missing or not a document of its kind."""
+    """results.json or report.json by path, for callers that go on without it (the action's
+    summary): None when it is missing or not a document of its kind."""
     path = Path(path)
-    readers = {RESULTS: lambda: read_results(path), REPORT: lambda: read_report(path.parent),
-               FAILURE: lambda: read_failure(path.parent.parent.parent, path.parent.name)}
+    readers = {RESULTS: lambda: read_results(path), REPORT: lambda: read_report(path.parent)}
     reader = readers.get(path.name)
     if reader is None:
         raise ValueError(f"{path.name} is not a run-directory JSON file")
@@ -430,7 +433,7 @@ class RunDir:
     root: Path
     results: dict
     rows: list[CheckRow] = field(default_factory=list)  # results' checks, read once validated
-    failures: dict[str, dict] = field(default_factory=dict)
+    failures: dict[str, FailureRecord] = field(default_factory=dict)   # validated, by check id
     files: list[str] = field(default_factory=list)  # relative paths, validated
     ignored: list[str] = field(default_factory=list)
     total_bytes: int = 0
@@ -508,5 +511,5 @@ def load_untrusted(root: str | os.PathLike, *, max_total: int = MAX_TOTAL_BYTES,
             ref = doc["repro"].get(key)
             if ref and (".." in ref.split("/") or f"{FAILURES_DIR}/{fid}/{ref}" not in run.files):
                 raise UsageError(f"{what}: repro.{key} {ref!r} is not a file of this failure")
-        run.failures[fid] = doc
+        run.failures[fid] = FailureRecord.from_json(doc)
     return run

@@ -13,8 +13,9 @@ A failure's signature (``Signature``) says *how* it fails and, once minify has p
 - where: the culprit op(s) and the bisector's one-line answer, when minify found them, and whether
   fresh-process runs of the minimized repro verified the failure (``verified``).
 
-Minify writes the verified signature to failure.json ("signature"); ``of_record`` reads it back, or
-derives one from an older record (the check row's error, the record's culprit / bisect / graph).
+Minify writes the verified signature to failure.json ("signature"); :func:`bot.failure.signature_of`
+reads it back, or derives one from an older record by these rules (the check row's error, the
+record's culprit / bisect / graph).
 The fingerprint (bot/fingerprint.py) is computed from it.
 
 Pure Python; no torch import.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from bot.records import Accuracy, CheckError, CheckRow
+from bot.records import Accuracy, CheckError, CheckRow, GraphBisect
 
 ERROR_CLASSES = ("compile_error", "runtime_error")
 MINIFIABLE_CLASSES = ("accuracy", "compile_error", "runtime_error", "crash")
@@ -360,83 +361,22 @@ def device_type(device) -> str:
     return str(device or "unknown").split(":")[0].strip().lower() or "unknown"
 
 
-def bisect_answer(bisect: dict | str | None) -> str | None:
+def bisect_answer(bisect: GraphBisect | str | None) -> str | None:
     """The bisector's one-line answer ("lowerings: relu"), normalized; None when it had none."""
     if isinstance(bisect, str):
         return normalize_line(bisect) or None
-    if not isinstance(bisect, dict) or bisect.get("incomplete") or not bisect.get("subsystem"):
+    if bisect is None or bisect.incomplete or not bisect.subsystem:
         return None
-    detail = bisect.get("detail")
-    text = f"{bisect['subsystem']}: {detail}" if detail not in (None, "") else str(bisect["subsystem"])
+    detail = bisect.detail
+    text = f"{bisect.subsystem}: {detail}" if detail not in (None, "") else str(bisect.subsystem)
     return normalize_line(text) or None
 
 
-def repro_verified(failure: dict | None) -> bool:
-    """Whether the record holds a minimized repro that fresh processes saw fail the same way."""
-    repro = (failure or {}).get("repro") or {}
-    ver = repro.get("verification") or {}
-    return (repro.get("status") in VERIFIED_STATUSES and isinstance(ver.get("failed_same_way"), int)
-            and ver["failed_same_way"] >= 1)
-
-
-def culprit_of_record(failure: dict | None) -> tuple[list[str], str | None, str | None]:
-    """(ops, bisector answer, method) of a failure record.
-
-    The record's ``culprit`` (ops that fail when compiled alone, and the bisector's answer) comes
-    first; without one, the bisector's answer from ``bisect`` and the op *names* of the minimized
-    graph, less data-movement ops (never dtypes or tensor ranks: the same bug on a rank-2 and a
-    rank-4 tensor is one bug). With a bisector answer the graph's leftovers are not used at all:
-    they differ between models that share the bug."""
-    failure = failure or {}
-    culprit = failure.get("culprit")
-    if isinstance(culprit, dict) and (culprit.get("ops") or culprit.get("bisect")):
-        ops = sorted({str(o) for o in culprit.get("ops") or []})
-        return ops, bisect_answer(culprit.get("bisect")), str(culprit.get("method") or "culprit")
-    answer = bisect_answer(failure.get("bisect"))
-    if answer:
-        return [], answer, "bisector"
-    graph = ((failure.get("repro") or {}).get("graph")) or []
-    ops = sorted({str(n.get("op")) for n in graph if isinstance(n, dict) and n.get("op")} - PLUMBING_OPS)
-    return ops, None, ("graph" if ops else None)
-
-
-def of_record(check: CheckRow, failure: dict | None = None) -> Signature:
-    """The signature of a failing check (a results.json row), refined by its failure.json.
-
-    A record written by this version carries the signature verification proved ("signature");
-    older records (and checks minify did not reach) get one derived by the same rules."""
-    failure = failure or {}
-    cls = failure.get("class") or check.failure_class or "unknown"
-    sig = Signature.from_json(failure.get("signature"))
-    if sig is None:
-        sig = None
-        if cls in ERROR_CLASSES or cls == "crash":
-            sig = signature_of_error_record(cls, failure.get("error") or check.error)
-        sig = sig or Signature(cls)
-        sig.verified = repro_verified(failure)
-    sig.failure_class = cls
-    sig.stage = sig.stage or failure.get("stage") or "unlocalized"
-    sig.device = device_type(sig.device or check.device)
-    sig.dtype = sig.dtype or check.dtype
-    if sig.verified and not (sig.culprit_ops or sig.bisect):
-        sig.culprit_ops, sig.bisect, sig.culprit_method = culprit_of_record(failure)
-    return sig
-
-
-def verified_signature(pinned: Signature, failure: dict) -> Signature:
-    """The signature minify writes to failure.json once verification passed: the pinned "how",
-    with the record's stage, device, dtype and culprit."""
-    check = failure.get("check") or {}
-    ops, answer, method = culprit_of_record(failure)
-    return Signature(pinned.failure_class, pinned.exc_type, list(pinned.messages), failure.get("stage"),
-                     device_type(check.get("device")), check.get("dtype"), ops, answer, method, True)
-
-
-def bisect_words(bisect: dict | None) -> str | None:
+def bisect_words(bisect: GraphBisect | None) -> str | None:
     """One line for the bisector's answer: ``lowerings: relu``."""
-    if not bisect or bisect.get("incomplete") or not bisect.get("subsystem"):
+    if bisect is None or bisect.incomplete or not bisect.subsystem:
         return None
-    detail = str(bisect.get("detail") or "").strip().splitlines()
+    detail = str(bisect.detail or "").strip().splitlines()
     last = detail[-1] if detail else ""
     # torch's debug_info for lowerings reads "relu" or "lowering relu"; keep it short
-    return f"{bisect['subsystem']}: {last[:80]}" if last else str(bisect["subsystem"])
+    return f"{bisect.subsystem}: {last[:80]}" if last else str(bisect.subsystem)

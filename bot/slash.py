@@ -126,23 +126,26 @@ def _build_parser() -> _Parser:
     return p
 
 
-@dataclass
-class SlashCommand:
-    kind: str  # "run" | "help" | "invalid"
-    line: str = ""
+@dataclass(kw_only=True)
+class RunSettings:
+    """What a run asks for over the workflow's check options: models, backend, mode and dtype that
+    replace the workflow's, and --config overrides that come after its own. A :class:`SlashCommand`
+    parses them from a comment, a :class:`MinifyRequest` hands them on to the later jobs."""
+
     models: list[str] = field(default_factory=list)
     backend: str | None = None
     mode: str | None = None
     dtype: str | None = None
     config: dict[str, str] = field(default_factory=dict)
-    sha: str | None = None
-    error: str | None = None
 
-    usage = USAGE
+    def settings(self) -> dict:
+        """The settings alone, copied: what a command hands its request, and a request its command."""
+        return {"models": list(self.models), "backend": self.backend, "mode": self.mode, "dtype": self.dtype,
+                "config": dict(self.config)}
 
     def check_options(self, base: "CheckOptions | None" = None) -> "CheckOptions":
-        """The check options this command asks for, over the workflow's ``base``: its models,
-        backend, mode and dtype replace the workflow's; its config overrides come after them."""
+        """The check options these settings ask for, over the workflow's ``base``: the models,
+        backend, mode and dtype replace the workflow's; the config overrides come after its own."""
         import dataclasses
 
         from bot.options import CheckOptions
@@ -154,7 +157,7 @@ class SlashCommand:
             config=[*base.config, *(f"{k}={v}" for k, v in self.config.items())])
 
     def check_args(self) -> list[str]:
-        """The `minify-bot check` flags this command asks for (an argv list, never shell text)."""
+        """The `minify-bot check` flags these settings ask for (an argv list, never shell text)."""
         from bot.options import to_argv
 
         return to_argv(self.check_options())
@@ -169,6 +172,19 @@ class SlashCommand:
         for key, val in self.config.items():
             parts.append(f"{key}={val}")
         return "; ".join(parts) if parts else "the workflow's default settings"
+
+
+@dataclass
+class SlashCommand(RunSettings):
+    """A parsed comment (:func:`parse`): a run with its settings and ``sha``, help, or an invalid
+    command with its ``error``."""
+
+    kind: str  # "run" | "help" | "invalid"
+    line: str = ""
+    sha: str | None = None
+    error: str | None = None
+
+    usage = USAGE
 
 
 def _command_line(body: str) -> str | None:
@@ -230,21 +246,17 @@ def parse(body: object) -> SlashCommand | None:
 
 
 @dataclass
-class MinifyRequest(Record):
+class MinifyRequest(RunSettings, Record):
     """A ``/minify`` request, as the authorize stage hands it to the check and report stages (the
-    ``request`` step output, then their ``request`` input): what the command asks for, the pinned
-    head commit and who asked where. Written by :meth:`to_text`, read back by :meth:`from_text`,
-    which re-validates it: it came from an untrusted comment and crossed a job boundary."""
+    ``request`` step output, then their ``request`` input): what the command asks for (its
+    settings), the pinned head commit and who asked where. Written by :meth:`to_text`, read back
+    by :meth:`from_text`, which re-validates it: it came from an untrusted comment and crossed a
+    job boundary."""
 
     sha: str
     pr: int
     requested_by: str
     comment_id: int | None = None
-    models: list[str] = field(default_factory=list)
-    backend: str | None = None
-    mode: str | None = None
-    dtype: str | None = None
-    config: dict[str, str] = field(default_factory=dict)
     schema: str = REQUEST_SCHEMA
 
     def to_text(self) -> str:
@@ -265,15 +277,13 @@ class MinifyRequest(Record):
 
     def command(self) -> SlashCommand:
         """The run command the request stands for (its settings, no comment line)."""
-        return SlashCommand("run", models=list(self.models), backend=self.backend, mode=self.mode,
-                            dtype=self.dtype, config=dict(self.config), sha=self.sha)
+        return SlashCommand("run", sha=self.sha, **self.settings())
 
 
 def to_request(cmd: SlashCommand, *, sha: str, pr: int, comment_id: int | None, requested_by: str) -> MinifyRequest:
     if cmd.kind != "run":
         raise ValueError("only a run command becomes a request")
-    return MinifyRequest(sha=sha, pr=pr, comment_id=comment_id, requested_by=requested_by, models=list(cmd.models),
-                         backend=cmd.backend, mode=cmd.mode, dtype=cmd.dtype, config=dict(cmd.config))
+    return MinifyRequest(sha=sha, pr=pr, comment_id=comment_id, requested_by=requested_by, **cmd.settings())
 
 
 class RequestError(ValueError):

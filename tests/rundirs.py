@@ -9,7 +9,8 @@ from pathlib import Path
 from bot import rundir
 from bot.check.results import ResultsWriter
 from bot.check.settings import Settings, check_id
-from bot.records import Capture, CheckRow, ConfigDiff, Culprit, FailureRecord, Repro, Verification
+from bot.failure import FailureRecord
+from bot.records import Capture, CheckRow, ConfigDiff, Culprit, GraphOp, Repro, Verification
 
 REPRO = "import torch\n\nclass Repro(torch.nn.Module):\n    def forward(self, x):\n        return (x.relu(),)\n"
 VERSIONS = {"torch": "2.13.0+cpu", "torch_git": "0123abc", "python": "3.11.7", "os": "Linux", "cuda": None}
@@ -34,8 +35,8 @@ def failure(row: CheckRow, *, ops=("aten.relu.default",), culprit: Culprit | Non
             diff: list | None = None, minimal: list | None = None, status: str = "minimized", flaky: bool = False,
             stage: str = "inductor", **fields) -> FailureRecord:
     """The failure record minify writes for ``row``: FailureRecord.for_check, then each step's part."""
-    rec = FailureRecord.for_check(row.to_json())
-    graph = [{"op": op, "dtypes": ["float32"], "ranks": [2]} for op in ops]
+    rec = FailureRecord.for_check(row)
+    graph = [GraphOp(op, ["float32"], [2]) for op in ops]
     verified = status in ("minimized", "partial")
     rec = rec.replace(
         stage=stage, culprit=culprit, flaky=flaky, versions={**VERSIONS, "torch": torch},
@@ -60,7 +61,7 @@ def write(run_dir, rows: list[CheckRow], records: list[FailureRecord] = (), *, r
     for rec in records:
         d = rundir.failure_dir(run, rec.id)
         d.mkdir(parents=True, exist_ok=True)
-        rundir.write_failure(d, rec.to_json())
+        rundir.write_failure(d, rec)
         if repro_text is not None and rec.repro.path:
             (d / rec.repro.path).write_text(repro_text)
     return run

@@ -13,7 +13,7 @@ from bot.records import CheckRow
 from bot.report import ReportOptions, report_run
 from bot.report.context import title_ops
 from bot.tracker.local import LocalTracker
-from tests.ghstub.rundir import check_row, failure_record, row_of, write_run
+from tests.ghstub.rundir import check_row, failure_record, record_of, row_of, write_run
 
 ALLOWED_LABELS = {"minify-bot", "accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom",
                   "eager_error", "setup_error", "eager", "aot_eager", "aot_eager_decomp_partition", "inductor",
@@ -71,7 +71,7 @@ SIX = ["aten.bmm.default", "aten.clone.default", "aten.constant_pad_nd.default",
 def test_a_title_names_at_most_three_ops_chosen_by_what_is_known(tmp_path):
     # the bisector's lowering first, then the rest; the body lists all six
     row, rec = _row_and_failure(SIX, bisect="lowerings: mul")
-    names, more = title_ops({"ops": SIX, "bisect": "lowerings: mul"}, rec)
+    names, more = title_ops({"ops": SIX, "bisect": "lowerings: mul"}, record_of(rec))
     assert names[0] == "aten.mul.Tensor" and len(names) == 3 and more == 3
     report(write_run(tmp_path / "r", [row], {row["id"]: rec}), tmp_path / "issues")
     issue = only_issue(tmp_path / "issues")
@@ -80,11 +80,11 @@ def test_a_title_names_at_most_three_ops_chosen_by_what_is_known(tmp_path):
     assert all(op in issue["body"] for op in SIX)
     # the op of the crashing kernel (inductor's fused kernel name) comes before the others
     crash = {"type": "RuntimeError", "message": "error in cpp_fused_constant_pad_nd_expand_3", "traceback": ""}
-    names, _ = title_ops({"ops": SIX}, _row_and_failure(SIX, error=crash)[1])
+    names, _ = title_ops({"ops": SIX}, record_of(_row_and_failure(SIX, error=crash)[1]))
     assert names[:2] == ["aten.constant_pad_nd.default", "aten.expand.default"]
     # a culprit proved by compiling it alone
-    names, more = title_ops({"ops": ["aten.relu.default"]}, _row_and_failure(["aten.relu.default"],
-                                                                             method="compiled-alone")[1])
+    names, more = title_ops({"ops": ["aten.relu.default"]}, record_of(_row_and_failure(["aten.relu.default"],
+                                                                                       method="compiled-alone")[1]))
     assert (names, more) == (["aten.relu.default"], 0)
 
 
@@ -99,7 +99,7 @@ def _entry(minimal, torch="2.13.0+cpu", check_config=None) -> known.KnownRepro:
     rec = failure_record(row, torch=torch)
     rec["signature"] = {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu.default"]}
     rec["config"] = {"diff": [{"key": RELU, "value": "accuracy"}], "minimal": minimal}
-    block = known.block_of(rec, "print(1)\n")
+    block = known.block_of(record_of(rec), "print(1)\n")
     if check_config is not None:
         block["check_config"] = check_config
     entry = known.from_state(5, {"known": block, "checks": []})

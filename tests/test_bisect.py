@@ -178,15 +178,18 @@ def test_the_search_starts_at_the_build_the_failure_was_seen_on():
 
 
 def test_the_issue_lists_a_build_once_and_names_its_torch_when_the_name_does_not():
+    from bot.failure import FailureRecord
     from bot.report.context import builds_context
     from bot.report.state import IssueState
 
-    rows = [{"name": "2.13.0", "torch": "2.13.0+cpu"}, {"name": "2.14.0", "torch": "2.14.0+cu130"},
-            {"name": "patched", "torch": "2.13.0+cpu"}]
-    failure = {"builds": {"builds": rows, "present_in": ["2.13.0", "patched"], "absent_in": ["2.14.0"],
+    rows = [{"name": "2.13.0", "verdict": "bad", "torch": "2.13.0+cpu"},
+            {"name": "2.14.0", "verdict": "good", "torch": "2.14.0+cu130"},
+            {"name": "patched", "verdict": "bad", "torch": "2.13.0+cpu"}]
+    failure = FailureRecord.from_json({"id": "x", "builds": {
+                          "builds": rows, "present_in": ["2.13.0", "patched"], "absent_in": ["2.14.0"],
                           "boundaries": [{"kind": "fixed", "before": "patched", "after": "2.14.0",
                                           "commits": {"from": "a" * 40, "to": "b" * 40}},
-                                         {"kind": "fixed", "before": "<img>", "after": "2.14.0"}]}}
+                                         {"kind": "fixed", "before": "<img>", "after": "2.14.0"}]}})
     ctx = builds_context(IssueState(sig="s", torch=["2.13.0+cpu"]), failure)
     assert ctx["present"] == ["torch 2.13.0+cpu", "patched (torch 2.13.0+cpu)"] and ctx["absent"] == ["2.14.0"]
     assert [b["commits"] for b in ctx["boundaries"]] == [f"{'a' * 40}..{'b' * 40}"]  # the hostile name is left out

@@ -261,8 +261,8 @@ def test_the_hook_chains_to_an_existing_sitecustomize_and_loads_only_when_asked(
     code = "import os, sys; print(os.environ.get('USER_SITE_RAN'), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "False"]          # chained; torch not imported by the hook
-    assert read_state(str(state))["graphs"] == read_state(str(state))["frames"] == 0  # the hook ran, nothing compiled
-    assert read_state(str(tmp_path / "missing.jsonl"))["graphs"] is None
+    assert read_state(str(state)).graphs == read_state(str(state)).frames == 0  # the hook ran, nothing compiled
+    assert read_state(str(tmp_path / "missing.jsonl")).graphs is None
 
 
 @pytest.mark.slow
@@ -293,7 +293,7 @@ def test_the_hook_replaces_the_backend_of_every_compile_call(tmp_path):
         env.update(hook_env(str(state), force_backend=forced, base=env))
         out = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=300)
         assert out.stdout.strip() == expect, (forced, out.stdout, out.stderr[-2000:])
-        assert read_state(str(state))["graphs"] == (0 if forced == "none" else 1), forced
+        assert read_state(str(state)).graphs == (0 if forced == "none" else 1), forced
 
 
 @pytest.mark.slow

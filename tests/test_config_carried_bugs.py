@@ -15,6 +15,7 @@ import pytest
 
 from bot import fingerprint as fp
 from bot import known
+from bot.records import CheckRow
 from bot.tracker.local import LocalTracker
 
 PROGRAM = """\
@@ -72,7 +73,7 @@ def test_bug_b_after_bug_a_on_the_same_model_is_a_second_issue(workdir, bot):
     # has the same check key in both runs)
     entry = known.from_state(issue_a["number"], fp.parse_marker(issue_a["body"]))
     assert [d["key"] for d in entry.record.config.minimal] == [RELU.split("=")[0]]
-    row_a, row_b = rec_a["check"], rec_b["check"]
+    row_a, row_b = CheckRow.from_json(rec_a["check"]), CheckRow.from_json(rec_b["check"])
     assert known.match([entry], row_a) is entry
     entry.checks.append(fp.check_key(row_b))
     assert known.match([entry], row_b) is None

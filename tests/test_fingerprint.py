@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from bot import fingerprint as fp
-from tests.ghstub.rundir import check_row, failure_record, row_of
+from tests.ghstub.rundir import check_row, failure_record, record_of, row_of
 
 TB = '''Traceback (most recent call last):
   File "/opt/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 655, in _fn
@@ -37,32 +37,32 @@ def cpp_error(*lines, path="/tmp/torchinductor_ci/ab/cab12.cpp"):
 def test_same_accuracy_bug_in_two_runs_and_two_models_has_one_signature():
     c1 = check_row("mlp_relu")
     c2 = check_row("resnet_tiny")
-    a = fp.compute(row_of(c1), failure_record(c1))
-    b = fp.compute(row_of(c2), failure_record(c2, torch="2.14.0"))
+    a = fp.compute(row_of(c1), record_of(failure_record(c1)))
+    b = fp.compute(row_of(c2), record_of(failure_record(c2, torch="2.14.0")))
     assert a.primary == b.primary  # same minimized graph, same class/stage/device/dtype
     assert a.check_key != b.check_key  # but different configurations
     assert a.primary.startswith("v2:") and a.parts["basis"] == "culprit"
-    assert a.legacy == fp.compute_v1(row_of(c1), failure_record(c1)).primary and a.legacy.startswith("v1:")
+    assert a.legacy == fp.compute_v1(row_of(c1), record_of(failure_record(c1))).primary and a.legacy.startswith("v1:")
 
 
 def test_tensor_ranks_and_leftovers_do_not_matter_but_the_culprit_and_dtype_do():
     # v2 (issue 10): the same relu bug on rank-2 and rank-4 tensors, with different leftover views,
     # is one bug; v1 split them
     c = check_row()
-    base = fp.compute(row_of(c), failure_record(c)).primary
+    base = fp.compute(row_of(c), record_of(failure_record(c))).primary
     other_rank = [{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [4]}]
     leftovers = [{"op": "aten.view.default", "dtypes": ["float32"], "ranks": [3]}, *other_rank,
                  {"op": "aten.permute.default", "dtypes": ["float32"], "ranks": [4]}]
     for g in (other_rank, leftovers):
-        assert fp.compute(row_of(c), failure_record(c, graph=g)).primary == base
-        assert fp.compute_v1(row_of(c), failure_record(c, graph=g)).primary != \
-            fp.compute_v1(row_of(c), failure_record(c)).primary
+        assert fp.compute(row_of(c), record_of(failure_record(c, graph=g))).primary == base
+        assert fp.compute_v1(row_of(c), record_of(failure_record(c, graph=g))).primary != \
+            fp.compute_v1(row_of(c), record_of(failure_record(c))).primary
     other_op = [{"op": "aten.sigmoid.default", "dtypes": ["float32"], "ranks": [2]}]
-    assert fp.compute(row_of(c), failure_record(c, graph=other_op)).primary != base
+    assert fp.compute(row_of(c), record_of(failure_record(c, graph=other_op))).primary != base
     half = check_row(dtype="float16")
-    assert fp.compute(row_of(half), failure_record(half)).primary != base
+    assert fp.compute(row_of(half), record_of(failure_record(half))).primary != base
     cuda = check_row(device="cuda:1")
-    assert fp.compute(row_of(cuda), failure_record(cuda)).parts["device"] == "cuda"
+    assert fp.compute(row_of(cuda), record_of(failure_record(cuda))).parts["device"] == "cuda"
 
 
 def test_the_culprit_and_bisector_answer_come_before_the_leftover_graph():
@@ -72,27 +72,29 @@ def test_the_culprit_and_bisector_answer_come_before_the_leftover_graph():
                         "ranks": [4]}, {"op": "aten.add.Tensor", "dtypes": ["float32"], "ranks": [3]}]
     bisect = {"backend": "inductor", "subsystem": "lowerings", "bisect_number": 7, "detail": "relu", "runs": 16}
     a, b = failure_record(c, graph=g_small), failure_record(c, graph=g_big)
-    assert fp.compute(row_of(c), a).primary != fp.compute(row_of(c), b).primary  # op sets differ, nothing better known
+    # op sets differ, nothing better known
+    assert fp.compute(row_of(c), record_of(a)).primary != fp.compute(row_of(c), record_of(b)).primary
     a["bisect"], b["bisect"] = bisect, dict(bisect, bisect_number=3)
-    assert fp.compute(row_of(c), a).primary == fp.compute(row_of(c), b).primary
-    assert fp.compute(row_of(c), a).parts["bisect"] == "lowerings: relu"
+    assert fp.compute(row_of(c), record_of(a)).primary == fp.compute(row_of(c), record_of(b)).primary
+    assert fp.compute(row_of(c), record_of(a)).parts["bisect"] == "lowerings: relu"
     # the culprit field (ops that fail compiled alone) is read when present
     a["culprit"] = {"ops": ["aten.relu.default"], "bisect": "lowerings: relu", "method": "compiled-alone"}
     b["culprit"] = {"ops": ["aten.log1p.default"], "bisect": "lowerings: log1p", "method": "compiled-alone"}
-    assert fp.compute(row_of(c), a).parts["ops"] == ["aten.relu.default"]
-    assert fp.compute(row_of(c), a).primary != fp.compute(row_of(c), b).primary
+    assert fp.compute(row_of(c), record_of(a)).parts["ops"] == ["aten.relu.default"]
+    assert fp.compute(row_of(c), record_of(a)).primary != fp.compute(row_of(c), record_of(b)).primary
     # the signature minify verified is what the fingerprint uses
     from bot.signature import Signature
     a["signature"] = Signature("accuracy", stage="inductor", device="cpu", dtype="float32",
                                culprit_ops=["aten.relu.default"], bisect="lowerings: relu", verified=True).to_json()
-    assert fp.compute(row_of(c), a).signature.culprit == {"ops": ["aten.relu.default"], "bisect": "lowerings: relu"}
+    assert fp.compute(row_of(c), record_of(a)).signature.culprit == {"ops": ["aten.relu.default"],
+                                                                     "bisect": "lowerings: relu"}
 
 
 def test_unverified_repro_is_identified_by_its_model_and_only_then_has_the_model_alternative():
     c = check_row()
-    verified = fp.compute(row_of(c), failure_record(c))
+    verified = fp.compute(row_of(c), record_of(failure_record(c)))
     assert verified.has_repro and verified.alternatives == []
-    unverified = fp.compute(row_of(c), failure_record(c, repro_status="not_reproduced"))
+    unverified = fp.compute(row_of(c), record_of(failure_record(c, repro_status="not_reproduced")))
     assert not unverified.has_repro and unverified.parts["basis"] == "model"
     assert [a.split(":")[0] for a in unverified.alternatives] == ["v2-model"]
 
@@ -102,8 +104,9 @@ def test_compile_errors_are_told_apart_by_every_error_line_not_the_first_line():
     other = cpp_error("'tmp3' was not declared in this scope")
     c1, f1 = error_failure(relu, exc="CppCompileError")
     c2, f2 = error_failure(other, exc="CppCompileError", model="conv_bn")
-    assert fp.compute_v1(row_of(c1), f1).primary == fp.compute_v1(row_of(c2), f2).primary  # v1: "C++ compile error"
-    a, b = fp.compute(row_of(c1), f1), fp.compute(row_of(c2), f2)
+    # v1: "C++ compile error"
+    assert fp.compute_v1(row_of(c1), record_of(f1)).primary == fp.compute_v1(row_of(c2), record_of(f2)).primary
+    a, b = fp.compute(row_of(c1), record_of(f1)), fp.compute(row_of(c2), record_of(f2))
     assert a.primary != b.primary
     assert a.parts["messages"] == ["error: 'compile' was not declared in this scope",
                                    "error: expected ';' before 'error'"]
@@ -111,7 +114,7 @@ def test_compile_errors_are_told_apart_by_every_error_line_not_the_first_line():
     # the same error in another model, other paths, other line numbers, another kernel name: same bug
     c3, f3 = error_failure(cpp_error("'compile' was not declared in this scope", "expected ';' before 'error'",
                                      path="/home/u/.cache/x/zz/czz99.cpp"), exc="CppCompileError", model="resblock")
-    assert fp.compute(row_of(c3), f3).primary == a.primary
+    assert fp.compute(row_of(c3), record_of(f3)).primary == a.primary
     assert "frames" not in a.parts  # the compiler's words identify it, not where python was
 
 
@@ -119,22 +122,22 @@ def test_error_signature_ignores_addresses_numbers_paths_and_glue_frames():
     c, f = error_failure()
     c2, f2 = error_failure(message="shape mismatch at 0x55aa00ff: got 256 expected 32",
                            tb=TB.replace("/opt/venv", "/usr/local").replace("line 901", "line 950"))
-    a, b = fp.compute(row_of(c), f), fp.compute(row_of(c2), f2)
+    a, b = fp.compute(row_of(c), record_of(f)), fp.compute(row_of(c2), record_of(f2))
     assert a.primary == b.primary
     assert a.parts["frames"] == ["lowering.py:wrapped", "cpp.py:codegen_relu", "model.py:forward"]
     assert "eval_frame" not in str(a.parts["frames"])
     c3, f3 = error_failure(exc="AssertionError")
-    assert fp.compute(row_of(c3), f3).primary != a.primary
+    assert fp.compute(row_of(c3), record_of(f3)).primary != a.primary
     c4, f4 = error_failure(message="a completely different complaint")
-    assert fp.compute(row_of(c4), f4).primary != a.primary
+    assert fp.compute(row_of(c4), record_of(f4)).primary != a.primary
 
 
 def test_generated_code_frames_do_not_split_a_runtime_error():
     tb = TB.replace("/home/ci/src/model.py", "/tmp/ind/ab/cab5qx57phg5ercmat7bw4plq5tmapv2d7xbxc5uvkl55arw.py")
     c1, f1 = error_failure("unhandled error", tb=tb)
     c2, f2 = error_failure("unhandled error", tb=tb.replace("cab5qx57", "czz9zz99"), model="conv_bn")
-    assert fp.compute(row_of(c1), f1).primary == fp.compute(row_of(c2), f2).primary
-    assert "<generated>:forward" in fp.compute(row_of(c1), f1).parts["frames"]
+    assert fp.compute(row_of(c1), record_of(f1)).primary == fp.compute(row_of(c2), record_of(f2)).primary
+    assert "<generated>:forward" in fp.compute(row_of(c1), record_of(f1)).parts["frames"]
 
 
 def test_unminimized_failure_falls_back_to_the_model_tuple():
@@ -167,4 +170,4 @@ def test_fingerprint_does_not_change_when_unrelated_fields_change():
     f2["repro"]["queries"] = 99
     f2["versions"]["torch"] = "2.99"
     f2["check"]["duration_s"] = 100
-    assert fp.compute(row_of(c), f).primary == fp.compute(row_of(c), f2).primary
+    assert fp.compute(row_of(c), record_of(f)).primary == fp.compute(row_of(c), record_of(f2)).primary

@@ -103,17 +103,17 @@ def _bugs_of_issue(issue, runs=(1, 2)) -> set[str]:
 def test_every_failure_was_minified_and_verified(corpus):
     workdir, _ = corpus
     for run, models in (("run1", MODELS), ("run2", ["switch_acc", "switch_ce"])):
-        rows = rundir.read_results(workdir / run)["checks"]
-        assert sorted(row["model"] for row in rows) == sorted(models)   # every model checked, once
+        rows = rundir.check_rows(rundir.read_results(workdir / run))
+        assert sorted(row.model for row in rows) == sorted(models)   # every model checked, once
         for row in rows:
-            assert row["failure_class"], row
-            rec = rundir.read_failure(workdir / run, row["id"])
-            assert rec["repro"]["status"] == "minimized", (row["id"], rec["repro"]["reason"])
-            assert rec["signature"]["verified"] and rec["signature"]["failure_class"] == rec["class"]
-            assert row["config"] == {}  # the bug is the model's own, not the bot's --config
+            assert row.failure_class, row
+            rec = rundir.read_failure(workdir / run, row.id)
+            assert rec.repro.status == "minimized", (row.id, rec.repro.reason)
+            assert rec.signature.verified and rec.signature.failure_class == rec.failure_class
+            assert row.config == {}  # the bug is the model's own, not the bot's --config
             # the verified signature and the rules for older records (no "signature") agree
-            older = {k: v for k, v in rec.items() if k != "signature"}
-            assert fp.compute(row, rec).primary == fp.compute(row, older).primary, row["id"]
+            older = rec.replace(signature=None)
+            assert fp.compute(row, rec).primary == fp.compute(row, older).primary, row.id
 
 
 def test_run1_files_one_issue_per_bug_listing_every_affected_model(corpus):

@@ -18,7 +18,7 @@ from bot.report.state import read
 from bot.tracker.base import TrackerError
 from bot.tracker.github import ACTIONS_BOT_LOGIN, GitHubTracker
 from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, make_client
-from tests.ghstub.rundir import check_row, failing_run, failure_record, write_run
+from tests.ghstub.rundir import check_row, failing_run, failure_record, record_of, write_run
 
 
 def tracker(stub, **kw) -> GitHubTracker:
@@ -137,8 +137,8 @@ def test_a_malformed_known_block_is_dropped_alone(ghstub, tmp_path):
 
 
 def test_known_blocks_of_every_bad_shape_are_refused_by_the_check():
-    block = known.block_of({**failure_record(check_row()), "signature": {"failure_class": "accuracy", "verified": True,
-                                                                        "culprit_ops": ["aten.relu"]}}, "print(1)\n")
+    signature = {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}
+    block = known.block_of(record_of({**failure_record(check_row()), "signature": signature}), "print(1)\n")
     assert known.check_block(block) is None
     for change in ({"z": 5}, {"z": "A" * (known.MAX_PACKED + 1)}, {"sha": None}, {"signature": "x"},
                    {"signature": {"failure_class": "accuracy", "messages": "m"}}, {"record": []},

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from bot.records import Launcher
 from bot.suites.command import hook_env
 from bot.torch_adapter import hook
 
@@ -48,14 +49,14 @@ def test_what_the_hook_writes_in_a_program_is_what_read_state_reports(state, tmp
     hook._keep_launchers(after_aot)
     hook._STATE["produced"] = 2   # two graphs so far: a dump now belongs to graph 2
     assert after_aot.helper_for_dump_minify("print('launcher')\n") == "dumped"
-    monkeypatch.setenv("MINIFY_BOT_CONFIG", "{not json")
+    monkeypatch.setenv(hook.CONFIG_ENV, "{not json")
     hook._apply_config()
     got = hook.read_state(str(state))
     launcher = str(tmp_path / "launchers" / "launcher_001_graph2.py")
-    assert got["forced"] == "aot_eager" and got["launchers"] == [{"graph": 2, "path": launcher}]
+    assert got.forced == "aot_eager" and got.launchers == [Launcher(graph=2, path=launcher)]
     assert open(launcher).read() == "print('launcher')\n"
-    assert len(got["unsupported"]) == 1 and got["unsupported"][0].startswith("--config in the program: ValueError")
-    assert got["graphs"] is None   # no hook loaded in a program process: counting unknown
+    assert len(got.unsupported) == 1 and got.unsupported[0].startswith("--config in the program: ValueError")
+    assert got.graphs is None   # no hook loaded in a program process: counting unknown
     assert [type(e) for e in hook.read_events(str(state))] == [hook.Forced, hook.LauncherKept, hook.Unsupported]
 
 
@@ -74,8 +75,8 @@ def test_lines_that_are_not_events_are_skipped(state):
     with open(state, "ab") as fh:   # a line that is not UTF-8, and a last line cut short
         fh.write(b'{"event": "forced", "backend": "\xff"}\n{"event": "exi')
     assert hook.read_events(str(state)) == good
-    assert hook.read_state(str(state)) == {"graphs": 3, "frames": 3, "launchers": [{"graph": 3, "path": "/l.py"}],
-                                           "forced": None, "unsupported": [], "isa": "x" * 40}
+    assert hook.read_state(str(state)) == hook.HookState(graphs=3, frames=3, launchers=[Launcher(3, "/l.py")],
+                                                         forced=None, unsupported=[], isa="x" * 40)
     assert hook.read_events(str(state.parent / "missing.jsonl")) == []
 
 
@@ -89,13 +90,15 @@ def test_the_start_line_a_program_writes_is_a_started_event(tmp_path):
                          text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert hook.read_events(str(state)) == [hook.Started(pid=int(out.stdout))]
-    assert (hook.read_state(str(state))["graphs"], hook.read_state(str(state))["frames"]) == (0, 0)
+    got = hook.read_state(str(state))
+    assert (got.graphs, got.frames) == (0, 0)
 
 
 def test_the_config_overrides_the_hook_applies_are_named_in_a_config_event(state, monkeypatch):
     import torch._dynamo.config as dynamo_config
 
-    monkeypatch.setenv("MINIFY_BOT_CONFIG", json.dumps({"dynamo.verbose": "true"}))
+    for name, value in hook.config_env({"dynamo.verbose": "true"}).items():   # what the check sets
+        monkeypatch.setenv(name, value)
     # restored by the config module's own patch: monkeypatch's undo would hide the entry (a
     # config module's delattr), and every later compile in this process would fail
     with dynamo_config.patch(verbose=dynamo_config.verbose):

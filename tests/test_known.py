@@ -15,6 +15,7 @@ import pytest
 from bot import fingerprint as fp
 from bot import known, rundir
 from bot.action.inputs import Inputs
+from bot.failure import FailureRecord
 from bot.render import Renderer
 from bot.report import dashboard
 from bot.report import known as trusted
@@ -31,15 +32,16 @@ ROW = {"id": "mlp_relu-inductor-inference-float32-cpu", "model": "mlp_relu", "ba
 REPRO = "import torch\n# a repro\nprint('hello')\n" * 20
 
 
-def _failure(**repro_over) -> dict:
+def _failure(**repro_over) -> FailureRecord:
     repro = {"status": "minimized", "nodes_before": 9, "nodes_after": 2, "queries": 30, "path": "repro.py",
              "verification": {"runs": 3, "failed_same_way": 3, "random_inputs_reproduce": True},
              "timings": {"total": 41.5}, "capture": {"method": "aot"}, "reused": None}
     repro.update(repro_over)
-    return {"class": "accuracy", "stage": "inductor", "culprit": {"ops": ["aten.relu"], "bisect": None,
-                                                                   "method": "culprit"},
+    return FailureRecord.from_json({
+            "id": ROW["id"], "class": "accuracy", "stage": "inductor",
+            "culprit": {"ops": ["aten.relu"], "bisect": None, "method": "culprit"},
             "config": {"diff": [], "minimal": None}, "repro": repro, "versions": {"torch": "2.13.0+cpu"},
-            "check": ROW, "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}}
+            "check": ROW, "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}})
 
 
 def _run_dir(path: Path) -> Path:
@@ -121,8 +123,7 @@ def test_a_bad_known_file_is_ignored_not_trusted(tmp_path, capsys):
 
 def test_the_report_summary_says_what_reuse_saved():
     s = known.savings([_failure(reused={"issue": 3, "verify_seconds": 4.0, "saved_seconds": 37.2}),
-                       _failure(), None, {"repro": {"reused": {"issue": 4, "verify_seconds": "x",
-                                                               "saved_seconds": None}}}])
+                       _failure(), None, _failure(reused={"issue": 4, "verify_seconds": "x", "saved_seconds": None})])
     assert (s.reused, s.verify_seconds, s.saved_seconds) == (2, 4.0, 37.2)
     assert "Known bugs reused: 2" in s.line() and "37 s" in s.line()
     text = Renderer(None).render("summary.md.j2", counts={k: 0 for k in ("created", "updated", "reopened",

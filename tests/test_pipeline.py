@@ -10,9 +10,10 @@ import json
 import pytest
 
 from bot import rundir
+from bot.failure import FailureRecord
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
-from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, FailureRecord, Spec
+from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, Spec
 from tests.ghstub.rundir import check_row, row_of
 
 
@@ -22,7 +23,7 @@ def _row(model, **kw) -> CheckRow:
 
 def _failure(tmp_path, row=None, **opts) -> pl.Failure:
     row = row or _row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
-    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row.to_json()),
+    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row),
                       str(tmp_path / "f"), str(tmp_path / "w"), lambda m: None)
 
 
@@ -73,11 +74,26 @@ def test_a_repro_that_does_not_reproduce_is_repackaged_with_more_settings_in_ord
     assert [c for c, _ in pl._config_fallbacks(cfg, diff)] == [None]
 
 
-def _process(tmp_path, row):
+def _process(tmp_path, row, known=None):
     run = tmp_path / "run"
     said = []
-    rec = pl.process(row, {}, str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append)
+    rec = pl.process(row, {}, str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append, known=known)
     return rec, json.loads((run / "failures" / row.id / rundir.FAILURE).read_text()), said
+
+
+def test_a_row_that_cannot_be_rerun_is_written_with_its_reason_not_blamed_on_a_stage(tmp_path):
+    row = _row("m", status="fail_accuracy", failure_class="accuracy")
+    row.spec = None
+    rec, doc, said = _process(tmp_path, row)
+    assert doc["repro"]["reason"] == pl.NO_SPEC and doc["stage"] is None and rec.repro.status == "none"
+
+
+def test_an_internal_error_while_minifying_is_written_as_the_failures_reason(tmp_path):
+    """The pipeline's own crash (here: a known-bug entry that is not one) still writes the record."""
+    rec, doc, said = _process(tmp_path, _row("m", status="fail_accuracy", failure_class="accuracy"), known=[None])
+    assert doc["repro"]["status"] == "none"
+    assert doc["repro"]["reason"].startswith("minify-bot internal error: AttributeError")
+    assert any("internal error" in line for line in said)
 
 
 def test_an_eager_failure_is_written_with_its_reason_and_not_minified(tmp_path):

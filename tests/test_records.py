@@ -12,6 +12,7 @@ from bot import rundir
 from bot.check.one import CheckRequest, read_row
 from bot.check.results import ResultsWriter
 from bot.check.settings import Settings
+from bot.failure import FailureRecord
 from bot.minify.records import (
     Checkpoint,
     Done,
@@ -31,13 +32,17 @@ from bot.minify.records import (
 )
 from bot.records import (
     Accuracy,
+    BuildBoundary,
+    BuildsFound,
+    BuildVerdict,
     Capture,
     CheckError,
     CheckRow,
     ConfigDiff,
     Culprit,
-    FailureRecord,
     FirstAttempt,
+    GraphBisect,
+    GraphOp,
     HarnessFacts,
     KnownRecord,
     Launcher,
@@ -46,22 +51,26 @@ from bot.records import (
     RerunCapture,
     Reused,
     Spec,
+    StageVerdict,
     Verification,
 )
 from bot.signature import Signature
-from tests.ghstub.rundir import check_row
+from tests.ghstub.rundir import check_row, row_of
 
 
 def _verified_record() -> FailureRecord:
-    row = check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
+    row = row_of(check_row("mlp_relu", status="fail_accuracy", failure_class="accuracy"))
     rec = FailureRecord.for_check(row)
     rec.stage, rec.culprit = "inductor", Culprit(["aten.relu.default"], "lowerings: relu", "compiled-alone")
     key = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
     rec.config = ConfigDiff([{"key": key, "value": "accuracy", "default": None}], [])
-    graph = [{"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [2]}]
+    graph = [GraphOp("aten.relu.default", ["float32"], [2])]
     rec.repro = Repro("minimized", None, "repro.py", None, "inputs", "minifier.log", 40, 3, 12, 4.5, graph,
                       Verification(3, 3, True), Capture("aot", 4, "torch", graph=1, graphs=2), {"reduce": 4.5},
                       Reused(7, 1.5, 30.0))
+    rec.ablation = [StageVerdict("aot_eager", "pass"), StageVerdict("inductor", "fail_accuracy")]
+    rec.bisect = GraphBisect(backend="inductor", subsystem="lowerings", bisect_number=3, detail="relu", runs=6)
+    rec.signature = rec.verified_signature(Signature("accuracy"))
     return rec
 
 
@@ -78,7 +87,7 @@ def test_failure_json_written_from_a_record_is_what_its_schema_says(tmp_path):
     rec.signature = Signature("accuracy", verified=True).to_json()
     fdir = tmp_path / "failures" / rec.id
     fdir.mkdir(parents=True)
-    rundir.write_failure(fdir, rec.to_json())
+    rundir.write_failure(fdir, rec)
     doc = json.loads((fdir / rundir.FAILURE).read_text())
     rundir.validate(doc, "failure", rundir.FAILURE)
     assert "builds" not in doc   # written only once `minify-bot bisect` answered
@@ -154,18 +163,31 @@ def _every_record():
         Repro("partial", "budget", "repro.py", None, "inputs", "minifier.log", 9, 4, 20, 3.0, None,
               Verification(1, 1, True), Capture(method="given"), {"reduce": 1.0}, None),
         ConfigDiff([{"key": "inductor.a", "value": 1, "default": 0}], None), _verified_record(),
-        KnownRecord.of_failure(_verified_record()),
+        _verified_record().known(),
         Judge("accuracy", 1e-3, False, ["torch._dynamo.config.repro_tolerance = 0.001"]),
         MinifyJob("l.py", "/w", "accuracy", 60.0, deadline=123.0, nodes_before=9, dynamic=True, threads=2),
-        WorkerResult("partial", "budget", {"load": 1.0}, sig, Judge("runtime_error"), {"culprit_search": 3},
-                     [{"op": "aten.relu.default"}], 9, 4, 7, "aot", "inductor", "forward", False, [], None, True,
-                     {"subsystem": "lowerings"}, Culprit(["aten.relu.default"]), 2.0, "/w/checkpoints/4.py", True,
-                     "resumed"),
-        Localized("inductor", [{"backend": "eager", "status": "pass"}], "inductor", True, "from the capture"),
+        WorkerResult(status="partial", reason="budget", timings={"load": 1.0}, signature=sig,
+                     judge=Judge("runtime_error"), passes={"culprit_search": 3}, graph=[GraphOp("aten.relu.default")],
+                     nodes_before=9, nodes_after=4, queries=7, kind="aot", backend="inductor", graph_role="forward",
+                     dynamic=False, config_diff=[], config_minimal=None, random_inputs_reproduce=True,
+                     bisect=GraphBisect(incomplete=True, runs=2, detail="stopped after 5 s"),
+                     culprit=Culprit(["aten.relu.default"]), seconds=2.0,
+                     final="/w/checkpoints/4.py", isolated=True, note="resumed"),
+        Localized("inductor", [StageVerdict("eager", "pass")], "inductor", True, "from the capture"),
+        _builds_found(), _verified_record().replace(builds=_builds_found(), collect_env="PyTorch version: 2.13.0"),
         Loaded(9, "aot", True), Checkpoint(4, "/w/4.py"), Pinned(sig), Query(2, 4, False, True, True),
         Final("/w/final/repro.py", [], [], False, True, Judge("accuracy")), Done("partial"), Probe(True, "broken"),
         Stage("aot_eager", "pass"),
     ]
+
+
+def _builds_found() -> BuildsFound:
+    return BuildsFound([BuildVerdict("2.13.0", "good", "", "2.13.0+cpu", "a" * 40, 2, 0, 3.5),
+                        BuildVerdict("2.14.0", "untested"),
+                        BuildVerdict("2.15.0", "bad", "", "2.15.0+cu130", "b" * 40, 2, 2, 4.0)],
+                       ["2.15.0"], ["2.13.0"], [], [BuildBoundary("introduced", "2.13.0", "2.15.0", "2.13.0+cpu",
+                                                                  "2.15.0+cu130", [], {"from": "a", "to": "b"})],
+                       {"anchor": 1, "before": 1, "after": 0}, 2, 2, 3)
 
 
 @pytest.mark.parametrize("record", _every_record(), ids=lambda r: type(r).__name__)
@@ -238,9 +260,8 @@ def _program_row() -> CheckRow:
 def _check_rows() -> list[CheckRow]:
     flaky = CheckRow(id="m-eager", model="m", spec=Spec(source="zoo", model="m"), backend="eager", mode="training",
                      dtype="bfloat16", device="cuda", dynamic=True, config={}, status="pass",
-                     flaky=FirstAttempt("fail_to_run", "runtime_error",
-                                        CheckError("RuntimeError", "builtins", None, "boom", "tb", []), None, 2,
-                                        "checks/m-eager.log"),
+                     flaky=FirstAttempt(2, "checks/m-eager.log", "fail_to_run", "runtime_error",
+                                        CheckError("RuntimeError", "builtins", None, "boom", "tb", [])),
                      duration_s=3.0, log="checks/m-eager.log")
     return [_program_row(), flaky, CheckRow(status="timeout", failure_class="timeout", phase="compile")]
 
@@ -293,3 +314,21 @@ def test_a_rows_unknown_keys_are_dropped_at_every_level():
     assert back == _program_row() and back.to_json() == _program_row().to_json()
     with pytest.raises(RecordError, match="Spec: expected an object, got str"):
         CheckRow.from_json({"id": "x", "spec": "zoo"})
+
+
+def test_an_event_family_parses_its_own_kinds_and_takes_no_kind_twice():
+    from bot import records
+
+    class Family(records.Event):
+        pass
+
+    class Ping(Family, kind="ping"):
+        n: int
+
+    assert Ping(3).to_json() == {"event": "ping", "n": 3}
+    assert Family.parse({"event": "ping", "n": 3}) == Ping(3)
+    assert Family.parse({"event": "query", "n": 1, "nodes": 2, "fails": True}) is None   # another family's kind
+    assert Family.parse({"event": ["ping"]}) is None and Family.parse({"event": "ping"}) is None
+    with pytest.raises(TypeError, match="taken"):
+        class Pong(Family, kind="ping"):
+            pass

@@ -15,7 +15,7 @@ from bot.tracker.base import Tracker
 from bot.tracker.github import GitHubTracker
 from bot.tracker.local import LocalTracker
 from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
-from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, row_of, write_run
+from tests.ghstub.rundir import check_row, failing_run, failure_record, passing_run, record_of, row_of, write_run
 
 
 def report(run, issues, *extra) -> int:
@@ -223,7 +223,7 @@ def test_groups_of_one_run_that_reach_one_issue_are_one_update(where, tmp_path):
     # an issue filed under v1 for relu on conv_bn; this run's relu failures on 3 models have one v2
     # primary, and a fourth failure (no repro, identified by its model) matches through the alternative
     c = check_row("conv_bn")
-    v1 = fp.compute_v1(row_of(c), failure_record(c))
+    v1 = fp.compute_v1(row_of(c), record_of(failure_record(c)))
     legacy_state = {"sig": v1.primary, "sigs": [v1.primary], "alt": v1.alternatives, "checks": [v1.check_key],
                     "runs": ["run-old"], "first_seen": "x", "last_seen": "x", "occurrences": 1,
                     "affected": [{"model": "conv_bn", "backend": "inductor", "mode": "inference", "dtype": "float32",

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from bot import fingerprint as fp
 from bot import rundir
+from bot.failure import FailureRecord
 from bot.known import REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import pipeline as pl
 from bot.minify import reuse
 from bot.options import MinifyOptions
-from bot.records import Capture, CheckRow, ConfigDiff, Culprit, FailureRecord, KnownRecord, Reused, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, Culprit, KnownRecord, Reused, Verification
 from bot.signature import Signature
 from tests.ghstub.rundir import check_row, row_of
 
@@ -36,7 +37,7 @@ def _entry(row: CheckRow, repro: str, *, status="minimized", minify_seconds: flo
 
 
 def _reuse(tmp_path: Path, entry: KnownRepro, row: CheckRow | None = None):
-    rec = FailureRecord.for_check((row or _row()).to_json())
+    rec = FailureRecord.for_check(row or _row())
     fdir = tmp_path / "failures" / rec.id
     fdir.mkdir(parents=True)
     said: list[str] = []
@@ -58,7 +59,7 @@ def test_a_known_repro_that_still_fails_stands_in_for_minifying(tmp_path):
     assert r.verification == Verification(REUSE_VERIFY_RUNS, REUSE_VERIFY_RUNS, True)
     assert r.reused.issue == 17 and r.reused.saved_seconds == round(120.0 - r.reused.verify_seconds, 2)
     assert r.timings["known_verify"] == r.reused.verify_seconds
-    assert rec.signature["verified"] and rec.signature["culprit_ops"] == ["aten.relu.default"]
+    assert rec.signature.verified and rec.signature.culprit_ops == ["aten.relu.default"]
     assert any("known bug #17" in line and "not minified again" in line for line in said)
     log = (fdir / rundir.MINIFIER_LOG).read_text()
     assert "issue #17 has a verified repro" in log and "fails the same way" in log
@@ -66,7 +67,7 @@ def test_a_known_repro_that_still_fails_stands_in_for_minifying(tmp_path):
 
 def test_a_reused_record_is_a_valid_failure_json(tmp_path):
     _, rec, fdir, _ = _reuse(tmp_path, _entry(_row(), FAILS))
-    rundir.write_failure(fdir, rec.to_json())
+    rundir.write_failure(fdir, rec)
     doc = json.loads((fdir / rundir.FAILURE).read_text())
     rundir.validate(doc, "failure", rundir.FAILURE)
     assert doc["repro"]["reused"]["issue"] == 17

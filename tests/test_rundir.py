@@ -12,7 +12,7 @@ import pytest
 from bot import rundir
 from bot.check import isolate
 from bot.check.results import ResultsWriter, csv_to_rows
-from bot.records import FailureRecord
+from bot.failure import FailureRecord
 from tests.ghstub.rundir import check_row, row_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,22 +82,22 @@ def test_what_the_writers_write_validates_as_untrusted_input(tmp_path):
     w.finish()
     fdir = rundir.failure_dir(tmp_path, row.id)
     fdir.mkdir(parents=True)
-    rundir.write_failure(fdir, FailureRecord.for_check(row.to_json()).to_json())
+    rundir.write_failure(fdir, FailureRecord.for_check(row))
     run = rundir.load_untrusted(tmp_path)
     assert [r["status"] for r in run.results["checks"]][:len(rundir.STATUSES)] == list(rundir.STATUSES)
     assert [r.status for r in run.rows] == [r["status"] for r in run.results["checks"]]
-    assert run.failures[row.id]["signature"] is None
+    assert run.failures[row.id].signature is None and run.failures[row.id].check == row
     assert rundir.read_results(tmp_path)["checks"][-1]["id"] == row.id
 
 
 def test_a_failure_record_with_a_verified_signature_validates(tmp_path):
-    from bot.signature import Signature, verified_signature
-    from tests.ghstub.rundir import failure_record
+    from bot.signature import Signature
+    from tests.ghstub.rundir import failure_record, record_of
 
     c = check_row()
     rec = failure_record(c)
     rec["culprit"] = {"ops": ["aten.relu.default"], "bisect": "lowerings: relu", "method": "compiled-alone"}
-    rec["signature"] = verified_signature(Signature("accuracy"), rec).to_json()
+    rec["signature"] = record_of(rec).verified_signature(Signature("accuracy")).to_json()
     assert rec["signature"]["culprit_ops"] == ["aten.relu.default"] and rec["signature"]["verified"]
     rundir.validate(rec, "failure", "failure.json", rundir.FAILURE_LIMITS)
     rec["signature"]["messages"] = "not a list"

@@ -4,7 +4,8 @@ fingerprint. Pure data: no torch."""
 from __future__ import annotations
 
 from bot import signature as sg
-from tests.ghstub.rundir import check_row, failure_record, row_of
+from bot.failure import signature_of
+from tests.ghstub.rundir import check_row, failure_record, record_of, row_of
 
 CPP = ("C++ compile error\n\nCommand:\ng++ /tmp/torchinductor_u/ab/cab.cpp -o /tmp/x.so\n\nOutput:\n"
        "/tmp/torchinductor_u/ab/cab.cpp: In function 'void cpp_fused_relu_0(float*)':\n"
@@ -52,23 +53,23 @@ def test_the_culprit_comes_first_then_the_bisector_then_the_graphs_op_names():
     graph = [{"op": "aten.view.default", "dtypes": ["float32"], "ranks": [3]},
              {"op": "aten.relu.default", "dtypes": ["float32"], "ranks": [3]}]
     rec = failure_record(c, graph=graph)
-    assert sg.culprit_of_record(rec) == (["aten.relu.default"], None, "graph")
+    assert record_of(rec).culprit_found() == (["aten.relu.default"], None, "graph")
     rec["bisect"] = {"incomplete": True, "runs": 4, "detail": "stopped after 60 s"}
-    assert sg.culprit_of_record(rec)[2] == "graph"  # an unfinished bisection says nothing
+    assert record_of(rec).culprit_found()[2] == "graph"  # an unfinished bisection says nothing
     rec["bisect"] = {"backend": "inductor", "subsystem": "lowerings", "bisect_number": 3, "detail": "relu", "runs": 9}
-    assert sg.culprit_of_record(rec) == ([], "lowerings: relu", "bisector")
+    assert record_of(rec).culprit_found() == ([], "lowerings: relu", "bisector")
     rec["culprit"] = {"ops": ["aten.relu.default"], "bisect": "lowerings: relu", "method": "compiled-alone"}
-    assert sg.culprit_of_record(rec) == (["aten.relu.default"], "lowerings: relu", "compiled-alone")
+    assert record_of(rec).culprit_found() == (["aten.relu.default"], "lowerings: relu", "compiled-alone")
 
 
 def test_a_record_without_a_verified_repro_has_no_culprit():
     c = check_row()
-    sig = sg.of_record(row_of(c), failure_record(c, repro_status="not_reproduced"))
+    sig = signature_of(row_of(c), record_of(failure_record(c, repro_status="not_reproduced")))
     assert not sig.verified and sig.culprit is None
-    sig = sg.of_record(row_of(c), failure_record(c))
+    sig = signature_of(row_of(c), record_of(failure_record(c)))
     assert sig.verified and sig.culprit == {"ops": ["aten.relu.default"], "bisect": None}
     assert (sig.stage, sig.device, sig.dtype) == ("inductor", "cpu", "float32")
-    assert sg.of_record(row_of(c), None).stage == "unlocalized"
+    assert signature_of(row_of(c), None).stage == "unlocalized"
 
 
 def test_abort_output_is_one_rule_for_check_and_minify():

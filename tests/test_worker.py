@@ -10,7 +10,7 @@ import pytest
 
 from bot.minify import passes as P
 from bot.minify import worker
-from bot.records import Culprit
+from bot.records import Culprit, GraphBisect
 
 RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
 
@@ -105,14 +105,14 @@ def test_one_setting_is_decided_by_one_query_without_it():
 
 def test_the_culprit_record_sorts_the_ops_and_words_the_bisectors_answer():
     found = P.Culprit(["aten.relu.default", "aten.add.Tensor"], "graph", "relu")
-    bisect = {"backend": "inductor", "subsystem": "lowerings", "bisect_number": 3, "detail": "lowering relu"}
+    bisect = GraphBisect(backend="inductor", subsystem="lowerings", bisect_number=3, detail="lowering relu")
     assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(
         ["aten.add.Tensor", "aten.relu.default"], "lowerings: lowering relu", "graph")
 
 
 def test_a_culprit_the_bisector_disagrees_with_is_kept_and_the_disagreement_logged(capsys):
     found = P.Culprit(["aten.relu.default"], "compiled-alone")
-    bisect = {"backend": "inductor", "subsystem": "lowerings", "detail": "log1p"}
+    bisect = GraphBisect(backend="inductor", subsystem="lowerings", detail="log1p")
     assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(["aten.relu.default"], "lowerings: log1p",
                                                                              "compiled-alone")
     assert "does not match the bisector's answer 'lowerings: log1p'" in capsys.readouterr().out
@@ -122,7 +122,7 @@ def test_without_a_bisect_answer_the_culprit_has_ops_only(capsys):
     found = P.Culprit(["aten.relu.default"], "compiled-alone")
     assert worker.culprit_record(None, found, None, "minimized") == Culprit(["aten.relu.default"], None,
                                                                            "compiled-alone")
-    incomplete = {"subsystem": "lowerings", "detail": "relu", "incomplete": True}
+    incomplete = GraphBisect(subsystem="lowerings", detail="relu", incomplete=True)
     assert worker.culprit_record(None, found, incomplete, "minimized").bisect is None
     assert capsys.readouterr().out == ""
 

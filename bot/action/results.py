@@ -1,10 +1,11 @@
-"""What the Action reads back from the run directory: results.json and report.json (as `check`
-and `report` write them, bot/schemas/), through bot.rundir's readers."""
+"""What the Action reads back from the run directory: results.json, report.json and the failure records (as `check`,
+`minify` and `report` write them, bot/schemas/), through bot.rundir's readers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from bot.failure import FailureRecord
 from bot.records import CheckRow
 
 
@@ -12,6 +13,17 @@ def load(path: Path) -> dict | None:
     from bot import rundir
 
     return rundir.read_optional(path)
+
+
+def failure_of(run_dir: Path, check_id: str) -> FailureRecord | None:
+    """A check's failure record, or None when minify wrote none or it is not one this version reads."""
+    from bot import rundir
+    from bot.errors import UsageError
+
+    try:
+        return rundir.read_failure(run_dir, check_id)
+    except UsageError:
+        return None
 
 
 def rows(results: dict | None) -> list[CheckRow]:

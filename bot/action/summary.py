@@ -14,7 +14,17 @@ from pathlib import Path
 from bot import gha, known, rundir
 from bot.action import ownership
 from bot.action.context import Context
-from bot.action.results import entry_url, failing, issue_urls, load, regressions, report_entries, report_error, rows
+from bot.action.results import (
+    entry_url,
+    failing,
+    failure_of,
+    issue_urls,
+    load,
+    regressions,
+    report_entries,
+    report_error,
+    rows,
+)
 from bot.errors import EXIT_FAILURES, EXIT_OK
 
 SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
@@ -56,7 +66,7 @@ def table_rows(results: dict | None, failures_dir: Path | None, report: dict | N
         looked = bool(r.failure_class) and failures_dir is not None
         entry = by_id.get(str(r.id))
         out.append({"check": r, "looked": looked, "entry": entry, "url": entry_url(entry) if entry else None,
-                    "failure": load(failures_dir / str(r.id) / rundir.FAILURE) if looked else None})
+                    "failure": failure_of(failures_dir.parent, str(r.id)) if looked else None})
     return out
 
 

@@ -109,8 +109,7 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> Chec
         progress(f"{result.status}; rerun {k} of {reruns}")
         again = run_once(f"{base}.rerun{k}.log")
         if again.failure_class is None:
-            first = FirstAttempt(result.status, result.failure_class, result.error, result.accuracy, attempts=k + 1,
-                                 log=os.path.join("checks", os.path.basename(log_path)))
+            first = FirstAttempt.of(result, k + 1, os.path.join("checks", os.path.basename(log_path)))
             return again.replace(flaky=first, duration_s=_elapsed(t0))
         if Signature.reruns_alike(result, again):
             # a deterministic failure (the same status and the same numbers twice) is not run again;

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot import rundir
 from bot.errors import EXIT_OK, UsageError
+from bot.failure import FailureRecord
 
 HELP = "run a failure's verified repro in each of an ordered list of torch builds: which one introduced or fixed it"
 DESCRIPTION = """Run the verified repro of each failure of a run directory (or of one failure
@@ -57,7 +58,7 @@ def run(args) -> int:
     return execute(opts.resolved())
 
 
-def targets(path: str, only: list[str]) -> list[tuple[Path, dict]]:
+def targets(path: str, only: list[str]) -> list[tuple[Path, FailureRecord]]:
     """(failure directory, failure record) of each failure to bisect: the one directory given, or
     every failure of the run directory with a verified repro."""
     p = Path(path)
@@ -71,7 +72,7 @@ def targets(path: str, only: list[str]) -> list[tuple[Path, dict]]:
         if only and row.id not in only:
             continue
         rec = rundir.read_failure(p, row.id)
-        if rec is not None and _verified(rec):
+        if rec is not None and rec.repro_verified:
             out.append((rundir.failure_dir(p, row.id), rec))
     missing = set(only) - {d.name for d, _ in out}
     if missing:
@@ -79,17 +80,9 @@ def targets(path: str, only: list[str]) -> list[tuple[Path, dict]]:
     return out
 
 
-def _verified(rec: dict) -> bool:
-    from bot.signature import repro_verified
-
-    return repro_verified(rec)
-
-
 def execute(opts) -> int:
     from bot import builds as bl
     from bot.bisect import bisect_repro, summary_lines
-    from bot.signature import Signature
-
     chosen = bl.from_options(opts.build, opts.builds_file)
     if len(chosen) < 2:
         raise UsageError("bisect needs at least two builds (--build, --builds-file), oldest first")
@@ -102,18 +95,18 @@ def execute(opts) -> int:
         return EXIT_OK
     cache = bl.BuildCache(opts.cache_dir, log=say)
     for fdir, rec in todo:
-        sig = Signature.from_json(rec.get("signature"))
-        repro = fdir / ((rec.get("repro") or {}).get("path") or rundir.REPRO)
+        sig = rec.signature
+        repro = fdir / (rec.repro.path or rundir.REPRO)
         if sig is None or not repro.is_file():
             say(f"{fdir.name}: no verified signature or repro.py; skipped")
             continue
         say(f"{fdir.name}: {len(chosen)} builds, {opts.verify_runs} runs each")
-        answer = bisect_repro(chosen, os.fspath(repro), sig, rec.get("versions") or {}, runs=opts.verify_runs,
+        answer = bisect_repro(chosen, os.fspath(repro), sig, rec.versions, runs=opts.verify_runs,
                               need=opts.need, timeout=opts.timeout, cache=cache,
                               log=lambda m, n=fdir.name: say(f"{n}: {m}"))
         print(f"{fdir.name}:")
         for line in summary_lines(answer):
             print(line)
         if not opts.no_write:
-            rundir.write_failure(fdir, {**rec, "builds": answer.to_json()})
+            rundir.write_failure(fdir, rec.replace(builds=answer.record()))
     return EXIT_OK

@@ -164,7 +164,7 @@ def _run(args, run_dir: str, servers) -> int:
         _say(f"[{i}/{len(todo)}] {row.id} ({row.failure_class or 'launcher'})")
         rec = process(row, s, run_dir, args, versions, lambda m: _say(f"  {m}"), launcher=launcher,
                       interpreters=servers, known=known)
-        records.append(rec.to_json())
+        records.append(rec)
         st = rec.repro.status
         ver = rec.repro.verification
         extra = f", verified {ver.failed_same_way}/{ver.runs}" if ver else ""

@@ -82,19 +82,19 @@ def run(args) -> int:
         fid = rows["mlp_relu"].id
         rec = rundir.read_failure(out, fid)
         _expect(rec is not None, "minify", f"no failure record for {fid} (exit {rc})")
-        repro = rec["repro"]
-        _expect(repro["status"] == "minimized", "minify", f"repro status {repro['status']}: {repro.get('reason')}")
-        ops = [n["op"] for n in repro.get("graph") or []]
+        repro = rec.repro
+        _expect(repro.status == "minimized", "minify", f"repro status {repro.status}: {repro.reason}")
+        ops = [n.op for n in repro.graph or []]
         _expect(ops == ["aten.relu.default"], "minify", f"the repro should be exactly the relu, got {ops}")
-        culprit = rec.get("culprit") or {}
-        _expect(culprit.get("ops") == ["aten.relu.default"], "minify", f"culprit should be the relu, got {culprit}")
-        ver = repro.get("verification") or {}
-        _expect(ver.get("runs") and ver.get("failed_same_way") == ver.get("runs"), "minify",
+        culprit = rec.culprit.ops if rec.culprit else None
+        _expect(culprit == ["aten.relu.default"], "minify", f"culprit should be the relu, got {culprit}")
+        ver = repro.verification
+        _expect(ver is not None and ver.runs and ver.failed_same_way == ver.runs, "minify",
                 f"repro did not fail the same way in every fresh run: {ver}")
-        keys = [d["key"] for d in (rec["config"].get("minimal") or [])]
+        keys = [d["key"] for d in rec.config.minimal or []]
         _expect(keys == [key], "minify", f"minimal config diff should be the injected key, got {keys}")
-        say(f"minify ok: {repro['nodes_before']} -> {repro['nodes_after']} nodes, verified "
-            f"{ver['failed_same_way']}/{ver['runs']} ({time.perf_counter() - t0:.0f}s)")
+        say(f"minify ok: {repro.nodes_before} -> {repro.nodes_after} nodes, verified "
+            f"{ver.failed_same_way}/{ver.runs} ({time.perf_counter() - t0:.0f}s)")
 
         report = ReportStageOptions(out=out, tracker="local", issues_dir=issues, dashboard=False)
         rc = call_stage(report)

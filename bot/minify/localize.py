@@ -11,7 +11,7 @@ import time
 
 from bot.minify import procs
 from bot.minify.records import Localized, Stage
-from bot.records import CheckRow, Spec
+from bot.records import CheckRow, Spec, StageVerdict
 from bot.suites import source_of
 
 STAGES = [("eager", "dynamo"), ("aot_eager", "aot_eager"),
@@ -82,9 +82,9 @@ def localize(row: CheckRow, settings: dict, workdir: str, log_path: str, timeout
             on_event(Stage(backend, r.status))
         if r.failure_class:
             break
-    ablation = [{"backend": v["backend"], "status": v["status"]} for v in verdicts]
+    ablation = [StageVerdict(v["backend"], v["status"]) for v in verdicts]
     first = next((v["backend"] for v in verdicts if v["failure_class"]), None)
-    ablation.append({"backend": row.backend, "status": row.status})
+    ablation.append(StageVerdict(row.backend, row.status))
     stage = dict(STAGES).get(first, "inductor") if first else (
         "inductor" if row.backend == "inductor" else dict(STAGES).get(row.backend, row.backend))
     return Localized(stage, ablation, first or row.backend)
@@ -111,7 +111,7 @@ def settled_by_capture(row: CheckRow) -> Localized | None:
             or not shared.launchers or not any(os.path.isfile(str(x.path)) for x in shared.launchers)):
         return None
     provisional = key in PROVISIONAL
-    return Localized("inductor", [{"backend": "inductor", "status": row.status}], "inductor", provisional,
+    return Localized("inductor", [StageVerdict("inductor", row.status)], "inductor", provisional,
                      f"settled by the check's rerun: torch's repro-after-aot level-{shared.repro_level} "
                      "capture wrote the graph inductor received" if not provisional else
                      "the check's rerun captured every graph inductor received (level 3): minifying them first; "
@@ -170,9 +170,9 @@ def localize_program(row: CheckRow, settings: dict, workdir: str, log_path: str,
         without = r
         if on_event:
             on_event(Stage("no torch.compile", r.status))
-    ablation = ([{"backend": NO_COMPILE, "status": without.status}] if without else []) + \
-        [{"backend": v["backend"], "status": v["status"]} for v in verdicts]
-    ablation.append({"backend": row.backend, "status": row.status})
+    ablation = ([StageVerdict(NO_COMPILE, without.status)] if without else []) + \
+        [StageVerdict(v["backend"], v["status"]) for v in verdicts]
+    ablation.append(StageVerdict(row.backend, row.status))
     if without and without.failure_class:
         stage = "eager"
     elif first:

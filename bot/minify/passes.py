@@ -44,6 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bot.records import GraphBisect
 from bot.torch_adapter.minifier import CALL_OPS, has_compute, is_op_overload
 
 
@@ -763,11 +764,11 @@ def culprit_ops(st: State) -> list[str]:
     return sorted({op_name(n) for n in call_nodes(st.gm) if _multi_output_source(n) is None})
 
 
-def agrees_with_bisect(ops: list[str], bisect: dict | None) -> bool | None:
+def agrees_with_bisect(ops: list[str], bisect: GraphBisect | None) -> bool | None:
     """Whether the bisector's answer names one of ``ops`` (e.g. lowerings: relu vs aten.relu.default);
     None when the bisector gave no op-level answer."""
-    if not bisect or not bisect.get("detail"):
+    if bisect is None or not bisect.detail:
         return None
-    detail = str(bisect.get("detail")).lower()
+    detail = str(bisect.detail).lower()
     names = {o.split(".")[1] if o.startswith("aten.") and o.count(".") >= 2 else o for o in ops}
     return any(n.lower() in detail for n in names)

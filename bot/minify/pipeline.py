@@ -2,7 +2,7 @@
 
 :func:`process` is the whole of it for one failing check (or one given launcher). The steps are
 functions over one :class:`Failure` (the check, its options, where its files go, the typed
-:class:`bot.records.FailureRecord` being filled), in order:
+:class:`bot.failure.FailureRecord` being filled), in order:
 
 1. a known bug (an open issue's verified repro) is verified again instead (:mod:`reuse`);
 2. :func:`_first_stage`: which stage fails first (localize; or settled by the check's capture);
@@ -24,6 +24,7 @@ from typing import Callable
 
 from bot import known as kn
 from bot import rundir
+from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
 from bot.minify import package as pkg
@@ -32,8 +33,8 @@ from bot.minify import reduce as red
 from bot.minify import verify as ver
 from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, Localized, MinifyJob, Pinned, WorkerResult
 from bot.options import MinifyOptions
-from bot.records import Capture, CheckRow, ConfigDiff, FailureRecord, Repro
-from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type, verified_signature
+from bot.records import Capture, CheckRow, ConfigDiff, Repro
+from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
 from bot.suites import source_of
 
 NOT_MINIFIED = {
@@ -49,6 +50,8 @@ COMPILED_NOTHING = ("the program compiled no graph with torch.compile (none was 
                     "processes): its failure is not a compiler failure; nothing to minify")
 IN_DYNAMO = ("the check already fails with the eager backend: the bug is in dynamo's tracing, before a graph "
              "reaches a compiler; graph minification does not apply")
+NO_SPEC = ("the check row does not say how its model is built (it has no spec): minify cannot run the check "
+           "again; nothing to minify")
 CANDIDATES = {3: 16, None: 8}   # launchers tried per program capture: level 3 dumps every graph
 BUILT_CANDIDATES = 4
 CLEANED = ("minimized", "partial", "none", "not_reproduced")   # statuses whose work directory goes
@@ -116,7 +119,7 @@ def process(row: CheckRow, settings: dict, run_dir: str, opts: MinifyOptions, ve
     for d in (fdir, work):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d, exist_ok=True)
-    rec = FailureRecord.for_check(row.to_json())   # failure.json's "check": the row as results.json has it
+    rec = FailureRecord.for_check(row)
     rec.versions = versions
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
@@ -134,7 +137,7 @@ def process(row: CheckRow, settings: dict, run_dir: str, opts: MinifyOptions, ve
     timings = rec.repro.timings
     timings["total"] = round(time.time() - t0, 2)
     f.say("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
-    rundir.write_failure(fdir, rec.to_json())
+    rundir.write_failure(fdir, rec)
     if rec.repro.status in CLEANED:
         shutil.rmtree(work, ignore_errors=True)
         with contextlib.suppress(OSError):
@@ -169,6 +172,8 @@ def _not_minified(f: Failure) -> bool:
     fclass = f.failure_class
     if fclass in NOT_MINIFIED or fclass not in MINIFIABLE_CLASSES:
         f.stop(NOT_MINIFIED.get(fclass, f"failure class {fclass!r} is not minified"))
+    elif f.row.spec is None:
+        f.stop(NO_SPEC)
     elif f.program and (f.row.compile_frames if f.row.compile_frames is not None
                         else f.row.compiled_graphs) == 0:
         f.stop(COMPILED_NOTHING)
@@ -498,7 +503,7 @@ def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, co
                "not_reproduced")
         return
     r.status, r.reason = result.status, result.reason
-    f.rec.signature = verified_signature(result.signature, f.rec.to_json()).to_json()
+    f.rec.signature = f.rec.verified_signature(result.signature)
     if v.random_inputs_reproduce:
         pkg.write_standalone(f.fdir, config, result.final, judge_lines)
         r.standalone_path = rundir.STANDALONE

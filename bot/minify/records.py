@@ -9,11 +9,12 @@ the job as written; it does not default anything again.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
-from typing import ClassVar
 
-from bot.records import Culprit, Record
+from bot import records
+from bot.records import Culprit, GraphBisect, GraphOp, Record, StageVerdict
 from bot.signature import Signature
 
 CHECK_TOLERANCE = 1e-4   # the check's tolerance when its row names none (bot/check/judge.py's default)
@@ -30,9 +31,24 @@ class Judge(Record):
     config: list[str] = field(default_factory=list)
 
 
+class _File(Record):
+    """A record the parent and the worker hand over as a JSON file of the worker's directory."""
+
+    def write(self, path: str) -> None:
+        """Write the whole file or none of it: a reader never sees half a record."""
+        with open(path + ".tmp", "w") as fh:
+            json.dump(self.to_json(), fh, indent=2, default=str)
+        os.replace(path + ".tmp", path)
+
+    @classmethod
+    def read(cls, path: str):
+        with open(path) as fh:
+            return cls.from_json(json.load(fh))
+
+
 @dataclass
-class MinifyJob(Record):
-    """One worker run over one captured graph."""
+class MinifyJob(_File):
+    """One worker run over one captured graph (``job.json``)."""
 
     repro: str                       # the launcher / repro file to load
     workdir: str
@@ -63,55 +79,39 @@ class MinifyJob(Record):
         if judge.compare_non_fp is not None:
             self.compare_non_fp = judge.compare_non_fp
 
-    def write(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.to_json(), fh)
-
-    @classmethod
-    def read(cls, path: str) -> "MinifyJob":
-        with open(path) as fh:
-            return cls.from_json(json.load(fh))
-
 
 @dataclass
-class WorkerResult(Record):
-    """What one minify (worker run, or its resumption) found."""
+class WorkerResult(_File):
+    """What one minify (worker run, or its resumption) found (``result.json``)."""
 
+    # how it ended
     status: str | None = None        # minimized | partial | not_reproduced | none
     reason: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    signature: Signature | None = None   # the pinned failure the candidates must show
-    judge: Judge | None = None
-    passes: dict = field(default_factory=dict)   # per stage and pass: queries asked
-    graph: list | None = None
-    nodes_before: int | None = None
-    nodes_after: int | None = None
-    queries: int = 0
+    final: str | None = None         # the repro file to package
+    note: str | None = None
+    # the captured graph, as loaded
     kind: str | None = None
     backend: str | None = None
     graph_role: str | None = None
     dynamic: bool = False
+    nodes_before: int | None = None
+    # the failure pinned, and the graph reduced to it
+    signature: Signature | None = None   # the pinned failure the candidates must show
+    judge: Judge | None = None
+    graph: list[GraphOp] | None = None
+    nodes_after: int | None = None
+    queries: int = 0
+    passes: dict = field(default_factory=dict)   # per stage and pass: queries asked
+    # what the final repro needs, and where in the graph it fails
     config_diff: list | None = None
     config_minimal: list | None = None
     random_inputs_reproduce: bool | None = None
-    bisect: dict | None = None
+    bisect: GraphBisect | None = None
     culprit: Culprit | None = None
+    # how it ran
+    isolated: bool = False           # every query in a fresh process
+    timings: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
-    final: str | None = None         # the repro file to package
-    isolated: bool = False
-    note: str | None = None
-
-    def write(self, path: str) -> None:
-        import os
-
-        with open(path + ".tmp", "w") as fh:
-            json.dump(self.to_json(), fh, indent=2, default=str)
-        os.replace(path + ".tmp", path)
-
-    @classmethod
-    def read(cls, path: str) -> "WorkerResult":
-        with open(path) as fh:
-            return cls.from_json(json.load(fh))
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Localized(Record):
     capture with; ``provisional`` when taken from a level-3 capture before any localize run."""
 
     stage: str | None
-    ablation: list = field(default_factory=list)
+    ablation: list[StageVerdict] = field(default_factory=list)
     first_failing: str | None = None
     provisional: bool = False
     note: str | None = None
@@ -129,41 +129,30 @@ class Localized(Record):
 # --- events: one ``@@ {json}`` line each on the worker's stdout --------------------------------------
 
 
-class Event(Record):
-    KIND: ClassVar[str] = ""
-
-    def to_json(self) -> dict:
-        return {"event": self.KIND, **super().to_json()}
+class Event(records.Event):
+    """One ``@@ {json}`` line of the worker's stdout (:func:`emit`; :func:`parse_event` reads it)."""
 
 
-@dataclass
-class Loaded(Event):
-    KIND: ClassVar[str] = "loaded"
+class Loaded(Event, kind="loaded"):
     nodes: int
     kind: str | None = None
     dynamic: bool = False
 
 
-@dataclass
-class Checkpoint(Event):
-    KIND: ClassVar[str] = "checkpoint"
+class Checkpoint(Event, kind="checkpoint"):
     nodes: int
     path: str | None = None
 
 
-@dataclass
-class Pinned(Event):
+class Pinned(Event, kind="signature"):
     """The failure the sanity step pinned."""
 
-    KIND: ClassVar[str] = "signature"
     signature: Signature | None = None
 
 
-@dataclass
-class Final(Event):
+class Final(Event, kind="final"):
     """The final repro, written before the bisector runs: the parent may verify it meanwhile."""
 
-    KIND: ClassVar[str] = "final"
     path: str
     config_diff: list | None = None
     config_minimal: list | None = None
@@ -172,9 +161,7 @@ class Final(Event):
     judge: Judge | None = None
 
 
-@dataclass
-class Query(Event):
-    KIND: ClassVar[str] = "query"
+class Query(Event, kind="query"):
     n: int
     nodes: int
     fails: bool
@@ -182,43 +169,25 @@ class Query(Event):
     isolated: bool = False
 
 
-@dataclass
-class Done(Event):
-    KIND: ClassVar[str] = "done"
+class Done(Event, kind="done"):
     status: str | None = None
 
 
-@dataclass
-class Probe(Event):
+class Probe(Event, kind="probe"):
     """Does TORCHDYNAMO_REPRO_AFTER=dynamo work with this backend here?"""
 
-    KIND: ClassVar[str] = "probe"
     broken: bool
     reason: str | None = None
 
 
-@dataclass
-class Stage(Event):
+class Stage(Event, kind="stage"):
     """localize: one debug backend's verdict (an in-process progress callback)."""
 
-    KIND: ClassVar[str] = "stage"
     backend: str
     status: str | None = None
 
 
-EVENTS: dict[str, type[Event]] = {cls.KIND: cls for cls in (Loaded, Checkpoint, Pinned, Final, Query, Done, Probe,
-                                                              Stage)}
-
-
-def parse_event(doc: dict) -> Event | None:
-    """The typed event of a ``@@`` line's JSON; None for an event this stage does not know."""
-    cls = EVENTS.get(doc.get("event")) if isinstance(doc, dict) else None
-    if cls is None:
-        return None
-    try:
-        return cls.from_json(doc)
-    except ValueError:
-        return None
+parse_event = Event.parse   # the typed event of a ``@@`` line's JSON; None for one this stage does not know
 
 
 def emit(event: Event) -> None:

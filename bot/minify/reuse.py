@@ -8,9 +8,10 @@ import time
 
 from bot import rundir
 from bot import signature as sg
+from bot.failure import FailureRecord
 from bot.known import REUSE_TIMEOUT, REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import verify as ver
-from bot.records import ConfigDiff, FailureRecord, KnownRecord, Reused, Verification
+from bot.records import ConfigDiff, KnownRecord, Reused, Verification
 
 
 def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
@@ -41,7 +42,7 @@ def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) 
         return False
     _restore(rec, entry.record)
     sig.verified = True
-    rec.signature = sig.to_json()
+    rec.signature = sig
     saved = round(entry.minify_seconds - seconds, 2) if entry.minify_seconds is not None else None
     r = rec.repro
     r.reason, r.path, r.queries, r.seconds = None, rundir.REPRO, 0, 0.0

@@ -50,7 +50,7 @@ from bot.minify.records import (
     WorkerResult,
     emit,
 )
-from bot.records import Culprit
+from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
@@ -399,7 +399,7 @@ def known_hint(job: MinifyJob, evaluator, st):
     return hint
 
 
-def culprit_record(gm, culprit, bisect: dict | None, status: str) -> Culprit | None:
+def culprit_record(gm, culprit, bisect: GraphBisect | None, status: str) -> Culprit | None:
     """failure.json's "culprit": the op(s) that fail compiled alone (or the reduced graph's ops),
     and the bisector's one-line answer."""
     from bot.minify import passes as P

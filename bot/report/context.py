@@ -11,7 +11,19 @@ from pathlib import Path
 from bot import rundir, slash
 from bot import signature as sg
 from bot.errors import UsageError
-from bot.records import CheckRow, HarnessFacts, Spec
+from bot.failure import FailureRecord
+from bot.records import (
+    BuildBoundary,
+    BuildsFound,
+    Capture,
+    CheckError,
+    CheckRow,
+    ConfigDiff,
+    Culprit,
+    HarnessFacts,
+    Repro,
+    Spec,
+)
 from bot.report.load import Failure, ReportOptions
 from bot.report.state import IssueState, repro_rank
 from bot.slash import safe
@@ -59,19 +71,16 @@ def _short(op: str) -> str:
     return parts[-1]
 
 
-def title_ops(parts: dict, failure: dict | None) -> tuple[list[str], int]:
+def title_ops(parts: dict, failure: FailureRecord | None) -> tuple[list[str], int]:
     """At most TITLE_OPS op names for the title, chosen by what is known, and how many more the body
     names: first the bisector's lowering (an op of the culprit or graph whose name it gives), then
     the op(s) the culprit proved (compiled alone), then the op of the crashing kernel (inductor's
     fused kernel name in the error), then the rest of the culprit or the minimized graph's ops less
     data movement. Ops come only from a verified record; names only through the allowlist."""
-    f = failure or {}
-    culprit = f.get("culprit") if isinstance(f.get("culprit"), dict) else {}
-    ops = _op_names(parts.get("ops")) or _op_names(culprit.get("ops"))
-    repro = f.get("repro") if isinstance(f.get("repro"), dict) else {}
-    graph = repro.get("graph") if isinstance(repro.get("graph"), list) else []
-    graph_ops = [o for o in _op_names([n.get("op") for n in graph if isinstance(n, dict)])
-                 if o not in sg.PLUMBING_OPS]
+    culprit = (failure.culprit if failure else None) or Culprit([])
+    ops = _op_names(parts.get("ops")) or _op_names(culprit.ops)
+    graph = (failure.repro.graph if failure else None) or []
+    graph_ops = [o for o in _op_names([n.op for n in graph]) if o not in sg.PLUMBING_OPS]
     pool = ops or graph_ops
     if not pool:
         return [], 0
@@ -80,14 +89,14 @@ def title_ops(parts: dict, failure: dict | None) -> tuple[list[str], int]:
     def take(cands):
         chosen.extend(o for o in cands if o not in chosen)
 
-    words = parts.get("bisect") or culprit.get("bisect")
+    words = parts.get("bisect") or culprit.bisect
     if isinstance(words, str) and words.startswith("lowering"):
         names = set(re.findall(r"[a-z_][a-z0-9_]*", words.split(":", 1)[-1].lower()))
         take([o for o in pool if _short(o).lower() in names])
-    if culprit.get("method") == "compiled-alone":
+    if culprit.method == "compiled-alone":
         take(ops)
-    error = f.get("error") if isinstance(f.get("error"), dict) else {}
-    text = " ".join(str(error.get(k) or "")[:20000] for k in ("message", "traceback"))
+    error = (failure.error if failure else None) or CheckError()
+    text = " ".join(str(v or "")[:20000] for v in (error.message, error.traceback))
     for m in _KERNEL.finditer(text):
         fused = "_" + m.group(1) + "_"
         take([o for o in pool if f"_{_short(o).lower()}_" in fused])
@@ -95,7 +104,7 @@ def title_ops(parts: dict, failure: dict | None) -> tuple[list[str], int]:
     return chosen[:TITLE_OPS], max(0, len(chosen) - TITLE_OPS)
 
 
-def _ops_summary(parts: dict, failure: dict | None = None) -> str | None:
+def _ops_summary(parts: dict, failure: FailureRecord | None = None) -> str | None:
     """The ops named in the title (``title_ops``), with how many more the body lists."""
     names, more = title_ops(parts, failure)
     if not names:
@@ -107,19 +116,20 @@ _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]{1,400}")
 _BACKEND, _DEVICE = slash.BACKEND_RE, slash.DEVICE_RE
 
 
-def _capture_note(repro: dict) -> str | None:
+def _capture_note(capture: Capture | None) -> str | None:
     """How the failing graph was captured, when it was not the ordinary way (rendered escaped)."""
-    note = (repro.get("capture") or {}).get("note")
+    note = capture.note if capture else None
     return note.strip().rstrip(".")[:500] if isinstance(note, str) and note.strip() else None
 
 
-def _bisect_words(failure: dict) -> str | None:
+def _bisect_words(failure: FailureRecord | None) -> str | None:
     """The bisector's one-line answer: from the culprit record, else from the raw bisect result."""
-    c = failure.get("culprit") if isinstance(failure.get("culprit"), dict) else {}
-    if isinstance(c.get("bisect"), str) and c["bisect"]:
-        return c["bisect"][:500]
-    b = failure.get("bisect")
-    return sg.bisect_words(b) if isinstance(b, dict) else None
+    if failure is None:
+        return None
+    c = failure.culprit
+    if c is not None and isinstance(c.bisect, str) and c.bisect:
+        return c.bisect[:500]
+    return sg.bisect_words(failure.bisect)
 
 
 def _source_part(check: CheckRow, spec: Spec, models: list[str], trusted_commands):
@@ -198,54 +208,48 @@ def _harness_versions(check: CheckRow) -> list[tuple[str, str]]:
 
 def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, run_dir: Path) -> dict:
     rep = min(group, key=lambda f: repro_rank(f.failure))
-    f = rep.failure or {}
-    check = rep.check
+    f, check = rep.failure, rep.check
     parts = rep.fingerprint.parts
-    repro = f.get("repro") or {}
-    error = f.get("error") or (check.error.to_json() if check.error else None)   # the same shape
-    err_ctx = None
-    if isinstance(error, dict) and error:
-        msg = str(error.get("message") or "")
-        first, _, rest = msg.strip().partition("\n")
-        err_ctx = {"type": safe(error.get("type"), _EXC, "Error"), "message": msg, "message_first_line": first[:500],
-                   "message_rest": bool(rest.strip()) or len(first) > 500,
-                   "traceback": str(error.get("traceback") or "(no traceback recorded)")}
-    accuracy = f.get("accuracy") or (check.accuracy.to_json() if check.accuracy else None)
+    repro = f.repro if f else Repro(status=None, queries=None)
+    error = (f.error if f else None) or check.error
+    err_ctx = _error_context(error) if error is not None and error.to_json() else None
+    accuracy = (f.accuracy if f else None) or check.accuracy
+    accuracy = accuracy.to_json() if accuracy else None
     rel_dir = f"failures/{check.id}"
     inline = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
     status_words = {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
-        repro.get("status"), "Captured")
-    ver = repro.get("verification") or None
-    versions = f.get("versions") or {}
+        repro.status, "Captured")
+    ver = repro.verification
+    versions = f.versions if f else {}
     versions_table = [(k, v if not isinstance(v, (list, dict)) else json.dumps(v)) for k, v in versions.items()
                       if v not in (None, "", [])] + _harness_versions(check)
-    cfg = f.get("config") or {}
+    cfg = f.config if f else ConfigDiff()
     affected = sorted(state.affected, key=lambda r: (r["model"], r["backend"], r["mode"]))
-    capture = repro.get("capture") if isinstance(repro.get("capture"), dict) else {}
+    capture = repro.capture or Capture()
     cls = parts.get("class") if parts.get("class") in CLASS_WORDS else "failure"
     return {
         "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
         "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
         "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
         "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
-        "status": check.status, "ops_summary": _ops_summary(parts, f if sg.repro_verified(f) else None),
+        "status": check.status, "ops_summary": _ops_summary(parts, f if f and f.repro_verified else None),
         "flaky": state.flaky,
-        "culprit": _culprit(f.get("culprit")), "bisect_words": _bisect_words(f),
-        "graph_role": capture.get("role") if capture.get("role") in GRAPH_ROLES else None,
+        "culprit": _culprit(f.culprit if f else None), "bisect_words": _bisect_words(f),
+        "graph_role": capture.role if capture.role in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
-        "repro": {"status": repro.get("status"), "status_words": status_words, "reason": repro.get("reason"),
+        "repro": {"status": repro.status, "status_words": status_words, "reason": repro.reason,
                   "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
                   "size": len(rep.repro_text or ""),
-                  "artifact_path": f"{rel_dir}/{repro.get('path') or rundir.REPRO}",
-                  "needs_inputs": bool(repro.get("inputs_dir")) and not (ver or {}).get("random_inputs_reproduce"),
-                  "nodes_before": repro.get("nodes_before"), "nodes_after": repro.get("nodes_after"),
-                  "queries": repro.get("queries"),
-                  "reused": isinstance(repro.get("reused"), dict),
-                  "graph": _count(capture.get("graph")), "graphs": _count(capture.get("graphs")),
-                  "capture_note": _capture_note(repro)},
-        "ablation": f.get("ablation") or [], "config_minimal": cfg.get("minimal") or [],
-        "config_diff": cfg.get("diff") or [], "versions": versions, "versions_table": versions_table,
-        "collect_env": f.get("collect_env"), "verification": ver, "affected": affected, "affected_omitted": 0,
+                  "artifact_path": f"{rel_dir}/{repro.path or rundir.REPRO}",
+                  "needs_inputs": bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
+                  "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
+                  "queries": repro.queries, "reused": repro.reused is not None,
+                  "graph": _count(capture.graph), "graphs": _count(capture.graphs),
+                  "capture_note": _capture_note(capture)},
+        "ablation": [a.to_json() for a in (f.ablation if f else None) or []],
+        "config_minimal": cfg.minimal or [], "config_diff": cfg.diff or [], "versions": versions,
+        "versions_table": versions_table, "collect_env": f.collect_env if f else None,
+        "verification": ver.to_json() if ver else None, "affected": affected, "affected_omitted": 0,
         "first_seen": state.first_seen, "last_seen": state.last_seen, "occurrences": state.occurrences,
         "torch_versions": state.torch or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
         "builds": builds_context(state, f),
@@ -255,65 +259,68 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     }
 
 
+def _error_context(error: CheckError) -> dict:
+    """The error as the body shows it: its type through the allowlist, its message split at the first line."""
+    msg = str(error.message or "")
+    first, _, rest = msg.strip().partition("\n")
+    return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
+            "message_rest": bool(rest.strip()) or len(first) > 500,
+            "traceback": str(error.traceback or "(no traceback recorded)")}
+
+
 def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10 ** 9 else None
 
 
-def _culprit(c) -> dict | None:
+def _culprit(c: Culprit | None) -> dict | None:
     """The culprit as the body shows it: allowlisted op names, a known method, the bisector's words
     (shown through the code filter)."""
-    if not isinstance(c, dict):
-        return None
-    ops = _op_names(c.get("ops"))
+    ops = _op_names(c.ops) if c is not None else None
     if not ops:
         return None
-    return {"ops": ops, "method": c.get("method") if c.get("method") in CULPRIT_METHODS else "graph",
-            "bisect": c.get("bisect") if isinstance(c.get("bisect"), str) else None}
+    return {"ops": ops, "method": c.method if c.method in CULPRIT_METHODS else "graph",
+            "bisect": c.bisect if isinstance(c.bisect, str) else None}
 
 
 _GIT = re.compile(r"[0-9a-f]{7,40}")
 _BUILD_NAME = re.compile(r"[A-Za-z0-9_.+:/@=-]{1,100}")
 
 
-def builds_context(state: IssueState, failure: dict) -> dict | None:
+def builds_context(state: IssueState, failure: FailureRecord | None) -> dict | None:
     """"Present in / not present in": the torch versions the issue's runs failed on, and what
     `minify-bot bisect` found (failure.json's "builds"), with the commit range where it is known.
     Untrusted text passes strict patterns or is left out."""
     from bot.builds import version_word
 
-    rec = failure.get("builds") if isinstance(failure.get("builds"), dict) else {}
+    found = (failure.builds if failure else None) or BuildsFound()
+    torch_of = {r.name: version_word(r.torch) for r in found.builds}
 
-    torch_of = {r.get("name"): version_word(r.get("torch")) for r in rec.get("builds") or [] if isinstance(r, dict)} \
-        if isinstance(rec.get("builds"), list) else {}
-
-    def names(key, seen=()):
-        """The builds under ``key``, each with its torch where the name does not say it; a build
-        named by its version alone whose torch is one of ``seen`` (already listed) is left out."""
-        vals = rec.get(key) if isinstance(rec.get(key), list) else []
+    def names(values, seen=()):
+        """The builds named, each with its torch where the name does not say it; a build named by
+        its version alone whose torch is one of ``seen`` (already listed) is left out."""
         return [f"{v} (torch {torch_of[v]})" if torch_of.get(v) and torch_of[v].split("+")[0] not in v else v
-                for v in vals[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)
+                for v in (values or [])[:30] if isinstance(v, str) and _BUILD_NAME.fullmatch(v)
                 and not (torch_of.get(v) in seen and v in (torch_of[v], torch_of[v].split("+")[0]))]
 
     seen = [v for v in state.torch if version_word(v)]
-    present = list(dict.fromkeys([f"torch {v}" for v in seen] + names("present_in", seen)))
-    absent = names("absent_in")
-    bounds = []
-    for b in rec.get("boundaries") if isinstance(rec.get("boundaries"), list) else []:
-        if not isinstance(b, dict) or b.get("kind") not in ("introduced", "fixed"):
-            continue
-        before, after = b.get("before"), b.get("after")
-        if not (isinstance(before, str) and _BUILD_NAME.fullmatch(before) and isinstance(after, str)
-                and _BUILD_NAME.fullmatch(after)):
-            continue
-        c = b.get("commits") if isinstance(b.get("commits"), dict) else {}
-        lo, hi = c.get("from"), c.get("to")
-        ok = isinstance(lo, str) and isinstance(hi, str) and _GIT.fullmatch(lo) and _GIT.fullmatch(hi)
-        bounds.append({"kind": b["kind"], "before": before, "after": after,
-                       "commits": f"{lo}..{hi}" if ok else None,
-                       "url": f"https://github.com/pytorch/pytorch/compare/{lo}...{hi}" if ok else None})
+    present = list(dict.fromkeys([f"torch {v}" for v in seen] + names(found.present_in, seen)))
+    absent = names(found.absent_in)
+    bounds = [b for b in map(_boundary, found.boundaries) if b is not None]
     if not (present or absent or bounds):
         return None
-    return {"present": present, "absent": absent, "skipped": names("skipped"), "boundaries": bounds}
+    return {"present": present, "absent": absent, "skipped": names(found.skipped), "boundaries": bounds}
+
+
+def _boundary(b: BuildBoundary) -> dict | None:
+    """A boundary as the body shows it: its builds' names and commit range where they pass the patterns."""
+    if b.kind not in ("introduced", "fixed") or not all(
+            isinstance(x, str) and _BUILD_NAME.fullmatch(x) for x in (b.before, b.after)):
+        return None
+    c = b.commits if isinstance(b.commits, dict) else {}
+    lo, hi = c.get("from"), c.get("to")
+    ok = isinstance(lo, str) and isinstance(hi, str) and _GIT.fullmatch(lo) and _GIT.fullmatch(hi)
+    return {"kind": b.kind, "before": b.before, "after": b.after, "commits": f"{lo}..{hi}" if ok else None,
+            "url": f"https://github.com/pytorch/pytorch/compare/{lo}...{hi}" if ok else None}
 
 
 def _summary(parts, check, accuracy, err, group) -> str:

@@ -23,7 +23,8 @@ import re
 
 from bot import fingerprint as fp
 from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
-from bot.records import CheckRow
+from bot.failure import FailureRecord
+from bot.records import CheckRow, Repro
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -265,7 +266,8 @@ def before_report(tracker: Tracker, results: dict, failures: list, passing: list
         history = (ent.get("h") or "") + FLAKY
         if flips(history) >= FLIP_LIMIT and row.id not in requests.mute:
             check = failing_view(row)
-            kept.append(Failure(check, {"flaky": True}, None, None, fp.compute(check, None)))
+            record = FailureRecord(check.id, check, flaky=True, repro=Repro(status=None, queries=None))
+            kept.append(Failure(check, record, None, None, fp.compute(check, None)))
     return Board(issue=issue, state=state, requests=requests, failures=kept, passing=passing, muted=muted,
                  flaky_rows=flaky_rows, auto_baseline=auto, run_id=run_id)
 

@@ -347,8 +347,7 @@ def _back_in(state: IssueState, group) -> list[str]:
     """The reopen comment's line on builds: the torch it fails on again, and the one it had passed on."""
     from bot.builds import version_word
 
-    now = list(dict.fromkeys(v for f in group if (v := version_word(((f.failure or {}).get("versions") or {})
-                                                                        .get("torch")))))
+    now = list(dict.fromkeys(v for f in group if f.failure and (v := version_word(f.failure.torch))))
     passed = fixed_in(state)["passing_torch"]
     if not now:
         return []

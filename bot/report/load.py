@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot import fingerprint as fp
 from bot import rundir
+from bot.failure import FailureRecord
 from bot.options import ReportStageOptions
 from bot.records import CheckRow
 
@@ -47,7 +48,7 @@ class ReportOptions:
 @dataclasses.dataclass
 class Failure:
     check: CheckRow
-    failure: dict | None
+    failure: FailureRecord | None
     dir: Path | None
     repro_text: str | None
     fingerprint: fp.Fingerprint
@@ -80,7 +81,7 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[Chec
         fdir = rundir.failure_dir(run, check.id)
         failure = rundir.read_failure(run, check.id)
         repro_text = None
-        rp = _inside(fdir, ((failure or {}).get("repro") or {}).get("path")) if failure else None
+        rp = _inside(fdir, failure.repro.path) if failure else None
         if rp:
             try:
                 repro_text = rp.read_text(encoding="utf-8", errors="replace")

@@ -9,6 +9,7 @@ from dataclasses import field
 
 from bot import fingerprint as fp
 from bot import known
+from bot.failure import FailureRecord
 from bot.records import CheckRow
 from bot.report.load import Failure
 
@@ -181,13 +182,14 @@ def parse(body: str | None) -> IssueState | None:
     return read(body)[0]
 
 
-def repro_rank(failure: dict | None) -> tuple:
+def repro_rank(failure: FailureRecord | None) -> tuple:
     """Smaller is better: verified minimized repros first, then fewer nodes."""
-    repro = (failure or {}).get("repro") or {}
-    status_rank = {"minimized": 0, "partial": 1, "not_reproduced": 2, "none": 3}.get(repro.get("status"), 4)
-    ver = repro.get("verification") or {}
-    verified = 0 if ver.get("runs") and ver.get("failed_same_way") == ver.get("runs") else 1
-    nodes = repro.get("nodes_after")
+    if failure is None:
+        return (4, 1, 10 ** 9)
+    repro, ver = failure.repro, failure.repro.verification
+    status_rank = {"minimized": 0, "partial": 1, "not_reproduced": 2, "none": 3}.get(repro.status, 4)
+    verified = 0 if ver is not None and ver.runs and ver.failed_same_way == ver.runs else 1
+    nodes = repro.nodes_after
     return (status_rank, verified, nodes if isinstance(nodes, int) else 10 ** 9)
 
 
@@ -200,11 +202,11 @@ def _affected_row(check: CheckRow, when: str) -> dict:
 
 def is_reuse(f: Failure) -> bool:
     """The failure's repro is a known issue's repro, verified again instead of minified (bot/known.py)."""
-    return isinstance(((f.failure or {}).get("repro") or {}).get("reused"), dict)
+    return f.failure is not None and f.failure.repro.reused is not None
 
 
 def is_flaky(group: list[Failure]) -> bool:
-    return all(bool((f.failure or {}).get("flaky")) for f in group)
+    return all(f.failure is not None and bool(f.failure.flaky) for f in group)
 
 
 def passed_before(check: CheckRow) -> bool:
@@ -249,7 +251,7 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
                               f"{aff['dtype']}, {aff['device']})")
         aff["last_seen"] = when
         aff["occurrences"] += 1
-        torch_v = ((f.failure or {}).get("versions") or {}).get("torch")
+        torch_v = f.failure.torch if f.failure else None
         if torch_v and torch_v not in s.torch:
             s.torch.append(torch_v)
             if not new:

@@ -12,7 +12,6 @@ backend (localize) and to keep every minifier launcher torch writes (capture).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import tempfile
@@ -20,10 +19,11 @@ from dataclasses import dataclass
 
 from bot import proc
 from bot.errors import UsageError
-from bot.records import CheckError, CheckRow, Launcher, Spec
+from bot.records import CheckError, CheckRow, Spec
 from bot.suites.classify import Patterns, classify
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.suites.yaml_entries import load_entries, valid_name
+from bot.torch_adapter.hook import HookState, config_env, read_state
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,7 +36,7 @@ def settings_env(settings) -> dict:
         "MINIFY_BOT_DTYPE": settings.dtype,
         "MINIFY_BOT_DEVICE": settings.device,
         "MINIFY_BOT_DYNAMIC": "1" if settings.dynamic else "0",
-        "MINIFY_BOT_CONFIG": json.dumps(settings.config),
+        **config_env(settings.config),
     }
 
 
@@ -70,22 +70,20 @@ class Ran:
     timed_out: bool
     output: str              # the last 200 kB of stdout+stderr
     seconds: float
-    hook: dict               # bot.torch_adapter.hook.read_state()
+    hook: HookState          # what the environment hook saw (read_state)
     error: str | None = None  # could not start
 
     def note_in(self, row: CheckRow) -> None:
         """What the hook counted and kept, and the run's time, into the run's row."""
-        row.compiled_graphs = self.hook["graphs"]
-        row.compile_frames = self.hook["frames"]
+        row.compiled_graphs = self.hook.graphs
+        row.compile_frames = self.hook.frames
         row.duration_s = self.seconds
-        row.launchers = [Launcher.from_json(x) for x in self.hook["launchers"]]
+        row.launchers = list(self.hook.launchers)
 
 
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,
             force_backend: str | None = None, launcher_dir: str | None = None) -> Ran:
     """Run ``argv`` with the hook loaded; output to ``log_path``; kill the group at the timeout."""
-    from bot.torch_adapter.hook import read_state
-
     fd, state = tempfile.mkstemp(prefix="minify-hook-", suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ)
@@ -117,7 +115,7 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
     if ran.error:
         return _bad(ran.error, "setup_error")
     row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
-                   patterns=patterns, compiled_graphs=ran.hook["frames"])
+                   patterns=patterns, compiled_graphs=ran.hook.frames)
     ran.note_in(row)
     return row
 

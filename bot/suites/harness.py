@@ -11,7 +11,6 @@ from its exit status and output. The harness's model lists (`name,batch` or `nam
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -19,6 +18,7 @@ import sys
 from bot.errors import UsageError
 from bot.records import Accuracy, CheckError, CheckRow, HarnessFacts, Spec
 from bot.suites.source import ListRequest, Model, Reproduce, Source
+from bot.torch_adapter.hook import config_env
 
 SUITES = ("torchbench", "huggingface", "timm_models")
 LIST_FILES = {
@@ -124,7 +124,7 @@ def run_harness(spec: Spec, settings, log_path: str, workdir: str, *, extra_env:
     if os.path.exists(csv_path):
         os.remove(csv_path)
     argv = harness_argv(spec, settings, csv_path)
-    env = {"MINIFY_BOT_CONFIG": json.dumps(settings.config),  # set by the environment hook, as for a command
+    env = {**config_env(settings.config),  # set by the environment hook, as for a command
            # the harness turns the compiled-graph caches back on when imported (huggingface.py);
            # these variables win over that, and a cache hit would skip repro-after capture
            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
@@ -150,13 +150,13 @@ def run_harness(spec: Spec, settings, log_path: str, workdir: str, *, extra_env:
     else:
         row = classify(returncode=ran.returncode, output=output, timed_out=ran.timed_out, timeout=s.timeout,
                        status_word=rec["accuracy"] if rec else None, patterns=patterns,
-                       compiled_graphs=ran.hook["frames"], what="the harness")
+                       compiled_graphs=ran.hook.frames, what="the harness")
     if rec:
         row.batch_size, row.compile_s = _int(rec.get("batch_size")), rec.get("compilation_latency") or None
         row.stats = {c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)}
     if row.failure_class == "accuracy":
         _accuracy_from_output(row, output)
-    row.harness = harness_facts(spec, ran.hook.get("isa"))
+    row.harness = harness_facts(spec, ran.hook.isa)
     row.reproduce = reproduce_command(spec, settings, row.batch_size or spec.batch_size)
     ran.note_in(row)
     return row

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from bot.records import GraphBisect
+
 
 class _OutOfTime(Exception):
     pass
@@ -19,11 +21,11 @@ def available() -> bool:
     return hasattr(CompilerBisector, "do_bisect") and hasattr(CompilerBisector, "get_backend")
 
 
-def bisect_graph(gm, args, good: Callable[[Any, list, str], bool], *, budget: float) -> dict | None:
+def bisect_graph(gm, args, good: Callable[[Any, list, str], bool], *, budget: float) -> GraphBisect | None:
     """Run the bisector with ``good(gm, args, backend)`` as its test (True = no failure).
 
-    Returns {"backend", "subsystem", "bisect_number", "detail", "runs"} or None when torch has no
-    bisector, nothing fails, or the budget ran out (then {"incomplete": True, ...})."""
+    Returns its answer, or None when torch has no bisector or nothing fails; an answer marked
+    ``incomplete`` when the budget ran out."""
     if not available():
         return None
     import contextlib
@@ -46,7 +48,7 @@ def bisect_graph(gm, args, good: Callable[[Any, list, str], bool], *, budget: fl
         with contextlib.redirect_stdout(out):
             res = CompilerBisector.do_bisect(fn)
     except _OutOfTime:
-        return {"incomplete": True, "runs": runs["n"], "detail": f"stopped after {budget:.0f} s"}
+        return GraphBisect(incomplete=True, runs=runs["n"], detail=f"stopped after {budget:.0f} s")
     finally:
         try:
             import torch
@@ -56,10 +58,5 @@ def bisect_graph(gm, args, good: Callable[[Any, list, str], bool], *, budget: fl
             pass
     if res is None:
         return None
-    return {
-        "backend": res.backend,
-        "subsystem": res.subsystem,
-        "bisect_number": res.bisect_number,
-        "detail": res.debug_info,
-        "runs": runs["n"],
-    }
+    return GraphBisect(backend=res.backend, subsystem=res.subsystem, bisect_number=res.bisect_number,
+                       detail=res.debug_info, runs=runs["n"])

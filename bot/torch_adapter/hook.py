@@ -36,14 +36,13 @@ import json
 import os
 import sys
 import threading
-import types
-import typing
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from bot import safejson
-from bot.records import Record, RecordError
+from bot.records import Event, Launcher, Record
 
+CONFIG_ENV = "MINIFY_BOT_CONFIG"
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
           "compiling": False, "produced": 0, "at_start": None, "own_count": False}
@@ -52,84 +51,41 @@ _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": N
 # ---------------------------------------------------------------- events (the state file's lines)
 
 
-def _fits(value: Any, hint: Any) -> bool:
-    """Is ``value`` (parsed JSON) of the type ``hint`` (int, str, None, unions and lists of them)?"""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, h) for h in typing.get_args(hint))
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, typing.get_args(hint)[0]) for v in value)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)   # str, NoneType
-
-
-class HookEvent(Record):
+class HookEvent(Event):
     """One line of the state file. The file is written from inside the program (untrusted code):
-    :meth:`from_json` refuses a value of the wrong type (:class:`bot.records.RecordError`)."""
+    a value of the wrong type is refused (``STRICT``), and :func:`parse_event` skips that line."""
 
-    KIND: ClassVar[str] = ""
-
-    def to_json(self) -> dict:
-        return {"event": self.KIND, **super().to_json()}
-
-    @classmethod
-    def from_json(cls, doc: Any):
-        hints = cls.__dict__.get("_hints_cache") or typing.get_type_hints(cls)
-        cls._hints_cache = hints
-        if isinstance(doc, dict):
-            for name, key, _ in cls._fields():
-                if key in doc and not _fits(doc[key], hints[name]):
-                    raise RecordError(f"{cls.__name__}: {key} is not {hints[name]}")
-        return super().from_json(doc)
+    STRICT: ClassVar[bool] = True
 
 
-@dataclass
-class Started(HookEvent):
-    KIND: ClassVar[str] = "hook"
+class Started(HookEvent, kind="hook"):
     pid: int | None = None
 
 
-@dataclass
-class Compiling(HookEvent):
-    KIND: ClassVar[str] = "compile"
+class Compiling(HookEvent, kind="compile"):
     graph: int
 
 
-@dataclass
-class Exited(HookEvent):
-    KIND: ClassVar[str] = "exit"
+class Exited(HookEvent, kind="exit"):
     graphs: int | None = None    # None: dynamo's count was not available
     isa: str | None = None
 
 
-@dataclass
-class LauncherKept(HookEvent):
-    KIND: ClassVar[str] = "launcher"
+class LauncherKept(HookEvent, kind="launcher"):
     graph: int | None
     path: str
 
 
-@dataclass
-class Forced(HookEvent):
-    KIND: ClassVar[str] = "forced"
+class Forced(HookEvent, kind="forced"):
     backend: str
 
 
-@dataclass
-class ConfigSet(HookEvent):
-    KIND: ClassVar[str] = "config"
+class ConfigSet(HookEvent, kind="config"):
     keys: list[str]
 
 
-@dataclass
-class Unsupported(HookEvent):
-    KIND: ClassVar[str] = "unsupported"
+class Unsupported(HookEvent, kind="unsupported"):
     what: str
-
-
-EVENTS: dict[str, type[HookEvent]] = {c.KIND: c for c in (Started, Compiling, Exited, LauncherKept, Forced,
-                                                           ConfigSet, Unsupported)}
 
 
 def parse_event(line: str | bytes) -> HookEvent | None:
@@ -139,13 +95,7 @@ def parse_event(line: str | bytes) -> HookEvent | None:
         doc = safejson.loads(line)
     except ValueError:
         return None
-    cls = EVENTS.get(doc.get("event")) if isinstance(doc, dict) and isinstance(doc.get("event"), str) else None
-    if cls is None:
-        return None
-    try:
-        return cls.from_json(doc)
-    except ValueError:
-        return None
+    return HookEvent.parse(doc)
 
 
 def read_events(path: str) -> list[HookEvent]:
@@ -186,11 +136,17 @@ def on_import(name: str, module) -> None:
         _keep_launchers(module)
 
 
+def config_env(overrides: dict) -> dict[str, str]:
+    """The environment that hands the check's ``--config`` overrides to the hook in the program's
+    process (:func:`_apply_config` reads it)."""
+    return {CONFIG_ENV: json.dumps(overrides)}
+
+
 def _apply_config() -> None:
     """The check's ``--config`` overrides, on the live config modules of the program's process:
     a program checked with ``--config inductor.x=y`` compiles with it, as a zoo model or the
     harness would, without reading ``MINIFY_BOT_CONFIG`` itself."""
-    raw = os.environ.get("MINIFY_BOT_CONFIG")
+    raw = os.environ.get(CONFIG_ENV)
     if not raw:
         return
     try:
@@ -410,38 +366,54 @@ def _dumping(fn):
     return wrapper
 
 
-def read_state(path: str) -> dict:
-    """Summarize a state file (:func:`read_events`): {"graphs": graphs dynamo produced | None,
-    "frames": frames dynamo started compiling | None, "launchers": [{"graph", "path"}], "forced",
-    "unsupported", "isa"}; None for the counts when no hook loaded or counting was unsupported."""
-    out = {"graphs": None, "frames": None, "launchers": [], "forced": None, "unsupported": [], "isa": None}
+@dataclass
+class HookState(Record):
+    """What the hook saw in one run of a program, over all its Python processes (:func:`read_state`):
+    the graphs dynamo produced and the frames it started compiling (None when no hook loaded or
+    counting was unsupported), the launchers kept, the forced backend, what was unsupported, and
+    the CPU vector ISA inductor picked."""
+
+    graphs: int | None = None
+    frames: int | None = None
+    launchers: list[Launcher] = field(default_factory=list)
+    forced: str | None = None
+    unsupported: list[str] = field(default_factory=list)
+    isa: str | None = None
+
+    def counting_unsupported(self) -> bool:
+        return any("graph counting" in w for w in self.unsupported)
+
+
+def read_state(path: str) -> HookState:
+    """Summarize a state file (:func:`read_events`)."""
+    out = HookState()
     starts = exits = 0
     exited = False
     counting = False  # unknown unless a hook loaded in some Python process of the program
     for ev in read_events(path):
         if isinstance(ev, Started):
-            counting = counting or not any("graph counting" in w for w in out["unsupported"])
+            counting = counting or not out.counting_unsupported()
         elif isinstance(ev, Compiling):
             starts = max(starts, ev.graph)
         elif isinstance(ev, Exited) and ev.graphs is not None:
             exits += ev.graphs
             exited = True
             if ev.isa:
-                out["isa"] = ev.isa[:40]
+                out.isa = ev.isa[:40]
         elif isinstance(ev, LauncherKept):
-            out["launchers"].append({"graph": ev.graph, "path": ev.path})
+            out.launchers.append(Launcher(ev.graph, ev.path))
         elif isinstance(ev, Forced):
-            out["forced"] = ev.backend
+            out.forced = ev.backend
         elif isinstance(ev, Unsupported):
-            out["unsupported"].append(ev.what)
-    if any("graph counting" in w for w in out["unsupported"]):
+            out.unsupported.append(ev.what)
+    if out.counting_unsupported():
         counting = False
     # graphs dynamo produced (summed over the program's processes that exited normally); else
     # the number of frames dynamo started compiling (an upper bound)
     graphs = exits if exited else starts
     # a graph that failed to compile is not in dynamo's count, but a launcher names it
-    graphs = max([graphs] + [x["graph"] for x in out["launchers"] if x["graph"] is not None])
-    out["graphs"] = graphs if counting else None
+    graphs = max([graphs] + [x.graph for x in out.launchers if x.graph is not None])
+    out.graphs = graphs if counting else None
     # frames dynamo started compiling: > 0 even when the first graph failed to compile
-    out["frames"] = max(starts, graphs) if counting else None
+    out.frames = max(starts, graphs) if counting else None
     return out

@@ -14,6 +14,7 @@ import inspect
 from typing import Any, Callable
 
 from bot.errors import InfraError
+from bot.records import GraphOp
 
 
 class SanityCheckFailed(Exception):
@@ -211,8 +212,8 @@ def fx_minify(gm, args, module_fails, dump_state, *, offload_to_disk: bool = Fal
         raise
 
 
-def graph_ops(gm) -> list[dict]:
-    """The call nodes of a graph in order, as {"op", "dtypes", "ranks"}."""
+def graph_ops(gm) -> list[GraphOp]:
+    """The call nodes of a graph in order: each one's op, its inputs' dtypes and ranks."""
     import torch
 
     out = []
@@ -236,7 +237,7 @@ def graph_ops(gm) -> list[dict]:
                 dtypes.append(str(dt).replace("torch.", ""))
             if sh is not None:
                 ranks.append(len(sh))
-        out.append({"op": name, "dtypes": dtypes, "ranks": ranks})
+        out.append(GraphOp(name, dtypes, ranks))
     return out
 
 

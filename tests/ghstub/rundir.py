@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+from bot.failure import FailureRecord
 from bot.records import CheckRow
 
 REPRO = '''import torch
@@ -42,6 +43,11 @@ def check_row(model="mlp_relu", status="fail_accuracy", failure_class="accuracy"
 def row_of(check: dict) -> CheckRow:
     """A check row written as its results.json JSON, as the product reads it."""
     return CheckRow.from_json(check)
+
+
+def record_of(failure: dict) -> FailureRecord:
+    """A failure record written as its failure.json JSON, as the product reads it."""
+    return FailureRecord.from_json(failure)
 
 
 def failure_record(check: dict, *, graph=None, flaky=False, error=None, torch="2.13.0+cpu", nodes_after=None,
