@@ -275,8 +275,7 @@ def config_allows(entry: KnownRepro, row: CheckRow) -> bool:
     now = {str(k): _config_value(v) for k, v in row.config.items()} if isinstance(row.config, dict) else {}
     config = entry.record.config or ConfigDiff()
     if isinstance(config.minimal, list):
-        return all(isinstance(d, dict) and now.get(str(d.get("key"))) == _config_value(d.get("value"))
-                   for d in config.minimal)
+        return all(now.get(str(d.key)) == _config_value(d.value) for d in config.minimal)
     then = entry.record.check_config
     if isinstance(then, dict):
         return then == now

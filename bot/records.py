@@ -250,11 +250,28 @@ class Repro(Record):
 
 
 @dataclass
+class ConfigSetting(Record):
+    """One torch config setting a repro carries: its key (``inductor.cpp.x``) and value."""
+
+    key: str
+    value: Any = None
+
+
+@dataclass
+class ConfigEntry(Record):
+    """A config setting that differs from torch's default (bot.minify.configdiff.true_diff)."""
+
+    key: str
+    default: Any = None
+    value: Any = None
+
+
+@dataclass
 class ConfigDiff(Record):
     """The non-default settings the graph was minimized under, and the minimal subset."""
 
-    diff: list = field(default_factory=list)
-    minimal: list | None = None
+    diff: list[ConfigEntry] = field(default_factory=list)
+    minimal: list[ConfigEntry] | None = None
 
 
 @dataclass

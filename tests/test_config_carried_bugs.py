@@ -72,7 +72,7 @@ def test_bug_b_after_bug_a_on_the_same_model_is_a_second_issue(workdir, bot):
     # and not for B's, even where B's check is one A was seen on (a program that sets the config itself
     # has the same check key in both runs)
     entry = known.from_state(issue_a["number"], fp.parse_marker(issue_a["body"]))
-    assert [d["key"] for d in entry.record.config.minimal] == [RELU.split("=")[0]]
+    assert [d.key for d in entry.record.config.minimal] == [RELU.split("=")[0]]
     row_a, row_b = CheckRow.from_json(rec_a["check"]), CheckRow.from_json(rec_b["check"])
     assert known.match([entry], row_a) is entry
     entry.checks.append(fp.check_key(row_b))

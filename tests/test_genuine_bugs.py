@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.minify.package import clean_source
+from bot.records import ConfigEntry, ConfigSetting
 
 PROGRAM = Path(__file__).parent / "data" / "genuine" / "index_add_expanded.py"
 CONFIG_LINE = re.compile(r"^torch\.(_dynamo|_inductor|_functorch)\.config\.\w", re.M)
@@ -80,8 +81,8 @@ def test_a_repro_carries_the_settings_the_failure_needs_and_how_it_is_judged():
            'if "__compile_source__" in globals():\n    import linecache\n'
            "    linecache.cache[0] = (\n        1,\n    )\n"
            "class Repro(torch.nn.Module):\n    pass\n" + LAUNCHER_TAIL)
-    judge = [{"key": "dynamo.repro_tolerance", "value": 0.0001}, {"key": "dynamo.repro_ignore_non_fp", "value": True}]
-    out = clean_source(src, [{"key": "inductor.k7", "value": 7}], standalone=False, name="repro.py", judge=judge)
+    judge = [ConfigSetting("dynamo.repro_tolerance", 0.0001), ConfigSetting("dynamo.repro_ignore_non_fp", True)]
+    out = clean_source(src, [ConfigEntry("inductor.k7", value=7)], standalone=False, name="repro.py", judge=judge)
     assert CONFIG_LINE.findall(out) == ["_inductor", "_dynamo", "_dynamo"]
     assert "torch._inductor.config.k7 = 7" in out and "k8 = 8" not in out
     assert "repro_tolerance = 0.0001" in out and "__compile_source__" not in out

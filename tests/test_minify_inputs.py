@@ -10,6 +10,7 @@ import pytest
 
 from bot.minify.configdiff import ddmin, true_diff
 from bot.minify.package import clean_source
+from bot.records import ConfigEntry
 from bot.signature import Signature, message_keys, signature_of_error_record
 
 GCC_A = """CppCompileError: C++ compile error
@@ -74,7 +75,7 @@ def test_true_diff_drops_values_equal_to_the_real_default():
     defaults = {"inductor.comprehensive_padding": True, "inductor.cpp.inject_relu_bug_TESTING_ONLY": None}
     diff = true_diff({"inductor.comprehensive_padding": True, "inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
                       "inductor.fx_graph_cache": False}, defaults.__getitem__, {"inductor.fx_graph_cache"})
-    assert diff == [{"key": "inductor.cpp.inject_relu_bug_TESTING_ONLY", "default": None, "value": "accuracy"}]
+    assert diff == [ConfigEntry("inductor.cpp.inject_relu_bug_TESTING_ONLY", None, "accuracy")]
 
 
 LAUNCHER = textwrap.dedent("""\
@@ -117,7 +118,7 @@ LAUNCHER = textwrap.dedent("""\
 
 
 def test_packaged_repro_has_relative_inputs_only_the_needed_config_and_no_machine_lines():
-    minimal = [{"key": "inductor.cpp.inject_relu_bug_TESTING_ONLY", "default": None, "value": "accuracy"}]
+    minimal = [ConfigEntry("inductor.cpp.inject_relu_bug_TESTING_ONLY", None, "accuracy")]
     out = clean_source(LAUNCHER, minimal, standalone=False, name="repro.py")
     assert "/home/ci" not in out and "os.environ[" not in out
     assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'" in out

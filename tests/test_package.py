@@ -13,6 +13,7 @@ import pytest
 
 from bot import rundir
 from bot.minify import package as pkg
+from bot.records import ConfigEntry, ConfigSetting
 from bot.torch_adapter.repro import STORAGE_LINE
 
 RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
@@ -82,7 +83,7 @@ def test_the_files_own_config_is_kept_when_no_minimal_config_is_known(final, tmp
 
 def test_only_the_minimal_config_is_written_after_the_config_imports(final, tmp_path):
     path, save_dir = final
-    minimal = [{"key": RELU, "value": "accuracy", "default": None}]
+    minimal = [ConfigEntry(RELU, None, "accuracy")]
     text = Path(pkg.write_repro(str(path), str(save_dir), str(tmp_path / "failure"), minimal)).read_text()
     assert THREADS_LINE not in text
     assert text.count(RELU_LINE) == 1
@@ -98,8 +99,8 @@ def test_an_empty_minimal_config_sets_nothing(final, tmp_path):
 
 def test_the_judges_settings_follow_the_config_with_a_comment_saying_why(final, tmp_path):
     path, save_dir = final
-    minimal = [{"key": RELU, "value": "accuracy"}]
-    judge = [{"key": "dynamo.repro_tolerance", "value": 0.01}, {"key": "dynamo.repro_ignore_non_fp", "value": False}]
+    minimal = [ConfigEntry(RELU, value="accuracy")]
+    judge = [ConfigSetting("dynamo.repro_tolerance", 0.01), ConfigSetting("dynamo.repro_ignore_non_fp", False)]
     text = Path(pkg.write_repro(str(path), str(save_dir), str(tmp_path / "failure"), minimal, judge)).read_text()
     lines = text.splitlines()
     i = lines.index(RELU_LINE)
@@ -110,7 +111,7 @@ def test_the_judges_settings_follow_the_config_with_a_comment_saying_why(final, 
 
 def test_the_judge_holds_even_where_the_files_own_config_is_kept(final, tmp_path):
     path, save_dir = final
-    judge = [{"key": "dynamo.repro_tolerance", "value": 0.01}]
+    judge = [ConfigSetting("dynamo.repro_tolerance", 0.01)]
     text = Path(pkg.write_repro(str(path), str(save_dir), str(tmp_path / "failure"), None, judge)).read_text()
     tolerance = text.index("torch._dynamo.config.repro_tolerance = 0.01")
     assert text.index(RELU_LINE) < tolerance < text.index("class Repro(")
@@ -120,7 +121,7 @@ def test_the_standalone_repro_uses_random_inputs_and_no_files(final, tmp_path):
     path, _ = final
     out = tmp_path / "failure"
     out.mkdir()
-    written = Path(pkg.write_standalone(str(out), [{"key": RELU, "value": "accuracy"}], str(path)))
+    written = Path(pkg.write_standalone(str(out), [ConfigEntry(RELU, value="accuracy")], str(path)))
     assert written == out / rundir.STANDALONE
     text = written.read_text()
     assert text.startswith("# Minimized by minify-bot. Run: python repro_standalone.py   (inputs: random)\n")

@@ -13,7 +13,7 @@ from bot import rundir
 from bot.failure import FailureRecord
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
-from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, Spec
+from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, ConfigEntry, Spec
 from tests.ghstub.rundir import check_row, row_of
 
 
@@ -67,7 +67,7 @@ def test_an_accuracy_failure_falls_back_from_level_4_to_every_graph_at_level_3()
 
 
 def test_a_repro_that_does_not_reproduce_is_repackaged_with_more_settings_in_order():
-    diff = [{"key": "inductor.a", "value": 1, "default": 0}, {"key": "inductor.b", "value": 2, "default": 0}]
+    diff = [ConfigEntry("inductor.a", 0, 1), ConfigEntry("inductor.b", 0, 2)]
     cfg = ConfigDiff(diff, diff[:1])
     steps = pl._config_fallbacks(cfg, diff[:1])
     assert [c for c, _ in steps] == [diff, None]   # the whole diff, then every setting of the file

@@ -19,6 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from bot.errors import UsageError
 from bot.minify import predicate as P
 from bot.minify.records import Judge, MinifyJob, Query, parse_event
+from bot.records import ConfigSetting
 from bot.signature import Signature
 from bot.torch_adapter import repro as R
 from tests import test_reduce
@@ -57,11 +58,11 @@ def test_the_repro_is_written_with_an_accuracy_check_only_for_accuracy_failures(
 def test_the_judge_carries_the_checks_tolerance_and_integer_comparison_into_the_repros_config(tmp_path):
     assert P.judge_of(_job(tmp_path, "runtime_error", tolerance=0.5)) == Judge("runtime_error")
     assert P.judge_of(_job(tmp_path, tolerance=0.02)) == Judge("accuracy", 0.02, False, [
-        {"key": "dynamo.repro_tolerance", "value": 0.02}, {"key": "dynamo.repro_ignore_non_fp", "value": True}])
+        ConfigSetting("dynamo.repro_tolerance", 0.02), ConfigSetting("dynamo.repro_ignore_non_fp", True)])
     for compared in (_job(tmp_path, strict_accuracy=True), _job(tmp_path, compare_non_fp=True)):
         judge = P.judge_of(compared)
         assert judge.compare_non_fp is True
-        assert {"key": "dynamo.repro_ignore_non_fp", "value": False} in judge.config
+        assert ConfigSetting("dynamo.repro_ignore_non_fp", False) in judge.config
 
 
 def test_a_config_subset_runs_with_every_other_key_of_the_diff_at_its_default_and_is_undone_after():

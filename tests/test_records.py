@@ -39,6 +39,8 @@ from bot.records import (
     CheckError,
     CheckRow,
     ConfigDiff,
+    ConfigEntry,
+    ConfigSetting,
     Culprit,
     FirstAttempt,
     GraphBisect,
@@ -63,7 +65,7 @@ def _verified_record() -> FailureRecord:
     rec = FailureRecord.for_check(row)
     rec.stage, rec.culprit = "inductor", Culprit(["aten.relu.default"], "lowerings: relu", "compiled-alone")
     key = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
-    rec.config = ConfigDiff([{"key": key, "value": "accuracy", "default": None}], [])
+    rec.config = ConfigDiff([ConfigEntry(key, None, "accuracy")], [])
     graph = [GraphOp("aten.relu.default", ["float32"], [2])]
     rec.repro = Repro("minimized", None, "repro.py", None, "inputs", "minifier.log", 40, 3, 12, 4.5, graph,
                       Verification(3, 3, True), Capture("aot", 4, "torch", graph=1, graphs=2), {"reduce": 4.5},
@@ -118,7 +120,7 @@ def test_the_minify_job_crosses_to_the_worker_unchanged(tmp_path):
 
 def test_what_a_sanity_step_learned_is_taken_by_a_resumed_job():
     job = MinifyJob("l.py", ".", "runtime_error", 60.0, class_uncertain=True)
-    job.learn(Judge.from_json(Judge("accuracy", 1e-3, True, [{"key": "dynamo.repro_tolerance", "value": 1e-3}])
+    job.learn(Judge.from_json(Judge("accuracy", 1e-3, True, [ConfigSetting("dynamo.repro_tolerance", 1e-3)])
                               .to_json()))
     assert (job.failure_class, job.compare_non_fp) == ("accuracy", True)
 
@@ -162,9 +164,9 @@ def _every_record():
         Capture("aot", 3, "environment", "a note", 2, 5, "backward", True), Reused(4, 1.0, None),
         Repro("partial", "budget", "repro.py", None, "inputs", "minifier.log", 9, 4, 20, 3.0, None,
               Verification(1, 1, True), Capture(method="given"), {"reduce": 1.0}, None),
-        ConfigDiff([{"key": "inductor.a", "value": 1, "default": 0}], None), _verified_record(),
+        ConfigDiff([ConfigEntry("inductor.a", 0, 1)], None), _verified_record(),
         _verified_record().known(),
-        Judge("accuracy", 1e-3, False, ["torch._dynamo.config.repro_tolerance = 0.001"]),
+        Judge("accuracy", 1e-3, False, [ConfigSetting("dynamo.repro_tolerance", 0.001)]),
         MinifyJob("l.py", "/w", "accuracy", 60.0, deadline=123.0, nodes_before=9, dynamic=True, threads=2),
         WorkerResult(status="partial", reason="budget", timings={"load": 1.0}, signature=sig,
                      judge=Judge("runtime_error"), passes={"culprit_search": 3}, graph=[GraphOp("aten.relu.default")],

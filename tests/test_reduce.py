@@ -177,7 +177,7 @@ def test_an_in_process_worker_that_dies_resumes_isolated_from_its_smallest_check
     assert (res.nodes_before, res.nodes_after) == (6, 3)     # the size the first worker loaded
     assert res.final == str(wd / "final" / "repro.py") and os.path.exists(res.final)
     assert res.culprit is not None and res.culprit.ops == ["aten.relu.default"]
-    assert [d["key"] for d in res.config_minimal] == [RELU]
+    assert [d.key for d in res.config_minimal] == [RELU]
     assert [e.nodes for e in events if isinstance(e, Loaded)] == [6, 3]   # the first worker, the resumed one
     assert any(isinstance(e, Query) and e.isolated for e in events)
 

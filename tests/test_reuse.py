@@ -14,7 +14,7 @@ from bot.known import REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import pipeline as pl
 from bot.minify import reuse
 from bot.options import MinifyOptions
-from bot.records import Capture, CheckRow, ConfigDiff, Culprit, KnownRecord, Reused, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, ConfigEntry, Culprit, KnownRecord, Reused, Verification
 from bot.signature import Signature
 from tests.ghstub.rundir import check_row, row_of
 
@@ -30,8 +30,8 @@ def _row() -> CheckRow:
 def _entry(row: CheckRow, repro: str, *, status="minimized", minify_seconds: float | None = 120.0) -> KnownRepro:
     sig = Signature("accuracy", stage="inductor", culprit_ops=["aten.relu.default"], verified=True)
     record = KnownRecord("accuracy", "inductor", Culprit(["aten.relu.default"], "lowerings: relu", "compiled-alone"),
-                         ConfigDiff([{"key": RELU, "value": "accuracy", "default": None}],
-                                    [{"key": RELU, "value": "accuracy", "default": None}]),
+                         ConfigDiff([ConfigEntry(RELU, None, "accuracy")],
+                                    [ConfigEntry(RELU, None, "accuracy")]),
                          status, 40, 3, Capture("aot", 4, "torch", role="inference"))
     return KnownRepro(17, [fp.check_key(row)], sig.to_json(), record, repro, minify_seconds)
 

@@ -23,8 +23,8 @@ def test_the_injection_key_is_validated_diffed_and_written_like_any_config(devic
     key = injection_key(device)
     cfg = parse_overrides([f"{key}=accuracy", "inductor.compile_threads=1"])
     assert cfg[key] == "accuracy"
-    diff = {d["key"]: d for d in true_diff(cfg)}
-    assert diff[key]["default"] is None and diff[key]["value"] == "accuracy"
+    diff = {d.key: d for d in true_diff(cfg)}
+    assert diff[key].default is None and diff[key].value == "accuracy"
     codegen = key.split(".")[1]
     line = f"torch._inductor.config.{codegen}.inject_relu_bug_TESTING_ONLY = 'accuracy'"
     # what a packaged repro carries: the line the product writes (bot.minify.package)

@@ -91,7 +91,7 @@ def run(args) -> int:
         ver = repro.verification
         _expect(ver is not None and ver.runs and ver.failed_same_way == ver.runs, "minify",
                 f"repro did not fail the same way in every fresh run: {ver}")
-        keys = [d["key"] for d in rec.config.minimal or []]
+        keys = [d.key for d in rec.config.minimal or []]
         _expect(keys == [key], "minify", f"minimal config diff should be the injected key, got {keys}")
         say(f"minify ok: {repro.nodes_before} -> {repro.nodes_after} nodes, verified "
             f"{ver.failed_same_way}/{ver.runs} ({time.perf_counter() - t0:.0f}s)")

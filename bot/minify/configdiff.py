@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from bot.errors import UsageError
+from bot.records import ConfigEntry
 
 
 def ddmin(items: Sequence[str], fails: Callable[[list[str]], bool]) -> list[str]:
@@ -40,8 +41,8 @@ def ddmin(items: Sequence[str], fails: Callable[[list[str]], bool]) -> list[str]
 
 
 def true_diff(values: dict[str, Any], default_of: Callable[[str], Any] | None = None,
-              ignore: set[str] = frozenset()) -> list[dict]:
-    """[{key, default, value}] for every key whose value differs from its real default
+              ignore: set[str] = frozenset()) -> list[ConfigEntry]:
+    """The entry of every key whose value differs from its real default
     (``default_of``: :func:`bot.torch_adapter.config.default_of` unless given)."""
     from bot.torch_adapter import config as tconfig
 
@@ -57,5 +58,5 @@ def true_diff(values: dict[str, Any], default_of: Callable[[str], Any] | None = 
         value = values[key]
         if not tconfig._differs(value, default):
             continue
-        out.append({"key": key, "default": tconfig._jsonable(default), "value": tconfig._jsonable(value)})
+        out.append(ConfigEntry(key, tconfig._jsonable(default), tconfig._jsonable(value)))
     return out

@@ -12,6 +12,7 @@ import re
 import shutil
 
 from bot import rundir
+from bot.records import ConfigEntry, ConfigSetting
 from bot.torch_adapter.config import CONFIG_LINE, MODULES, config_line
 from bot.torch_adapter.repro import ENV_LINE, SAVE_DIR_ARG, STORAGE_LINE
 
@@ -24,8 +25,8 @@ _COMPILE_SOURCE_BLOCK = re.compile(r'\nif "__compile_source__" in globals\(\):\n
 _MACHINE_COMMENT = re.compile(r"^#.*(/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\)")
 
 
-def clean_source(source: str, config: list[dict] | None, *, standalone: bool, name: str,
-                 judge: list[dict] | None = None) -> str:
+def clean_source(source: str, config: list[ConfigEntry] | None, *, standalone: bool, name: str,
+                 judge: list[ConfigSetting] | None = None) -> str:
     """Rewrite a torch-format repro. ``config``: [{key, value}] to set (None: keep the file's);
     ``judge``: [{key, value}] that say how the repro judges its result (written after the config,
     so they hold either way)."""
@@ -42,11 +43,11 @@ def clean_source(source: str, config: list[dict] | None, *, standalone: bool, na
             continue
         out.append(line)
     text = _drop_blank_runs(_COMPILE_SOURCE_BLOCK.sub("\n", "\n".join(out) + "\n"))
-    extra = "".join(config_line(d["key"], d["value"]) + "\n" for d in (config or []))
+    extra = "".join(config_line(d.key, d.value) + "\n" for d in (config or []))
     if judge:
-        extra += "# judged like the check: " + ", ".join(f"{d['key'].partition('.')[2]}={d['value']!r}"
+        extra += "# judged like the check: " + ", ".join(f"{d.key.partition('.')[2]}={d.value!r}"
                                                          for d in judge) + "\n"
-        extra += "".join(config_line(d["key"], d["value"]) + "\n" for d in judge)
+        extra += "".join(config_line(d.key, d.value) + "\n" for d in judge)
     if extra:
         anchor = f"import {MODULES['fx']}\n"   # the last config import of a torch-format repro
         if anchor in text and config is not None:
@@ -86,8 +87,8 @@ def copy_inputs(source: str, save_dir: str | None, dest_dir: str) -> tuple[int, 
     return copied, missing
 
 
-def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: list[dict] | None,
-                judge: list[dict] | None = None) -> str:
+def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: list[ConfigEntry] | None,
+                judge: list[ConfigSetting] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
     copy_inputs(source, save_dir, os.path.join(out_dir, rundir.INPUTS_DIR))
@@ -97,7 +98,8 @@ def write_repro(final_path: str, save_dir: str | None, out_dir: str, config: lis
     return path
 
 
-def write_standalone(out_dir: str, config: list[dict] | None, final_path: str, judge: list[dict] | None = None) -> str:
+def write_standalone(out_dir: str, config: list[ConfigEntry] | None, final_path: str,
+                     judge: list[ConfigSetting] | None = None) -> str:
     with open(final_path, encoding="utf-8") as fh:
         source = fh.read()
     path = os.path.join(out_dir, rundir.STANDALONE)

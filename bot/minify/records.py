@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from bot import records
-from bot.records import Culprit, GraphBisect, GraphOp, Record, StageVerdict
+from bot.records import ConfigEntry, ConfigSetting, Culprit, GraphBisect, GraphOp, Record, StageVerdict
 from bot.signature import Signature
 
 CHECK_TOLERANCE = 1e-4   # the check's tolerance when its row names none (bot/check/judge.py's default)
@@ -28,7 +28,7 @@ class Judge(Record):
     failure_class: str
     tolerance: float | None = None
     compare_non_fp: bool | None = None
-    config: list[str] = field(default_factory=list)
+    config: list[ConfigSetting] = field(default_factory=list)
 
 
 class _File(Record):
@@ -103,8 +103,8 @@ class WorkerResult(_File):
     queries: int = 0
     passes: dict = field(default_factory=dict)   # per stage and pass: queries asked
     # what the final repro needs, and where in the graph it fails
-    config_diff: list | None = None
-    config_minimal: list | None = None
+    config_diff: list[ConfigEntry] | None = None
+    config_minimal: list[ConfigEntry] | None = None
     random_inputs_reproduce: bool | None = None
     bisect: GraphBisect | None = None
     culprit: Culprit | None = None
@@ -154,8 +154,8 @@ class Final(Event, kind="final"):
     """The final repro, written before the bisector runs: the parent may verify it meanwhile."""
 
     path: str
-    config_diff: list | None = None
-    config_minimal: list | None = None
+    config_diff: list[ConfigEntry] | None = None
+    config_minimal: list[ConfigEntry] | None = None
     random_inputs_reproduce: bool | None = None
     bisects: bool = False
     judge: Judge | None = None

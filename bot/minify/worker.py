@@ -231,7 +231,7 @@ def step_config(run: Run) -> None:
         values = {**run.rf.config, **run.job.check_config}
         diff = true_diff(values, ignore=R.CAPTURE_KEYS)
         run.result.config_diff = diff
-        keys = {d["key"]: values[d["key"]] for d in diff if not isinstance(values[d["key"]], R._Unparsed)}
+        keys = {d.key: values[d.key] for d in diff if not isinstance(values[d.key], R._Unparsed)}
         minimal = None
         if keys:
             if run.isolate:
@@ -247,7 +247,7 @@ def step_config(run: Run) -> None:
                 minimal = minimal_config(keys, fails)
             except Exception as exc:  # noqa: BLE001 - the full diff is kept: it reproduces
                 log(f"config minimization failed: {type(exc).__name__}: {exc}")
-        run.result.config_minimal = None if minimal is None else [d for d in diff if d["key"] in minimal]
+        run.result.config_minimal = None if minimal is None else [d for d in diff if d.key in minimal]
 
 
 def step_final(run: Run) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import InfraError, UsageError
+from bot.records import ConfigSetting
 from bot.torch_adapter import config as tconfig
 from bot.torch_adapter.prewarm import CPU_ISA_IMPORTS
 
@@ -371,7 +372,7 @@ def config_default(key: str) -> Any:
 set_config = tconfig.set_config
 
 
-def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
+def judge_config(tolerance: float, compare_non_fp: bool) -> list[ConfigSetting]:
     """The config lines that make torch's ``run_repro(..., accuracy=...)`` judge a repro the way
     the minify worker judged it: the check's tolerance (torch's default ``repro_tolerance`` is
     1e-3, looser than most checks) and whether integer outputs count. Keys this torch lacks are
@@ -383,7 +384,7 @@ def judge_config(tolerance: float, compare_non_fp: bool) -> list[dict]:
             config_default(key)
         except KeyError:
             continue
-        out.append({"key": key, "value": value})
+        out.append(ConfigSetting(key, value))
     return out
 
 
