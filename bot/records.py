@@ -469,6 +469,56 @@ class CheckRow(_Sparse):
         return self.failure_class is not None
 
 
+# --- report.json: what `report` did ------------------------------------------------------------------
+
+
+@dataclass
+class ReportAction(_Sparse):
+    """What report did about one bug, or about one issue whose checks passed (report.json's
+    ``actions``): the action word, the issue, the checks it stands for and why."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"issue", "url", "fingerprint", "checks", "reason"})
+
+    action: str
+    issue: int | None = None
+    url: str | None = None
+    fingerprint: str | None = None
+    checks: list[str] = field(default_factory=list)
+    reason: str = ""
+    commented: bool | None = None
+    labels: list[str] | None = None
+    overflow: list | None = None       # affected checks left out of a body that hit GitHub's size limit
+    survivor: int | None = None        # a duplicate's: the issue it was closed in favour of
+
+
+@dataclass
+class ReportDoc(_Sparse):
+    """report.json: the run it reported, where, what it did (schema bot/schemas/report.schema.json);
+    written by `report`, read by the Action's summary, outputs and pull-request comment."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"label", "run_url", "error"})
+
+    run_id: str
+    tracker: str
+    dry_run: bool = False
+    label: str | None = None
+    run_url: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    actions: list[ReportAction] = field(default_factory=list)
+    error: str | None = None
+    warnings: list[str] | None = None  # hidden state that was malformed and ignored
+    dashboard: DashboardRef | None = None
+
+
+@dataclass
+class DashboardRef(Record):
+    """The dashboard issue a report kept (report.json's ``dashboard``)."""
+
+    issue: int
+    url: str | None = None
+    action: str | None = None          # created | updated
+
+
 # --- the bisectors' answers -----------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from bot import safejson
 from bot.errors import UsageError
 from bot.failure import FailureRecord
-from bot.records import FAILURE_SCHEMA, CheckRow, RecordError
+from bot.records import FAILURE_SCHEMA, CheckRow, RecordError, ReportDoc
 
 # --------------------------------------------------------------------------- names and ids
 
@@ -146,9 +146,9 @@ def write_failure(failure_dir: str | os.PathLike, rec: FailureRecord) -> Path:
     return path
 
 
-def write_report(run_dir: str | os.PathLike, doc: dict) -> Path:
+def write_report(run_dir: str | os.PathLike, doc: ReportDoc) -> Path:
     path = Path(run_dir) / REPORT
-    _atomic_write(path, _dump({"schema": REPORT_SCHEMA, **doc}, indent=2))
+    _atomic_write(path, _dump({"schema": REPORT_SCHEMA, **doc.to_json()}, indent=2))
     return path
 
 
@@ -303,16 +303,20 @@ def read_failure(run_dir: str | os.PathLike, check_id: str) -> FailureRecord | N
         raise UsageError(f"{path}: not a failure record ({exc})") from None
 
 
-def read_report(run_dir: str | os.PathLike) -> dict | None:
+def read_report(run_dir: str | os.PathLike) -> ReportDoc | None:
+    """report.json, or None when no report ran; UsageError (exit 2) when it is not one."""
     path = Path(run_dir) / REPORT
     if not path.exists():
         return None
     doc = _parse(path)
     check_schema_id(doc, REPORT_SCHEMA, str(path))
-    return doc
+    try:
+        return ReportDoc.from_json(doc)
+    except RecordError as exc:
+        raise UsageError(f"{path}: not a report ({exc})") from None
 
 
-def read_optional(path: str | os.PathLike) -> dict | None:
+def read_optional(path: str | os.PathLike) -> dict | ReportDoc | None:
     """results.json or report.json by path, for callers that go on without it (the action's
     summary): None when it is missing or not a document of its kind."""
     path = Path(path)

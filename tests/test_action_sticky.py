@@ -6,7 +6,7 @@ import json
 
 from bot import pr, slash
 from bot.action import sticky
-from tests.ghstub.rundir import failing_run
+from tests.ghstub.rundir import failing_run, report_of
 from tests.test_action_stages import make_ctx
 
 
@@ -17,7 +17,7 @@ def test_results_comment_names_request_commit_and_failures(tmp_path):
     ctx = make_ctx(tmp_path, env=env)
     request = slash.MinifyRequest(sha="b" * 40, pr=1, requested_by="alice", models=["mlp_relu"])
     body = sticky.sticky_body(ctx, requested=sticky.requested_line(request), sha=request.sha, results=results,
-                              report={"actions": [], "error": None, "dry_run": True})
+                              report=report_of({"actions": [], "error": None, "dry_run": True}))
     lines = body.splitlines()
     assert lines[0] == pr.STICKY_MARKER and lines[1] == "### minify-bot results"
     assert "Requested by @alice: models mlp\\_relu" in body
@@ -39,8 +39,8 @@ def test_issue_links_replace_the_reported_here_only_note(tmp_path):
     failing_run(tmp_path / "out")
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     cid = results["checks"][0]["id"]
-    report = {"actions": [{"action": "created", "issue": 3, "url": "https://gh/o/r/issues/3", "checks": [cid],
-                           "reason": "new fingerprint"}], "error": None, "dry_run": False}
+    report = report_of({"actions": [{"action": "created", "issue": 3, "url": "https://gh/o/r/issues/3",
+                                     "checks": [cid], "reason": "new fingerprint"}], "error": None, "dry_run": False})
     body = sticky.sticky_body(make_ctx(tmp_path), requested=None, sha=None, results=results, report=report)
     assert "**Issues**" in body and "[\\#3](https://gh/o/r/issues/3)" in body
     assert "reported here only" not in body

@@ -6,7 +6,7 @@ import json
 
 from bot.action import summary
 from bot.errors import EXIT_FAILURES, EXIT_OK
-from tests.ghstub.rundir import check_row, failure_record, write_run
+from tests.ghstub.rundir import check_row, failure_record, report_of, write_run
 from tests.test_action_stages import make_ctx
 
 
@@ -20,8 +20,9 @@ def _run(tmp_path):
 
 def test_results_section_lists_failures_first_with_repro_and_issue(tmp_path):
     results, bad, known = _run(tmp_path)
-    report = {"actions": [{"action": "created", "issue": 7, "url": "https://gh/o/r/issues/7", "checks": [bad["id"]],
-                           "reason": "new fingerprint"}], "error": None, "dry_run": False}
+    report = report_of({"actions": [{"action": "created", "issue": 7, "url": "https://gh/o/r/issues/7",
+                                     "checks": [bad["id"]], "reason": "new fingerprint"}], "error": None,
+                        "dry_run": False})
     ctx = make_ctx(tmp_path)
     summary.summary_results(ctx, results, report, "minify-bot results")
     text = "\n".join(ctx.summary)
@@ -51,18 +52,19 @@ def test_results_section_without_results_or_report(tmp_path):
 def test_filing_errors_and_dry_runs_are_said(tmp_path):
     results, bad, _ = _run(tmp_path)
     ctx = make_ctx(tmp_path)
-    summary.summary_results(ctx, results, {"actions": [], "error": "HTTP 403: <no>", "dry_run": False}, "T")
+    summary.summary_results(ctx, results, report_of({"actions": [], "error": "HTTP 403: <no>", "dry_run": False}), "T")
     assert "❌ **Filing failed:** HTTP 403: &lt;no&gt;; nothing was filed" in ctx.summary[0]
     ctx = make_ctx(tmp_path)
     entries = [{"action": "capped", "issue": None, "url": None, "checks": [f"c{i}" for i in range(7)], "reason": "cap"}]
-    summary.summary_results(ctx, results, {"actions": entries, "error": None, "dry_run": True}, "T")
+    summary.summary_results(ctx, results, report_of({"actions": entries, "error": None, "dry_run": True}), "T")
     assert "- **capped** `c0`, `c1`, `c2`, `c3`, `c4` … — cap" in ctx.summary[0]
     assert ctx.summary[0].rstrip().endswith("_Dry run: nothing was filed on GitHub._")
 
 
 def test_outputs_and_exit_code_follow_fail_on(tmp_path):
     results, bad, _ = _run(tmp_path)
-    report = {"actions": [{"action": "created", "url": "https://gh/i/1"}, {"action": "x", "url": "javascript:1"}]}
+    report = report_of({"actions": [{"action": "created", "url": "https://gh/i/1"},
+                                    {"action": "x", "url": "javascript:1"}]})
     ctx = make_ctx(tmp_path)
     summary.result_outputs(ctx, results, report)
     assert ctx.outputs["failure-count"] == "2" and ctx.outputs["regression-count"] == "1"

@@ -96,7 +96,7 @@ def test_three_runs_regression_drop_and_recovery_on_github(ghstub, tmp_path):
     assert "1 of 2" in row and "-1" in row
     new = section(board["body"], "New failures")
     assert "mlp_relu-inductor-inference-float32-cpu" in new and f"#{bug['number']}" in new
-    assert [a for a in r2.actions if a["action"] == "created"][0]["labels"].count("regression") == 1
+    assert [a for a in r2.actions if a.action == "created"][0].labels.count("regression") == 1
 
     report_run(sweep(tmp_path / "r3", "2026-11-22T03:00:00Z"), t, ON)
     [board] = dashboards(ghstub)
@@ -186,7 +186,7 @@ def test_ticking_mute_stops_filing_and_updating(ghstub, tmp_path):
     bug_writes = len([w for w in ghstub.writes() if w.path.endswith(f"/issues/{bug['number']}")])
     res = report_run(sweep(tmp_path / "r2", "2026-11-21T03:00:00Z", failing=["mlp_relu", "mlp_gelu"]), t, ON)
     assert [w for w in ghstub.writes() if w.path.endswith(f"/issues/{bug['number']}")][bug_writes:] == []
-    assert any(a["action"] == "skipped" and "muted" in a["reason"] and a["checks"] == [cid] for a in res.actions)
+    assert any(a.action == "skipped" and "muted" in a.reason and a.checks == [cid] for a in res.actions)
     [board] = dashboards(ghstub)
     assert cid in section(board["body"], "Muted")
     assert f"- [x] <!-- minify-box:mute:{cid} -->" in board["body"]  # stays ticked

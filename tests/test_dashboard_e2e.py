@@ -105,8 +105,8 @@ def test_matrix_sweep_sharded_over_two_jobs_merges_and_reports_per_configuration
         ("mlp_gelu", "aot_eager"), ("mlp_gelu", "inductor"), ("mlp_relu", "aot_eager"), ("mlp_relu", "inductor")]
     res = report_run(tmp_path / "merged", tracker(ghstub), ON)
     [bug] = bugs(ghstub)  # the relu bug is inductor's: aot_eager passes
-    [filed] = [a for a in res.actions if a["action"] == "created"]
-    assert filed["issue"] == bug["number"] and filed["checks"] == ["mlp_relu-inductor-inference-float32-cpu"]
+    [filed] = [a for a in res.actions if a.action == "created"]
+    assert filed.issue == bug["number"] and filed.checks == ["mlp_relu-inductor-inference-float32-cpu"]
     [board] = dashboards(ghstub)
     rows = {ln.split("|")[1].strip(): ln for ln in board["body"].splitlines() if ln.startswith("| ") and " of " in ln}
     assert "1 of 2" in rows["inductor"] and "2 of 2" in rows["aot\\_eager"]

@@ -62,7 +62,7 @@ def _bug_records(issues_dir):
 def _report(bot, run, issues, *extra):
     p = bot("report", "--out", run, "--issues-dir", issues, *extra)
     assert p.returncode in (0, 1), p.stderr[-3000:]
-    return rundir.read_report(run)
+    return rundir.read_report(run).to_json()
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +184,7 @@ def readme_run(workdir, bot):
             env={"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""})
     assert p.returncode == 1, p.stderr[-4000:]
     print(f"\nREADME run (check + minify + report): {time.perf_counter() - t:.1f} s")
-    first = rundir.read_report(out)
+    first = rundir.read_report(out).to_json()
     issues = _bug_records(out / "issues")
     again = _report(bot, out, out / "issues", "--run-id", "readme-seen-again")
     return out, first, issues, again, _bug_records(out / "issues")

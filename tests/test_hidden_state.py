@@ -18,7 +18,7 @@ from bot.report.state import read
 from bot.tracker.base import TrackerError
 from bot.tracker.github import ACTIONS_BOT_LOGIN, GitHubTracker
 from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, make_client
-from tests.ghstub.rundir import check_row, failing_run, failure_record, record_of, write_run
+from tests.ghstub.rundir import check_row, failing_run, failure_record, record_of, report_of, write_run
 
 
 def tracker(stub, **kw) -> GitHubTracker:
@@ -238,8 +238,8 @@ def test_the_actions_summary_lists_what_was_ignored(tmp_path):
     from bot.action import summary
 
     summary.render("action_summary.md.j2", body="", notes=[], stage="all", event="schedule", seconds=1)
-    rep = summary.issues({"actions": [], "warnings": ["issue #4: its hidden state is malformed and was ignored "
-                                                      "(runs is not a list of at most 1000 strings) @x"]})
+    rep = summary.issues(report_of({"actions": [], "warnings": [
+        "issue #4: its hidden state is malformed and was ignored (runs is not a list of at most 1000 strings) @x"]}))
     text = summary._renderer.env.from_string('{% import "action_macros.md.j2" as m %}{{ m.issues(rep) }}').render(
         rep=rep)
     assert "⚠️ issue \\#4: its hidden state is malformed" in text and "@x" not in text

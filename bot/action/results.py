@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.failure import FailureRecord
-from bot.records import CheckRow
+from bot.records import CheckRow, ReportAction, ReportDoc
 
 
-def load(path: Path) -> dict | None:
+def load(path: Path) -> dict | ReportDoc | None:
+    """results.json (a dict, its rows read by :func:`rows`) or report.json (a ReportDoc); None
+    when it is missing or not one."""
     from bot import rundir
 
     return rundir.read_optional(path)
@@ -42,18 +44,17 @@ def regressions(results: dict | None) -> list[CheckRow]:
     return [r for r in failing(results) if r.baseline in (None, "new")]
 
 
-def report_entries(report: dict | None) -> list[dict]:
+def report_entries(report: ReportDoc | None) -> list[ReportAction]:
     """The per-bug entries of report.json (its `actions` list)."""
-    value = (report or {}).get("actions")
-    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+    return list(report.actions) if report is not None else []
 
 
-def entry_url(e: dict) -> str | None:
-    url = e.get("url")
+def entry_url(e: ReportAction) -> str | None:
+    url = e.url
     return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
 
 
-def issue_urls(report: dict | None) -> list[str]:
+def issue_urls(report: ReportDoc | None) -> list[str]:
     urls: list[str] = []
     for e in report_entries(report):
         url = entry_url(e)
@@ -62,7 +63,7 @@ def issue_urls(report: dict | None) -> list[str]:
     return urls
 
 
-def report_error(report: dict | None) -> str | None:
+def report_error(report: ReportDoc | None) -> str | None:
     """Why report stopped: report.json's `error` (e.g. "... HTTP 403: Resource not accessible")."""
-    err = (report or {}).get("error")
+    err = report.error if report is not None else None
     return str(err)[:500] if err else None

@@ -27,6 +27,7 @@ from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
+from bot.records import ReportDoc
 from bot.report import known as known_bugs
 
 STAGE_TIMEOUT = 6 * 3600.0
@@ -282,7 +283,7 @@ def _bisect_builds(ctx: Context, run) -> None:
         warn(ctx, f"`minify-bot bisect` failed (exit code {brc}); issues will not say which build broke or fixed it")
 
 
-def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) -> dict | None:
+def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) -> ReportDoc | None:
     """report: returns report.json (or None). Raises on usage errors.
 
     `pr_run`: the results come from an unmerged pull request: report only creates issues or

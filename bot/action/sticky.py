@@ -9,6 +9,7 @@ from bot.action.context import Context, http_reason, warn
 from bot.action.pullrequest import PRContext, pr_context
 from bot.action.results import failing, issue_urls, report_entries
 from bot.errors import BotError
+from bot.records import ReportDoc
 
 
 def requested_line(request: slash.MinifyRequest) -> str:
@@ -17,7 +18,7 @@ def requested_line(request: slash.MinifyRequest) -> str:
 
 
 def sticky_body(ctx: Context, *, requested: str | None, sha: str | None, results: dict | None,
-                report: dict | None, problem: str | None = None) -> str:
+                report: ReportDoc | None, problem: str | None = None) -> str:
     from bot import pr
 
     return summary.render(

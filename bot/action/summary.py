@@ -26,6 +26,7 @@ from bot.action.results import (
     rows,
 )
 from bot.errors import EXIT_FAILURES, EXIT_OK
+from bot.records import ReportAction, ReportDoc
 
 SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
 
@@ -53,12 +54,12 @@ def counts(results: dict | None) -> dict | None:
             "new": len(regressions(results)), "incomplete": not results.get("complete", True)}
 
 
-def table_rows(results: dict | None, failures_dir: Path | None, report: dict | None) -> list[dict]:
+def table_rows(results: dict | None, failures_dir: Path | None, report: ReportDoc | None) -> list[dict]:
     """One row per check, failing first; with its failure record and the report entry naming it."""
     checks = rows(results)
-    by_id: dict[str, dict] = {}
+    by_id: dict[str, ReportAction] = {}
     for e in report_entries(report):
-        for cid in e.get("checks") or []:
+        for cid in e.checks or []:
             if isinstance(cid, str):
                 by_id.setdefault(cid, e)
     out = []
@@ -70,15 +71,15 @@ def table_rows(results: dict | None, failures_dir: Path | None, report: dict | N
     return out
 
 
-def issues(report: dict | None) -> dict:
+def issues(report: ReportDoc | None) -> dict:
     """What report did, one entry per action with the reason (also for what was NOT filed)."""
-    entries = [{"action": e.get("action") or "?", "url": entry_url(e),
-                "number": e.get("issue") if isinstance(e.get("issue"), int) else None,
-                "checks": [c for c in e.get("checks") or [] if isinstance(c, str)], "reason": e.get("reason")}
+    entries = [{"action": e.action or "?", "url": entry_url(e),
+                "number": e.issue if isinstance(e.issue, int) else None,
+                "checks": [c for c in e.checks or [] if isinstance(c, str)], "reason": e.reason}
                for e in report_entries(report)]
-    warnings = (report or {}).get("warnings") if isinstance(report, dict) else None
+    warnings = report.warnings if report is not None else None
     return {"missing": report is None, "error": report_error(report), "entries": entries,
-            "dry_run": bool((report or {}).get("dry_run")),
+            "dry_run": bool(report.dry_run) if report is not None else False,
             "warnings": [w for w in warnings[:20] if isinstance(w, str)] if isinstance(warnings, list) else []}
 
 
@@ -93,7 +94,7 @@ def exit_for(ctx: Context, results: dict | None) -> int:
     return EXIT_OK
 
 
-def result_outputs(ctx: Context, results: dict | None, report: dict | None) -> None:
+def result_outputs(ctx: Context, results: dict | None, report: ReportDoc | None) -> None:
     ctx.output("failure-count", str(len(failing(results))))
     ctx.output("regression-count", str(len(regressions(results))))
     ctx.output("issue-urls", "\n".join(issue_urls(report)))
@@ -101,7 +102,7 @@ def result_outputs(ctx: Context, results: dict | None, report: dict | None) -> N
     ctx.output("results-path", str(ctx.out / rundir.RESULTS) if results is not None else "")
 
 
-def summary_results(ctx: Context, results: dict | None, report: dict | None, title: str) -> None:
+def summary_results(ctx: Context, results: dict | None, report: ReportDoc | None, title: str) -> None:
     s = (results or {}).get("settings") or {}
     show_issues = report is not None or ctx.inputs.stage in ("all", "report")
     ctx.summary.append(render(

@@ -99,10 +99,10 @@ def run(args) -> int:
         report = ReportStageOptions(out=out, tracker="local", issues_dir=issues, dashboard=False)
         rc = call_stage(report)
         _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
-        counts = rundir.read_report(out).get("counts", {})
+        counts = rundir.read_report(out).counts
         _expect(counts.get("created") == 1, "report", f"expected 1 issue filed, got {counts}")
         rc = call_stage(report)
-        counts = rundir.read_report(out).get("counts", {})
+        counts = rundir.read_report(out).counts
         _expect(counts.get("created", 0) == 0 and counts.get("commented", 0) == 0, "report",
                 f"reporting the same run twice must file and comment nothing, got {counts}")
         say(f"report ok: one issue in {issues}; a second report filed nothing")

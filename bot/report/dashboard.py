@@ -24,7 +24,7 @@ import re
 from bot import fingerprint as fp
 from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
 from bot.failure import FailureRecord
-from bot.records import CheckRow, Repro
+from bot.records import CheckRow, DashboardRef, ReportAction, Repro
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -372,15 +372,15 @@ def compact(state: dict, budget: int = STATE_BUDGET) -> dict:
 
 # ---------------------------------------------------------------------------- the view
 
-def _links(actions: list[dict]) -> dict[str, dict]:
+def _links(actions: list[ReportAction]) -> dict[str, dict]:
     """check id -> {"issue", "url", "action"} from this run's report actions."""
     out: dict[str, dict] = {}
     for a in actions:
-        for cid in a.get("checks") or []:
-            if a.get("issue") and (cid not in out or not out[cid].get("issue")):
-                out[cid] = {"issue": a["issue"], "url": a.get("url"), "action": a["action"]}
+        for cid in a.checks or []:
+            if a.issue and (cid not in out or not out[cid].get("issue")):
+                out[cid] = {"issue": a.issue, "url": a.url, "action": a.action}
             elif cid not in out:
-                out[cid] = {"issue": None, "url": None, "action": a["action"], "reason": a.get("reason")}
+                out[cid] = {"issue": None, "url": None, "action": a.action, "reason": a.reason}
     return out
 
 
@@ -483,9 +483,9 @@ def render(renderer, view: dict, state: dict) -> str:
 
 # ---------------------------------------------------------------------------- after the report
 
-def after_report(board: Board, rep, results: dict) -> dict:
+def after_report(board: Board, rep, results: dict) -> DashboardRef:
     """Record this run in the history and write the dashboard (create it, or edit it in place: never a
-    comment). Returns {"issue", "url", "action"} (also report.json's "dashboard")."""
+    comment). Returns the dashboard issue (also report.json's "dashboard")."""
     rows = [r for r in (results.get("checks") or []) if r.id]
     for f in board.muted:
         rep.record("skipped", [f], None, "muted on the dashboard; not filed")
@@ -528,7 +528,7 @@ def after_report(board: Board, rep, results: dict) -> dict:
     for extra, _ in find_all(tracker):  # duplicates left by a race: closed, never commented on
         if extra.number != issue.number and extra.state == "open":
             tracker.edit_issue(extra.number, state="closed", state_reason="not_planned")
-    rec = {"issue": issue.number, "url": issue.url, "action": action}
+    rec = DashboardRef(issue.number, issue.url, action)
     rep.dashboard = rec  # report.json "dashboard" (kept apart from the bug-issue actions)
     rep.write_report()
     return rec

@@ -12,7 +12,7 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
-from bot.records import CheckRow
+from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
@@ -25,7 +25,7 @@ REPORT_SCHEMA = rundir.REPORT_SCHEMA
 @dataclasses.dataclass
 class ReportResult:
     run_id: str
-    actions: list[dict]
+    actions: list[ReportAction]
     report_path: Path
     summary_path: Path | None = None
     error: str | None = None
@@ -35,12 +35,12 @@ class ReportResult:
         return count_actions(self.actions)
 
 
-def count_actions(actions: list[dict]) -> dict:
+def count_actions(actions: list[ReportAction]) -> dict:
     c = {k: 0 for k in ("created", "updated", "reopened", "closed", "commented", "skipped", "unchanged",
                         "duplicate_closed", "capped")}
     for a in actions:
-        c[a["action"]] = c.get(a["action"], 0) + 1
-        if a.get("commented"):
+        c[a.action] = c.get(a.action, 0) + 1
+        if a.commented:
             c["commented"] += 1
     c["skipped"] += c["capped"]
     return c
@@ -61,11 +61,11 @@ class Lifecycle:
         self.tracker = tracker
         self.opts = opts
         self.renderer = Renderer(opts.templates_dir)
-        self.actions: list[dict] = []
+        self.actions: list[ReportAction] = []
         self.commented: set[int] = set()
         self.report_path = run_dir / rundir.REPORT
         self.configs = configs or []  # pass counts per configuration (bot.report.dashboard.configuration_counts)
-        self.dashboard: dict | None = None  # the dashboard issue, when kept (bot.report.dashboard.after_report)
+        self.dashboard: DashboardRef | None = None  # the dashboard issue, when kept (dashboard.after_report)
         self.torch: str | None = None  # the torch version this run checked (results.json's versions)
         self.warnings: list[str] = []  # hidden state that was malformed and ignored, one line per issue
 
@@ -77,24 +77,20 @@ class Lifecycle:
             print(f"warning: {message}", file=sys.stderr)
 
     # -- bookkeeping
-    def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str, **extra) -> dict:
-        a = {"action": action, "issue": issue.number if issue else None, "url": issue.url if issue else None,
-             "fingerprint": group[0].fingerprint.primary if group else None,
-             "checks": [f.check.id for f in group] if group else extra.pop("checks", []),
-             "reason": reason, **extra}
+    def record(self, action: str, group: list[Failure] | None, issue: Issue | None, reason: str,
+               **extra) -> ReportAction:
+        checks = extra.pop("checks", [f.check.id for f in group] if group else [])
+        extra.setdefault("fingerprint", group[0].fingerprint.primary if group else None)
+        a = ReportAction(action, issue.number if issue else None, issue.url if issue else None, checks=checks,
+                         reason=reason, **extra)
         self.actions.append(a)
         self.write_report()
         return a
 
     def write_report(self, error: str | None = None) -> None:
-        data = {"run_id": self.run_id, "tracker": self.tracker.name,
-                "dry_run": self.opts.dry_run, "label": self.opts.label, "run_url": self.opts.run_url,
-                "counts": count_actions(self.actions), "actions": self.actions, "error": error}
-        if self.warnings:
-            data["warnings"] = self.warnings[:100]
-        if self.dashboard:
-            data["dashboard"] = self.dashboard
-        rundir.write_report(self.run_dir, data)
+        rundir.write_report(self.run_dir, ReportDoc(
+            self.run_id, self.tracker.name, self.opts.dry_run, self.opts.label, self.opts.run_url,
+            count_actions(self.actions), list(self.actions), error, self.warnings[:100] or None, self.dashboard))
 
     def run_link(self) -> str:
         return f"[{self.run_id}]({self.opts.run_url})" if self.opts.run_url else f"run `{self.run_id}`"
@@ -399,7 +395,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
 
 
 def write_summary(rep: Lifecycle, failures) -> Path:
-    not_filed = [a for a in rep.actions if a["action"] == "capped"]
+    not_filed = [a for a in rep.actions if a.action == "capped"]
     text = rep.renderer.render("summary.md.j2", counts=count_actions(rep.actions), actions=rep.actions,
                                known_line=known.savings([f.failure for f in failures]).line(),
                                configs=rep.configs, dashboard=rep.dashboard,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from bot.failure import FailureRecord
-from bot.records import CheckRow
+from bot.records import CheckRow, ReportDoc
 
 REPRO = '''import torch
 from torch import tensor, device
@@ -48,6 +48,11 @@ def row_of(check: dict) -> CheckRow:
 def record_of(failure: dict) -> FailureRecord:
     """A failure record written as its failure.json JSON, as the product reads it."""
     return FailureRecord.from_json(failure)
+
+
+def report_of(doc: dict) -> ReportDoc:
+    """report.json's document (its run and tracker filled in when left out), as the Action reads it."""
+    return ReportDoc.from_json({"run_id": "run-1", "tracker": "local", **doc})
 
 
 def failure_record(check: dict, *, graph=None, flaky=False, error=None, torch="2.13.0+cpu", nodes_after=None,
