@@ -10,7 +10,7 @@ The functions below read a failure's signature and culprit from a record by the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from bot.records import (
     FAILURE_SCHEMA,
@@ -55,7 +55,7 @@ class FailureRecord(Record):
     accuracy: Accuracy | None = None
     repro: Repro = field(default_factory=Repro)
     config: ConfigDiff = field(default_factory=ConfigDiff)
-    versions: dict[str, str | None] = field(default_factory=dict)   # package -> version (bot.versions)
+    versions: dict[str, Any] = field(default_factory=dict)   # package -> version (bot.versions)
     flaky: bool = False
     signature: Signature | None = None   # set once verification proves the repro fails the same way
     schema: str = FAILURE_SCHEMA
