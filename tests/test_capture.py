@@ -67,6 +67,8 @@ def test_the_level_the_checks_rerun_captured_at_is_tried_first(tmp_path):
     assert cap.shared_first([2], at3) == [2]                                  # not a level this class uses
     assert cap.shared_first([4, 3], _program_row(tmp_path, level=4)) == [4, 3]   # it kept no launcher
     assert cap.shared_first([4, 3], _program_row(tmp_path, level=None)) == [4, 3]
+    gone = _program_row(tmp_path, level=3, launchers=[Launcher(1, str(tmp_path / "another-job" / "l.py"))])
+    assert cap.shared_first([4, 3], gone) == [4, 3]   # its launchers are not on this machine: no run saved
 
 
 def test_the_checks_own_capture_is_used_at_its_level_only_and_only_with_launchers_on_this_machine(tmp_path):
@@ -156,4 +158,4 @@ def test_the_repro_after_dynamo_probe_gives_the_reason_it_cannot_be_used(tmp_pat
     reason = cap.probe_dynamo("no_such_backend_for_minify_bot", str(tmp_path), str(log))
     assert reason is not None and "no_such_backend_for_minify_bot" in reason
     assert "probe-dynamo no_such_backend_for_minify_bot" in log.read_text()
-    assert cap.probe_dynamo("eager", str(tmp_path), str(log), timeout=1) is not None
+    assert cap.probe_dynamo("eager", str(tmp_path), str(log), timeout=1) == "the probe did not finish in 1 s"

@@ -21,7 +21,7 @@ from bot import rundir
 from bot.check.one import CheckRequest, read_row
 from bot.check.settings import Settings
 from bot.minify import procs
-from bot.records import CheckRow, Launcher
+from bot.records import CheckRow, Launcher, RerunCapture
 from bot.suites import source_of
 from bot.suites.command import capture_env  # one definition, shared with the check's rerun
 
@@ -55,6 +55,8 @@ def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300
     for ev in map(parse_event, res.events):
         if isinstance(ev, Probe):
             return ev.reason if ev.broken else None
+    if res.timed_out:
+        return f"the probe did not finish in {timeout:.0f} s"
     return f"the probe process failed (exit {res.returncode})"
 
 
@@ -166,7 +168,7 @@ def shared_capture(row: CheckRow, level: int, log_path: str) -> CheckRow | None:
     shared = row.capture
     if shared is None or shared.repro_level != level:
         return None
-    kept = [x for x in shared.launchers or [] if isinstance(x.path, str) and os.path.isfile(x.path)]
+    kept = _kept(shared)
     if not kept:
         return None
     with open(log_path, "a", encoding="utf-8") as log:
@@ -180,5 +182,10 @@ def shared_first(levels: list, row: CheckRow) -> list:
     """The capture levels with the one the check's rerun already captured at first (its launchers
     cost no run; an accuracy failure's rerun keeps every graph at level 3)."""
     shared = row.capture
-    level = shared.repro_level if shared is not None and shared.launchers else None
+    level = shared.repro_level if shared is not None and _kept(shared) else None
     return [level] + [x for x in levels if x != level] if level in levels else levels
+
+
+def _kept(shared: RerunCapture) -> list[Launcher]:
+    """The rerun's launchers that are on this machine (a merged run's may be another job's)."""
+    return [x for x in shared.launchers or [] if isinstance(x.path, str) and os.path.isfile(x.path)]

@@ -325,8 +325,8 @@ def _capture_mode(f: Failure, work: str) -> tuple[str, str | None]:
         if reason is None:
             return "dynamo-torch", note
         note = ((note + "; ") if note else "") + (
-            f"torch's TORCHDYNAMO_REPRO_AFTER=dynamo fails on a clean graph with backend {f.stage_backend!r} "
-            f"here ({reason}); captured with minify-bot's own dynamo-level capture backend instead")
+            f"torch's TORCHDYNAMO_REPRO_AFTER=dynamo could not be used with backend {f.stage_backend!r} here "
+            f"({reason}); captured with minify-bot's own dynamo-level capture backend instead")
         f.say(note)
         return "project", note
     return mode, note
