@@ -9,6 +9,7 @@ The functions below read a failure's signature and culprit from a record by the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -130,7 +131,7 @@ def signature_of(check: CheckRow, failure: FailureRecord | None = None) -> Signa
     A record written by this version carries the signature verification proved ("signature");
     older records (and checks minify did not reach) get one derived by the same rules."""
     cls = (failure.failure_class if failure else None) or check.failure_class or "unknown"
-    sig = Signature.from_json(failure.signature.to_json()) if failure and failure.signature else None
+    sig = dataclasses.replace(failure.signature) if failure and failure.signature else None   # refined below
     if sig is None:
         if cls in ERROR_CLASSES or cls == "crash":
             sig = signature_of_error_record(cls, (failure.error if failure else None) or check.error)
