@@ -35,7 +35,7 @@ from typing import ClassVar
 
 from bot import proc, safejson
 from bot.errors import InfraError, UsageError
-from bot.records import Record
+from bot.records import Record, ResultsDoc
 
 KINDS = ("pip", "python", "venv", "image")
 INSTALL_TIMEOUT = 1800.0  # a CUDA wheel and its libraries: a few GB
@@ -348,7 +348,6 @@ def version_word(value: object) -> str | None:
     return value if isinstance(value, str) and _VERSION_WORD.fullmatch(value) else None
 
 
-def results_torch(results: dict) -> str | None:
-    """The torch version a run's results.json records (its ``versions``)."""
-    versions = results.get("versions") if isinstance(results, dict) else None
-    return version_word((versions or {}).get("torch")) if isinstance(versions, dict) else None
+def results_torch(results: ResultsDoc) -> str | None:
+    """The torch version a run's results.json records (its ``versions``), when it is a version word."""
+    return version_word(results.versions.get("torch"))

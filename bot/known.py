@@ -334,8 +334,7 @@ def savings_of_run(run_dir) -> Savings:
     from bot.errors import UsageError
 
     try:
-        results = rundir.read_results(run_dir)
-        return savings([rundir.read_failure(run_dir, row.id) for row in rundir.check_rows(results)
+        return savings([rundir.read_failure(run_dir, row.id) for row in rundir.read_results(run_dir).checks
                         if row.failure_class])
     except UsageError:
         return Savings()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,25 +21,20 @@ from pathlib import Path
 
 from bot import rundir
 from bot.errors import UsageError
-from bot.records import CheckRow
+from bot.records import CONFIGURATION_FIELDS, CheckRow, Configuration, MergedShard, MergeRecord, ResultsDoc, RunSettings
 
 # settings that must agree between shards of one sweep
 _SAME_SETTINGS = ("source", "timeout", "baseline")
-# settings that make a configuration: shards of different configurations are merged side by side
-_CONFIG_SETTINGS = ("backend", "mode", "dtype", "device", "dynamic", "config")
 
 
-def _configuration(settings: dict) -> tuple[str, list[dict]]:
+def _configuration(settings: RunSettings) -> tuple[str, list[Configuration]]:
     """(key, configurations) of a shard: its own settings, or the matrix it swept."""
-    matrix = settings.get("matrix")
-    configs = matrix if isinstance(matrix, list) and matrix else [{k: settings.get(k) for k in _CONFIG_SETTINGS}]
-    configs = [{k: c.get(k) for k in _CONFIG_SETTINGS} for c in configs if isinstance(c, dict)]
-    return json.dumps(configs, sort_keys=True), configs
+    configs = settings.configurations()
+    return json.dumps([c.to_json() for c in configs], sort_keys=True), configs
 
 
-def _label(configs: list[dict]) -> str:
-    return "; ".join(f"{c.get('backend')}, {c.get('mode')}, {c.get('dtype')}, {c.get('device')}"
-                     + (", dynamic" if c.get("dynamic") else "") for c in configs)
+def _label(configs: list[Configuration]) -> str:
+    return "; ".join(c.label() for c in configs)
 
 
 def expand(paths: list[str]) -> list[Path]:
@@ -65,12 +59,10 @@ def expand(paths: list[str]) -> list[Path]:
     return dirs
 
 
-def _shard(results: dict, where: str) -> tuple[int, int]:
-    text = (results.get("settings") or {}).get("shard") or "1/1"
-    m = re.fullmatch(r"(\d+)/(\d+)", text)
-    i, n = int(m.group(1)), int(m.group(2))  # the schema guarantees the pattern
+def _shard(settings: RunSettings, where: str) -> tuple[int, int]:
+    i, n = settings.shard_of()  # the schema guarantees the pattern
     if n < 1 or not 1 <= i <= n:
-        raise UsageError(f"{where}: invalid shard {text!r}")
+        raise UsageError(f"{where}: invalid shard {settings.shard!r}")
     return i, n
 
 
@@ -83,17 +75,17 @@ class _Sweep:
     groups: dict = field(default_factory=dict)    # configuration key -> its configurations
     owner: dict = field(default_factory=dict)     # check id -> the shard directory's name
 
-    def add(self, run, base, base_settings: dict, base_torch) -> None:
+    def add(self, run: rundir.RunDir, base: rundir.RunDir) -> None:
         where = run.root.name
-        settings = run.results.get("settings") or {}
+        settings, base_settings = run.results.settings, base.results.settings
         for key in _SAME_SETTINGS:
-            if settings.get(key) != base_settings.get(key):
-                raise UsageError(f"{where}: setting {key!r} differs from {base.root.name} "
-                                 f"({settings.get(key)!r} vs {base_settings.get(key)!r}): not shards of one sweep")
-        torch_version = (run.results.get("versions") or {}).get("torch")
+            if getattr(settings, key) != getattr(base_settings, key):
+                raise UsageError(f"{where}: setting {key!r} differs from {base.root.name} ({getattr(settings, key)!r} "
+                                 f"vs {getattr(base_settings, key)!r}): not shards of one sweep")
+        torch_version, base_torch = run.results.versions.get("torch"), base.results.versions.get("torch")
         if torch_version != base_torch:
             raise UsageError(f"{where}: torch {torch_version!r} differs from {base.root.name} ({base_torch!r})")
-        i, n = _shard(run.results, where)
+        i, n = _shard(settings, where)
         key, configs = _configuration(settings)
         self.groups.setdefault(key, configs)
         if self.total_n.setdefault(key, n) != n:
@@ -113,20 +105,19 @@ class _Sweep:
 
 
 def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTAL_BYTES,
-          max_files: int = rundir.MAX_FILES) -> dict:
+          max_files: int = rundir.MAX_FILES) -> MergeRecord:
     """Validate and merge; returns the merge record (also written to out/merge.json)."""
     if not shard_dirs:
         raise UsageError("no shard directories to merge")
     runs = [rundir.load_untrusted(d, max_total=max_bytes, max_files=max_files) for d in shard_dirs]
-    first = runs[0].results
     sweep = _Sweep()
     for run in runs:
-        sweep.add(run, runs[0], first.get("settings") or {}, (first.get("versions") or {}).get("torch"))
+        sweep.add(run, runs[0])
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: the output directory exists and is not empty")
     missing = sweep.missing()
-    complete = not missing and all(r.results.get("complete", False) for r in runs)
+    complete = not missing and all(r.results.complete for r in runs)
     staging = out.with_name(out.name + ".merging")
     if staging.exists():
         shutil.rmtree(staging)
@@ -135,18 +126,14 @@ def merge(shard_dirs: list[Path], out: Path, *, max_bytes: int = rundir.MAX_TOTA
     rundir.write_results(staging, _merged_results(runs, sweep, complete, checks))
     if all(rundir.RESULTS_CSV in r.files for r in runs):
         rundir.concat_csv(staging, [r.root / rundir.RESULTS_CSV for r in runs])
-    record = {
-        "merged_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "shards": [{"shard": f"{i}/{sweep.total_n[key]}", "dir": sweep.shards[key, i].name,
-                    "configuration": _label(sweep.groups[key]),
-                    "checks": sum(1 for row in checks if sweep.owner[row.id] == sweep.shards[key, i].name)}
-                   for key, i in sorted(sweep.shards)],
-        "missing_shards": missing,
-        "ignored_files": {r.root.name: r.ignored for r in runs if r.ignored},
-        "complete": complete,
-        "checks": len(checks),
-        "failures": sum(1 for row in checks if row.failure_class),
-    }
+    record = MergeRecord(
+        merged_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        shards=[MergedShard(shard=f"{i}/{sweep.total_n[key]}", dir=sweep.shards[key, i].name,
+                            configuration=_label(sweep.groups[key]),
+                            checks=sum(1 for row in checks if sweep.owner[row.id] == sweep.shards[key, i].name))
+                for key, i in sorted(sweep.shards)],
+        missing_shards=missing, ignored_files={r.root.name: r.ignored for r in runs if r.ignored},
+        complete=complete, checks=len(checks), failures=sum(1 for row in checks if row.failure_class))
     rundir.write_merge(staging, record)
     if out.exists():
         out.rmdir()
@@ -168,18 +155,13 @@ def _copy_files(runs, staging: Path) -> list[CheckRow]:
     return sorted(checks, key=lambda row: row.id)
 
 
-def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[CheckRow]) -> dict:
+def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[CheckRow]) -> ResultsDoc:
     first = runs[0].results
-    starts = [r.results.get("started") for r in runs if r.results.get("started")]
-    ends = [r.results.get("finished") for r in runs]
-    merged = dict(first)
-    merged["settings"] = dict(first.get("settings") or {}, shard="1/1")
+    starts = [r.results.started for r in runs if r.results.started]
+    ends = [r.results.finished for r in runs]
+    settings = first.settings.replace(shard="1/1")
     if len(sweep.groups) > 1:  # a settings matrix: the configurations side by side, each row keeps its own settings
-        for k in _CONFIG_SETTINGS:
-            merged["settings"].pop(k, None)
-        merged["settings"]["matrix"] = [c for configs in sweep.groups.values() for c in configs]
-    merged["started"] = min(starts) if starts else None
-    merged["finished"] = None if (not ends or None in ends) else max(ends)
-    merged["complete"] = complete
-    merged["checks"] = [row.to_json() for row in checks]
-    return merged
+        settings = RunSettings.from_json({k: v for k, v in settings.to_json().items() if k not in CONFIGURATION_FIELDS})
+        settings.matrix = [c for configs in sweep.groups.values() for c in configs]
+    return first.replace(settings=settings, started=min(starts) if starts else None,
+                         finished=None if (not ends or None in ends) else max(ends), complete=complete, checks=checks)

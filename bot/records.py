@@ -417,8 +417,42 @@ class FirstAttempt(Record):
         return cls(attempts, log, row.status, row.failure_class, row.error, row.accuracy)
 
 
+CONFIGURATION_FIELDS = ("backend", "mode", "dtype", "device", "dynamic", "config")
+
+
 @dataclass
-class CheckRow(_Sparse):
+class Configuration(_Sparse):
+    """What makes a check configuration (bot.check.settings.Settings without its timeout): a
+    check row's settings, one entry of a settings matrix, and the first part of results.json's
+    ``settings``. Shards of one configuration are merged into one sweep; shards of different ones
+    side by side."""
+
+    backend: str | None = None
+    mode: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    dynamic: bool | None = None
+    config: dict | None = None
+
+    def configuration(self) -> "Configuration":
+        """Only the configuration's own fields (a :class:`RunSettings` drops the run's)."""
+        return Configuration(**{k: getattr(self, k) for k in CONFIGURATION_FIELDS})
+
+    def label(self) -> str:
+        return f"{self.backend}, {self.mode}, {self.dtype}, {self.device}" + (", dynamic" if self.dynamic else "")
+
+
+@dataclass
+class _Named(_Sparse):
+    """What names a check: its id, its model and where the model comes from (a row's first keys)."""
+
+    id: str | None = None
+    model: str | None = None
+    spec: Spec | None = None
+
+
+@dataclass
+class CheckRow(Configuration, _Named):
     """One check: what it ran (id, model, spec, settings) and what it found (results.json's
     ``checks``, schema bot/schemas/results.schema.json). A run that only judged a check (the judge,
     a program's run, a rerun) fills the result fields; the sweep adds the rest.
@@ -429,15 +463,6 @@ class CheckRow(_Sparse):
     WRITTEN: ClassVar[frozenset[str]] = frozenset({"status", "failure_class", "error", "accuracy", "duration_s",
                                                    "log", "baseline"})
 
-    id: str | None = None
-    model: str | None = None
-    spec: Spec | None = None
-    backend: str | None = None
-    mode: str | None = None
-    dtype: str | None = None
-    device: str | None = None
-    dynamic: bool | None = None
-    config: dict | None = None
     status: str | None = None
     failure_class: str | None = None
     error: CheckError | None = None
@@ -467,6 +492,86 @@ class CheckRow(_Sparse):
     @property
     def failing(self) -> bool:
         return self.failure_class is not None
+
+
+# --- results.json: the document around the rows ------------------------------------------------------
+
+
+@dataclass
+class RunSettings(Configuration):
+    """What a check run was asked for (results.json's ``settings``): its configuration, and what
+    the run itself was given. A run over a settings matrix lists every configuration in ``matrix``
+    (each row keeps its own settings); a merged matrix names no configuration of its own."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"baseline"})
+
+    source: str | None = None          # the model source (bot.suites)
+    timeout: float | None = None       # seconds per check
+    shard: str | None = None           # i/N of a sharded sweep
+    baseline: str | None = None        # the baseline file the rows were marked against
+    models: list[str] | None = None    # the models selected
+    reruns: int | None = None          # reruns of a failing check
+    retry: list[str] | None = None     # checks retried on request
+    matrix: list[Configuration] | None = None
+
+    def configurations(self) -> list[Configuration]:
+        """The configurations the run swept: the matrix's, or its own."""
+        return [c.configuration() for c in self.matrix] if self.matrix else [self.configuration()]
+
+    def shard_of(self) -> tuple[int, int]:
+        """(i, N) of its ``shard`` (1/1 when none); ValueError when it is not i/N."""
+        i, _, n = (self.shard or "1/1").partition("/")
+        return int(i), int(n)
+
+
+@dataclass
+class ResultsDoc(Record):
+    """results.json (schema bot/schemas/results.schema.json): the run's settings and versions,
+    when it started and finished, whether every selected check has a row, and the rows. Written
+    by the check stage after every check (bot.check.results.ResultsWriter) and by merge; read by
+    every later stage through :func:`bot.rundir.read_results`."""
+
+    settings: RunSettings = field(default_factory=RunSettings)
+    versions: dict[str, Any] = field(default_factory=dict)   # python, os, torch, cuda, gpus, ...
+    checks: list[CheckRow] = field(default_factory=list)
+    tool_version: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    complete: bool = False
+
+    @property
+    def when(self) -> str | None:
+        """When the run ended (or began, when it did not finish)."""
+        return self.finished or self.started
+
+
+# --- merge.json: what `merge` combined ---------------------------------------------------------------
+
+
+@dataclass
+class MergedShard(Record):
+    """One shard a merge took (merge.json's ``shards``)."""
+
+    shard: str
+    dir: str
+    configuration: str
+    checks: int
+
+
+@dataclass
+class MergeRecord(Record):
+    """merge.json: the shards a merge combined, what it left out and what the merged run holds."""
+
+    merged_at: str
+    shards: list[MergedShard] = field(default_factory=list)
+    missing_shards: list[str] = field(default_factory=list)
+    ignored_files: dict[str, list[str]] = field(default_factory=dict)   # shard directory -> files
+    complete: bool = False
+    checks: int = 0
+    failures: int = 0
+
+    def summary(self) -> str:
+        return f"merged {len(self.shards)} shard(s), {self.checks} checks, {self.failures} failing"
 
 
 # --- report.json: what `report` did ------------------------------------------------------------------

@@ -43,7 +43,7 @@ from typing import Any
 from bot import safejson
 from bot.errors import UsageError
 from bot.failure import FailureRecord
-from bot.records import FAILURE_SCHEMA, CheckRow, RecordError, ReportDoc
+from bot.records import FAILURE_SCHEMA, CheckRow, MergeRecord, RecordError, ReportDoc, ResultsDoc
 
 # --------------------------------------------------------------------------- names and ids
 
@@ -134,9 +134,9 @@ def _dump(doc: dict, indent: int = 1) -> str:
     return json.dumps(doc, indent=indent, default=str, ensure_ascii=False) + "\n"
 
 
-def write_results(run_dir: str | os.PathLike, doc: dict) -> Path:
+def write_results(run_dir: str | os.PathLike, doc: ResultsDoc) -> Path:
     path = Path(run_dir) / RESULTS
-    _atomic_write(path, _dump({**doc, "schema": RESULTS_SCHEMA}))
+    _atomic_write(path, _dump({"schema": RESULTS_SCHEMA, **doc.to_json()}))
     return path
 
 
@@ -152,9 +152,9 @@ def write_report(run_dir: str | os.PathLike, doc: ReportDoc) -> Path:
     return path
 
 
-def write_merge(run_dir: str | os.PathLike, doc: dict) -> Path:
+def write_merge(run_dir: str | os.PathLike, doc: MergeRecord) -> Path:
     path = Path(run_dir) / MERGE
-    _atomic_write(path, _dump({"schema": MERGE_SCHEMA, **doc}, indent=2))
+    _atomic_write(path, _dump({"schema": MERGE_SCHEMA, **doc.to_json()}, indent=2))
     return path
 
 
@@ -254,33 +254,37 @@ def failure_dir(run_dir: str | os.PathLike, check_id: str) -> Path:
     return Path(run_dir) / FAILURES_DIR / check_id
 
 
-def read_results(run_dir: str | os.PathLike) -> dict:
+def read_results(run_dir: str | os.PathLike) -> ResultsDoc:
     """results.json of a run directory (or the file itself); UsageError (exit 2) when it is not one
-    this version understands or its rows lack what every stage relies on. Its ``checks`` are the
-    rows' JSON, each of which reads as a :class:`bot.records.CheckRow` (:func:`check_rows`)."""
+    this version understands or its rows lack what every stage relies on."""
     path = results_path(run_dir)
     doc = _parse(path)
     check_schema_id(doc, RESULTS_SCHEMA, str(path))
     checks = doc.get("checks")
     _need(isinstance(checks, list), path, "'checks' must be a list")
+    _need(isinstance(doc.get("settings") or {}, dict), path, "'settings' must be an object")
+    _need(isinstance(doc.get("versions") or {}, dict), path, "'versions' must be an object")
     for i, raw in enumerate(checks):  # the document's JSON, before it is read as rows
         _need(isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"], path,
               f"checks[{i}] needs a string 'id'")
         _need(isinstance(raw.get("status"), str), path, f"checks[{i}] needs a string 'status'")
-    check_rows(doc, str(path))
-    return doc
+    return _results_doc(doc, str(path))
 
 
-def check_rows(doc: dict, where: str = RESULTS) -> list[CheckRow]:
-    """The rows of a results document (read by :func:`read_results`, or validated by
-    :func:`load_untrusted`) as typed records; UsageError (exit 2) naming the row that is not one."""
+def _results_doc(doc: dict, where: str) -> ResultsDoc:
+    """A results document's JSON (its schema checked) as the typed record; UsageError (exit 2)
+    naming the row, or the part, that is not what it should be."""
     rows = []
     for i, raw in enumerate(doc.get("checks") or []):
         try:
             rows.append(CheckRow.from_json(raw))
         except RecordError as exc:
             raise UsageError(f"{where}: checks[{i}] is not a check row ({exc})") from None
-    return rows
+    try:
+        return ResultsDoc.from_json({**doc, "checks": rows, "settings": doc.get("settings") or {},
+                                     "versions": doc.get("versions") or {}})
+    except RecordError as exc:
+        raise UsageError(f"{where}: not a results document ({exc})") from None
 
 
 def read_failure(run_dir: str | os.PathLike, check_id: str) -> FailureRecord | None:
@@ -316,7 +320,7 @@ def read_report(run_dir: str | os.PathLike) -> ReportDoc | None:
         raise UsageError(f"{path}: not a report ({exc})") from None
 
 
-def read_optional(path: str | os.PathLike) -> dict | ReportDoc | None:
+def read_optional(path: str | os.PathLike) -> ResultsDoc | ReportDoc | None:
     """results.json or report.json by path, for callers that go on without it (the action's
     summary): None when it is missing or not a document of its kind."""
     path = Path(path)
@@ -351,7 +355,7 @@ def read_known(run_dir: str | os.PathLike) -> dict | None:
 
 def has_failures(run_dir: str | os.PathLike) -> bool:
     try:
-        return any(row.failure_class for row in check_rows(read_results(run_dir)))
+        return any(row.failure_class for row in read_results(run_dir).checks)
     except UsageError:
         return False
 
@@ -435,12 +439,15 @@ class RunDir:
     """A validated run directory: the results document and the files allowed to be copied."""
 
     root: Path
-    results: dict
-    rows: list[CheckRow] = field(default_factory=list)  # results' checks, read once validated
+    results: ResultsDoc                              # read once its schema passed
     failures: dict[str, FailureRecord] = field(default_factory=dict)   # validated, by check id
     files: list[str] = field(default_factory=list)  # relative paths, validated
     ignored: list[str] = field(default_factory=list)
     total_bytes: int = 0
+
+    @property
+    def rows(self) -> list[CheckRow]:
+        return self.results.checks
 
 
 def _walk(root: Path, max_files: int, max_total: int) -> tuple[list[str], int]:
@@ -481,16 +488,16 @@ def load_untrusted(root: str | os.PathLike, *, max_total: int = MAX_TOTAL_BYTES,
     if RESULTS not in files:
         raise UsageError(f"{root}: no {RESULTS}")
     what = f"{root.name}/{RESULTS}"
-    results = read_capped(root / RESULTS, what)
-    check_schema_id(results, RESULTS_SCHEMA, what)
-    validate(results, "results", what)
-    rows = check_rows(results, what)   # only once the schema passed
-    ids = [row.id for row in rows]
+    raw = read_capped(root / RESULTS, what)
+    check_schema_id(raw, RESULTS_SCHEMA, what)
+    validate(raw, "results", what)
+    results = _results_doc(raw, what)   # only once the schema passed
+    ids = [row.id for row in results.checks]
     if len(ids) != len(set(ids)):
         dup = sorted({i for i in ids if ids.count(i) > 1})[0]
         raise UsageError(f"{what}: check id {dup!r} appears twice")
-    failing = {row.id for row in rows if row.failure_class}
-    run = RunDir(root=root, results=results, rows=rows, total_bytes=total)
+    failing = {row.id for row in results.checks if row.failure_class}
+    run = RunDir(root=root, results=results, total_bytes=total)
     for rel in files:
         parts = rel.split("/")
         if rel in (RESULTS, RESULTS_CSV):

@@ -10,7 +10,7 @@ from bot import rundir
 from bot.check.results import ResultsWriter
 from bot.check.settings import Settings, check_id
 from bot.failure import FailureRecord
-from bot.records import Capture, CheckRow, ConfigDiff, Culprit, GraphOp, Repro, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, Culprit, GraphOp, Repro, RunSettings, Verification
 
 REPRO = "import torch\n\nclass Repro(torch.nn.Module):\n    def forward(self, x):\n        return (x.relu(),)\n"
 VERSIONS = {"torch": "2.13.0+cpu", "torch_git": "0123abc", "python": "3.11.7", "os": "Linux", "cuda": None}
@@ -54,7 +54,8 @@ def write(run_dir, rows: list[CheckRow], records: list[FailureRecord] = (), *, r
     """results.json with ``rows`` and one failure directory per record (with its repro.py)."""
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
-    w = ResultsWriter(str(run), {**(settings or Settings()).to_dict(), "source": "zoo"}, dict(VERSIONS))
+    w = ResultsWriter(str(run), RunSettings.from_json((settings or Settings()).to_dict()).replace(source="zoo"),
+                      dict(VERSIONS))
     for row in rows:
         w.add(row)
     w.finish()

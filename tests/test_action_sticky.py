@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from bot import pr, slash
+from bot import pr, rundir, slash
 from bot.action import sticky
 from tests.ghstub.rundir import failing_run, report_of
 from tests.test_action_stages import make_ctx
@@ -12,7 +10,7 @@ from tests.test_action_stages import make_ctx
 
 def test_results_comment_names_request_commit_and_failures(tmp_path):
     failing_run(tmp_path / "out")
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    results = rundir.read_results(tmp_path / "out")
     env = {"GITHUB_SERVER_URL": "https://gh", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "5"}
     ctx = make_ctx(tmp_path, env=env)
     request = slash.MinifyRequest(sha="b" * 40, pr=1, requested_by="alice", models=["mlp_relu"])
@@ -37,8 +35,8 @@ def test_a_problem_is_escaped_and_shown_without_results(tmp_path):
 
 def test_issue_links_replace_the_reported_here_only_note(tmp_path):
     failing_run(tmp_path / "out")
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    cid = results["checks"][0]["id"]
+    results = rundir.read_results(tmp_path / "out")
+    cid = results.checks[0].id
     report = report_of({"actions": [{"action": "created", "issue": 3, "url": "https://gh/o/r/issues/3",
                                      "checks": [cid], "reason": "new fingerprint"}], "error": None, "dry_run": False})
     body = sticky.sticky_body(make_ctx(tmp_path), requested=None, sha=None, results=results, report=report)

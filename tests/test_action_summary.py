@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
+from bot import rundir
 from bot.action import summary
 from bot.errors import EXIT_FAILURES, EXIT_OK
+from bot.records import ResultsDoc
 from tests.ghstub.rundir import check_row, failure_record, report_of, write_run
 from tests.test_action_stages import make_ctx
 
@@ -15,7 +15,7 @@ def _run(tmp_path):
     known = check_row("conv|`@x", baseline="known")
     ok = check_row("gru", status="pass", failure_class=None)
     write_run(tmp_path / "out", [ok, known, bad], {bad["id"]: failure_record(bad)})
-    return json.loads((tmp_path / "out" / "results.json").read_text()), bad, known
+    return rundir.read_results(tmp_path / "out"), bad, known
 
 
 def test_results_section_lists_failures_first_with_repro_and_issue(tmp_path):
@@ -43,7 +43,7 @@ def test_results_section_without_results_or_report(tmp_path):
     summary.summary_results(ctx, None, None, "T")
     assert ctx.summary == ["## T\n\n_No results._\n"]
     ctx = make_ctx(tmp_path, stage="report")
-    summary.summary_results(ctx, {"checks": [], "complete": False}, None, "T")
+    summary.summary_results(ctx, ResultsDoc(), None, "T")
     text = ctx.summary[0]
     assert "_No checks ran._" in text and "the sweep is incomplete" in text
     assert "_Nothing was reported (no report.json)._" in text
@@ -71,7 +71,7 @@ def test_outputs_and_exit_code_follow_fail_on(tmp_path):
     assert ctx.outputs["issue-urls"] == "https://gh/i/1"
     assert summary.exit_for(make_ctx(tmp_path, fail_on="regression"), results) == EXIT_FAILURES
     assert summary.exit_for(make_ctx(tmp_path, fail_on="never"), results) == EXIT_OK
-    only_known = dict(results, checks=[r for r in results["checks"] if r.get("baseline") != "new"])
+    only_known = results.replace(checks=[r for r in results.checks if r.baseline != "new"])
     assert summary.exit_for(make_ctx(tmp_path, fail_on="regression"), only_known) == EXIT_OK
     assert summary.exit_for(make_ctx(tmp_path, fail_on="failure"), only_known) == EXIT_FAILURES
 

@@ -87,7 +87,7 @@ def test_the_checks_own_capture_is_used_at_its_level_only_and_only_with_launcher
 def test_a_program_whose_rerun_captured_is_not_run_again_and_its_launchers_come_smallest_first(tmp_path):
     kept = [_launcher(tmp_path, 1, 300), _launcher(tmp_path, 2, 20), _launcher(tmp_path, 3, 100)]
     row = _program_row(tmp_path, level=3, launchers=kept, graphs=3)
-    c = cap.run_capture_program(row, Settings().to_dict(), str(tmp_path / "w"), str(tmp_path / "minifier.log"),
+    c = cap.run_capture_program(row, Settings(), str(tmp_path / "w"), str(tmp_path / "minifier.log"),
                                 failure_class="accuracy", level=3, timeout=60)
     assert c.candidates == [kept[1].path, kept[2].path, kept[0].path] and c.launcher == kept[1].path
     assert c.graph_of == {kept[0].path: 1, kept[1].path: 2, kept[2].path: 3}   # "graph k of n" in the record
@@ -100,10 +100,10 @@ def test_a_program_whose_rerun_captured_is_not_run_again_and_its_launchers_come_
 # ---------------------------------------------------------------------------- slow: real captures
 
 
-def _mlp_relu(backend: str = "inductor") -> tuple[CheckRow, dict]:
+def _mlp_relu(backend: str = "inductor") -> tuple[CheckRow, Settings]:
     """The check of the built-in mlp_relu under inductor's injected relu accuracy bug, and its settings."""
     s = Settings(backend=backend, config={RELU: "accuracy"})
-    return row_of(check_row("mlp_relu", backend=backend, config=s.config)), s.to_dict()
+    return row_of(check_row("mlp_relu", backend=backend, config=s.config)), s
 
 
 @pytest.mark.slow

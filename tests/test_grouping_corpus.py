@@ -103,7 +103,7 @@ def _bugs_of_issue(issue, runs=(1, 2)) -> set[str]:
 def test_every_failure_was_minified_and_verified(corpus):
     workdir, _ = corpus
     for run, models in (("run1", MODELS), ("run2", ["switch_acc", "switch_ce"])):
-        rows = rundir.check_rows(rundir.read_results(workdir / run))
+        rows = rundir.read_results(workdir / run).checks
         assert sorted(row.model for row in rows) == sorted(models)   # every model checked, once
         for row in rows:
             assert row.failure_class, row

@@ -146,7 +146,7 @@ def test_a_model_dynamo_gets_wrong_is_localized_to_dynamo_by_its_first_forked_ru
     row.spec = traced_wrong
     events: list = []
     log = workdir / "dynamo.log"
-    lz = loc.localize(row, Settings().to_dict(), str(workdir / "dynamo"), str(log), 120, on_event=events.append)
+    lz = loc.localize(row, Settings(), str(workdir / "dynamo"), str(log), 120, on_event=events.append)
     assert events == [Stage("eager", "fail_accuracy")]   # the later stages are not run
     assert lz == Localized("dynamo", [StageVerdict("eager", "fail_accuracy"), StageVerdict("inductor", row.status)],
                            "eager")
@@ -164,7 +164,7 @@ def test_a_compiler_bug_passes_every_debug_backend_in_order_and_is_the_failing_b
     row = row_of(check_row("mlp_relu", backend=backend, config=s.config))
     events: list = []
     wd = workdir / f"bug-{backend.replace(':', '_')}"
-    lz = loc.localize(row, s.to_dict(), str(wd), str(workdir / "bug.log"), 120, on_event=events.append)
+    lz = loc.localize(row, s, str(wd), str(workdir / "bug.log"), 120, on_event=events.append)
     assert events == [Stage(b, "pass") for b in DEBUG]
     assert (lz.stage, lz.first_failing) == (backend, backend)
     assert lz.ablation == [StageVerdict(b, "pass") for b in DEBUG] + [StageVerdict(backend, "fail_accuracy")]
@@ -183,7 +183,7 @@ def test_a_rerun_program_is_stopped_at_its_time_limit_and_logged_with_the_backen
     row = _program(tmp_path, "hangs", "import time\ntime.sleep(120)\n", status="timeout", failure_class="timeout")
     log = tmp_path / "minifier.log"
     t = time.monotonic()
-    r = loc.rerun_program(row, Settings().to_dict(), str(tmp_path / "w"), str(log), "localize-eager", 2,
+    r = loc.rerun_program(row, Settings(), str(tmp_path / "w"), str(log), "localize-eager", 2,
                           force_backend="eager")
     assert time.monotonic() - t < 30
     assert (r.status, r.failure_class) == ("timeout", "timeout")
@@ -205,7 +205,7 @@ def test_a_program_that_fails_only_when_dynamo_traces_it_is_localized_to_dynamo(
         torch.testing.assert_close(torch.compile(f)(x), f(x))
         """)
     events: list = []
-    lz = loc.localize_program(row, Settings().to_dict(), str(tmp_path / "w"), str(tmp_path / "minifier.log"), 120,
+    lz = loc.localize_program(row, Settings(), str(tmp_path / "w"), str(tmp_path / "minifier.log"), 120,
                               on_event=events.append)
     assert [(e.backend, e.status) for e in events] == [
         ("aot_eager_decomp_partition", "fail_accuracy"), ("eager", "fail_accuracy"), ("no torch.compile", "pass")]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from bot import rundir
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -212,6 +214,10 @@ def test_shards_of_two_configurations_merge_side_by_side(tmp_path):
     assert results["complete"] is True and "backend" not in results["settings"]
     assert sorted(c["backend"] for c in results["settings"]["matrix"]) == ["aot_eager", "inductor"]
     assert sorted(r["backend"] for r in results["checks"]) == ["aot_eager", "aot_eager", "inductor", "inductor"]
+    doc = rundir.read_results(tmp_path / "m")   # as every later stage reads it
+    assert doc.settings.backend is None and doc.settings.shard == "1/1" and doc.complete
+    assert sorted(c.label() for c in doc.settings.configurations()) == ["aot_eager, inference, float32, cpu",
+                                                                        "inductor, inference, float32, cpu"]
     record = json.loads((tmp_path / "m/merge.json").read_text())
     assert sorted(s["configuration"] for s in record["shards"]) == ["aot_eager, inference, float32, cpu",
                                                                      "inductor, inference, float32, cpu"]

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from bot import rundir
+from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
@@ -77,7 +78,8 @@ def test_a_repro_that_does_not_reproduce_is_repackaged_with_more_settings_in_ord
 def _process(tmp_path, row, known=None):
     run = tmp_path / "run"
     said = []
-    rec = pl.process(row, {}, str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append, known=known)
+    rec = pl.process(row, Settings(), str(run), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append,
+                     known=known)
     return rec, json.loads((run / "failures" / row.id / rundir.FAILURE).read_text()), said
 
 

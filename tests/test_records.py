@@ -41,6 +41,7 @@ from bot.records import (
     ConfigDiff,
     ConfigEntry,
     ConfigSetting,
+    Configuration,
     Culprit,
     FirstAttempt,
     GraphBisect,
@@ -48,10 +49,14 @@ from bot.records import (
     HarnessFacts,
     KnownRecord,
     Launcher,
+    MergedShard,
+    MergeRecord,
     RecordError,
     Repro,
     RerunCapture,
+    ResultsDoc,
     Reused,
+    RunSettings,
     Spec,
     StageVerdict,
     Verification,
@@ -180,6 +185,14 @@ def _every_record():
         Loaded(9, "aot", True), Checkpoint(4, "/w/4.py"), Pinned(sig), Query(2, 4, False, True, True),
         Final("/w/final/repro.py", [], [], False, True, Judge("accuracy")), Done("partial"), Probe(True, "broken"),
         Stage("aot_eager", "pass"),
+        ResultsDoc(RunSettings(backend="inductor", dynamic=False, config={}, source="zoo", timeout=60.0, shard="1/2",
+                               models=["m"], reruns=1, retry=[],
+                               matrix=[Configuration("inductor", "inference", "float32", "cpu", False, {}),
+                                       Configuration("eager", "training", "bfloat16", "cuda", True, {"a.b": 1})]),
+                   {"torch": "2.13.0+cpu", "gpus": []}, [CheckRow(id="m", status="pass", spec=Spec("zoo"))], "0.1.0",
+                   "2026-11-22T03:00:00Z", None, False),
+        MergeRecord("2026-11-22T03:01:00Z", [MergedShard("1/2", "shard-1", "inductor, inference, float32, cpu", 3)],
+                    ["2/2"], {"shard-1": ["stray.txt"]}, False, 3, 1),
     ]
 
 
@@ -296,13 +309,13 @@ def test_a_row_writes_what_its_check_set_and_every_rows_verdict():
 def test_a_row_from_the_results_writer_validates_and_reads_back(tmp_path):
     rows = [*_check_rows()[:2], _program_row().replace(id="b", error=None, accuracy=None, status="pass",
                                                         failure_class=None, capture=None, log=None)]
-    w = ResultsWriter(str(tmp_path), {"source": "harness", "backend": "inductor"}, {"torch": "2.13.0"})
+    w = ResultsWriter(str(tmp_path), RunSettings(source="harness", backend="inductor"), {"torch": "2.13.0"})
     for row in rows:
         w.add(row)
     w.finish()
     doc = json.loads((tmp_path / rundir.RESULTS).read_text())
     rundir.validate(doc, "results", "results.json")
-    assert rundir.check_rows(rundir.read_results(tmp_path)) == rows
+    assert rundir.read_results(tmp_path).checks == rows
     assert rundir.load_untrusted(tmp_path).rows == rows
 
 

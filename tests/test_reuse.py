@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot import fingerprint as fp
 from bot import rundir
+from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.known import REUSE_VERIFY_RUNS, KnownRepro
 from bot.minify import pipeline as pl
@@ -113,8 +114,8 @@ def test_without_the_original_minify_time_no_saving_is_claimed(tmp_path):
 def test_the_stage_reuses_a_matching_known_repro_before_any_localize_or_compile(tmp_path):
     row = _row()
     said: list[str] = []
-    rec = pl.process(row, {}, str(tmp_path / "run"), MinifyOptions().resolved(), {"torch": "2.13.0"}, said.append,
-                     known=[_entry(row, FAILS)])
+    rec = pl.process(row, Settings(), str(tmp_path / "run"), MinifyOptions().resolved(), {"torch": "2.13.0"},
+                     said.append, known=[_entry(row, FAILS)])
     doc = json.loads((tmp_path / "run" / "failures" / row.id / rundir.FAILURE).read_text())
     assert rec.repro.reused.issue == 17 and doc["repro"]["reused"]["issue"] == 17
     assert doc["repro"]["status"] == "minimized" and doc["culprit"]["ops"] == ["aten.relu.default"]

@@ -4,6 +4,7 @@ writes the next (and `merge`, which trusts nothing) accepts, and no other module
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import jsonschema
@@ -12,13 +13,15 @@ import pytest
 from bot import rundir
 from bot.check import isolate
 from bot.check.results import ResultsWriter, csv_to_rows
+from bot.check.settings import Settings
+from bot.errors import UsageError
 from bot.failure import FailureRecord
+from bot.records import RunSettings
 from tests.ghstub.rundir import check_row, row_of
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
-SETTINGS = {"source": "csv", "backend": "inductor", "mode": "inference", "dtype": "float32", "device": "cpu",
-            "dynamic": False, "config": {}, "timeout": 600.0, "shard": "1/1", "baseline": None}
+SETTINGS = Settings()
 
 
 def _schema(kind):
@@ -75,7 +78,7 @@ def test_every_status_word_the_code_writes_is_in_the_schema():
 
 def test_what_the_writers_write_validates_as_untrusted_input(tmp_path):
     rows = csv_to_rows([{"name": f"m{i}", "accuracy": s} for i, s in enumerate(rundir.STATUSES)], SETTINGS)
-    w = ResultsWriter(str(tmp_path), SETTINGS)
+    w = ResultsWriter(str(tmp_path), RunSettings.from_json(SETTINGS.to_dict()).replace(source="csv", shard="1/1"))
     row = row_of(check_row("mlp_relu")).replace(id="mlp_relu-inductor")
     for r in [*rows, row]:
         w.add(r)
@@ -84,10 +87,9 @@ def test_what_the_writers_write_validates_as_untrusted_input(tmp_path):
     fdir.mkdir(parents=True)
     rundir.write_failure(fdir, FailureRecord.for_check(row))
     run = rundir.load_untrusted(tmp_path)
-    assert [r["status"] for r in run.results["checks"]][:len(rundir.STATUSES)] == list(rundir.STATUSES)
-    assert [r.status for r in run.rows] == [r["status"] for r in run.results["checks"]]
+    assert [r.status for r in run.rows][:len(rundir.STATUSES)] == list(rundir.STATUSES)
     assert run.failures[row.id].signature is None and run.failures[row.id].check == row
-    assert rundir.read_results(tmp_path)["checks"][-1]["id"] == row.id
+    assert rundir.read_results(tmp_path).checks[-1] == row
 
 
 def test_a_failure_record_with_a_verified_signature_validates(tmp_path):
@@ -191,3 +193,23 @@ def test_results_rows_share_the_failure_schemas_typed_fields():
     failure, results = rundir.load_schema("failure"), rundir.load_schema("results")
     for name in ("spec", "error", "accuracy", "versions"):
         assert results["$defs"][name] == failure["$defs"][name], name
+
+
+@pytest.mark.parametrize("part,value", [("settings", ["inductor"]), ("versions", "2.13.0"), ("checks", {})])
+def test_a_results_document_with_a_malformed_part_is_refused_naming_the_file(tmp_path, part, value):
+    w = ResultsWriter(str(tmp_path), RunSettings(source="zoo"))
+    w.add(row_of(check_row("mlp_relu")))
+    doc = json.loads((tmp_path / rundir.RESULTS).read_text())
+    (tmp_path / rundir.RESULTS).write_text(json.dumps({**doc, part: value}))
+    with pytest.raises(UsageError, match=f"results.json: '{part}' must be"):
+        rundir.read_results(tmp_path)
+
+
+def test_the_run_settings_read_back_as_the_check_stage_wrote_them(tmp_path):
+    settings = RunSettings.from_json(Settings(backend="aot_eager", dynamic=True).to_dict()).replace(
+        source="zoo", shard="2/3", models=["mlp_relu"], reruns=1, retry=[])
+    ResultsWriter(str(tmp_path), settings).finish()
+    doc = rundir.read_results(tmp_path)
+    assert doc.settings == settings and doc.complete and doc.finished and doc.versions["python"]
+    assert doc.settings.shard_of() == (2, 3) and doc.settings.configurations()[0].label() == \
+        "aot_eager, inference, float32, cpu, dynamic"

@@ -23,7 +23,7 @@ from bot.action.pullrequest import PRContext, pr_context, react, reply
 from bot.action.results import load
 from bot.action.stages import Runner, guard_model_code, merge_shards, stage_check, stage_report, verify_checkout
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, BotError, InfraError, UsageError
-from bot.records import ReportDoc
+from bot.records import ReportDoc, ResultsDoc
 
 SWEEP_EVENTS = ("schedule", "workflow_dispatch", "push", "pull_request", "pull_request_target", "repository_dispatch")
 PR_EVENTS = ("pull_request", "pull_request_target")
@@ -182,7 +182,7 @@ def _sweep_report(ctx: Context, run) -> int:
     return _sweep_end(ctx, results, report)
 
 
-def _sweep_end(ctx: Context, results: dict | None, report: ReportDoc | None) -> int:
+def _sweep_end(ctx: Context, results: ResultsDoc | None, report: ReportDoc | None) -> int:
     summary.result_outputs(ctx, results, report)
     summary.summary_results(ctx, results, report,
                             "minify-bot results" + (f" (shard {ctx.inputs.shard})" if ctx.inputs.shard else ""))

@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.failure import FailureRecord
-from bot.records import CheckRow, ReportAction, ReportDoc
+from bot.records import CheckRow, ReportAction, ReportDoc, ResultsDoc
 
 
-def load(path: Path) -> dict | ReportDoc | None:
-    """results.json (a dict, its rows read by :func:`rows`) or report.json (a ReportDoc); None
-    when it is missing or not one."""
+def load(path: Path) -> ResultsDoc | ReportDoc | None:
+    """results.json (a ResultsDoc) or report.json (a ReportDoc); None when it is missing or not one."""
     from bot import rundir
 
     return rundir.read_optional(path)
@@ -28,18 +27,16 @@ def failure_of(run_dir: Path, check_id: str) -> FailureRecord | None:
         return None
 
 
-def rows(results: dict | None) -> list[CheckRow]:
-    """The check rows of a results document ``load`` read (bot.rundir checked they read as rows)."""
-    from bot import rundir
-
-    return rundir.check_rows(results) if results else []
+def rows(results: ResultsDoc | None) -> list[CheckRow]:
+    """The check rows of a results document ``load`` read (none when there is none)."""
+    return results.checks if results is not None else []
 
 
-def failing(results: dict | None) -> list[CheckRow]:
+def failing(results: ResultsDoc | None) -> list[CheckRow]:
     return [r for r in rows(results) if r.failure_class]
 
 
-def regressions(results: dict | None) -> list[CheckRow]:
+def regressions(results: ResultsDoc | None) -> list[CheckRow]:
     # without a baseline every failure is new; with one, only rows the baseline calls new
     return [r for r in failing(results) if r.baseline in (None, "new")]
 

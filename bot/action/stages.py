@@ -27,7 +27,7 @@ from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
-from bot.records import ReportDoc
+from bot.records import ReportDoc, ResultsDoc
 from bot.report import known as known_bugs
 
 STAGE_TIMEOUT = 6 * 3600.0
@@ -319,7 +319,7 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
     return load(ctx.out / rundir.REPORT)
 
 
-def merge_shards(ctx: Context) -> dict | None:
+def merge_shards(ctx: Context) -> ResultsDoc | None:
     """Stage report: merge (and validate) shard artifacts into the run directory, if given."""
     from bot.merge import expand, merge
 
@@ -331,8 +331,8 @@ def merge_shards(ctx: Context) -> dict | None:
     with ctx.cmds.group("minify-bot merge"):
         record = merge(expand(ctx.inputs.shards), ctx.out)
         ctx.produced_results = True
-        print(f"merged {len(record['shards'])} shard(s): {record['checks']} checks, {record['failures']} failing")
-    if record["missing_shards"]:
-        warn(ctx, f"shards missing from the merge: {', '.join(record['missing_shards'])}; "
+        print(record.summary())
+    if record.missing_shards:
+        warn(ctx, f"shards missing from the merge: {', '.join(record.missing_shards)}; "
                   "the sweep is incomplete, so nothing is closed as fixed")
     return load(ctx.out / rundir.RESULTS)

@@ -9,7 +9,7 @@ from bot.action.context import Context, http_reason, warn
 from bot.action.pullrequest import PRContext, pr_context
 from bot.action.results import failing, issue_urls, report_entries
 from bot.errors import BotError
-from bot.records import ReportDoc
+from bot.records import ReportDoc, ResultsDoc
 
 
 def requested_line(request: slash.MinifyRequest) -> str:
@@ -17,7 +17,7 @@ def requested_line(request: slash.MinifyRequest) -> str:
     return f"Requested by @{gha.md_escape(request.requested_by, 64)}: {gha.md_escape(cmd.describe(), 500)}"
 
 
-def sticky_body(ctx: Context, *, requested: str | None, sha: str | None, results: dict | None,
+def sticky_body(ctx: Context, *, requested: str | None, sha: str | None, results: ResultsDoc | None,
                 report: ReportDoc | None, problem: str | None = None) -> str:
     from bot import pr
 

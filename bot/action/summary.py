@@ -26,7 +26,7 @@ from bot.action.results import (
     rows,
 )
 from bot.errors import EXIT_FAILURES, EXIT_OK
-from bot.records import ReportAction, ReportDoc
+from bot.records import ReportAction, ReportDoc, ResultsDoc
 
 SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
 
@@ -47,14 +47,14 @@ def render(name: str, **data) -> str:
 # ---------------------------------------------------------------- template data
 
 
-def counts(results: dict | None) -> dict | None:
+def counts(results: ResultsDoc | None) -> dict | None:
     if results is None:
         return None
     return {"checks": len(rows(results)), "failing": len(failing(results)),
-            "new": len(regressions(results)), "incomplete": not results.get("complete", True)}
+            "new": len(regressions(results)), "incomplete": not results.complete}
 
 
-def table_rows(results: dict | None, failures_dir: Path | None, report: ReportDoc | None) -> list[dict]:
+def table_rows(results: ResultsDoc | None, failures_dir: Path | None, report: ReportDoc | None) -> list[dict]:
     """One row per check, failing first; with its failure record and the report entry naming it."""
     checks = rows(results)
     by_id: dict[str, ReportAction] = {}
@@ -86,7 +86,7 @@ def issues(report: ReportDoc | None) -> dict:
 # ---------------------------------------------------------------- outputs, summary, exit code
 
 
-def exit_for(ctx: Context, results: dict | None) -> int:
+def exit_for(ctx: Context, results: ResultsDoc | None) -> int:
     if ctx.inputs.fail_on == "failure" and failing(results):
         return EXIT_FAILURES
     if ctx.inputs.fail_on == "regression" and regressions(results):
@@ -94,7 +94,7 @@ def exit_for(ctx: Context, results: dict | None) -> int:
     return EXIT_OK
 
 
-def result_outputs(ctx: Context, results: dict | None, report: ReportDoc | None) -> None:
+def result_outputs(ctx: Context, results: ResultsDoc | None, report: ReportDoc | None) -> None:
     ctx.output("failure-count", str(len(failing(results))))
     ctx.output("regression-count", str(len(regressions(results))))
     ctx.output("issue-urls", "\n".join(issue_urls(report)))
@@ -102,12 +102,12 @@ def result_outputs(ctx: Context, results: dict | None, report: ReportDoc | None)
     ctx.output("results-path", str(ctx.out / rundir.RESULTS) if results is not None else "")
 
 
-def summary_results(ctx: Context, results: dict | None, report: ReportDoc | None, title: str) -> None:
-    s = (results or {}).get("settings") or {}
+def summary_results(ctx: Context, results: ResultsDoc | None, report: ReportDoc | None, title: str) -> None:
+    s = results.settings if results is not None else None
     show_issues = report is not None or ctx.inputs.stage in ("all", "report")
     ctx.summary.append(render(
         "action_results.md.j2", title=title, counts=counts(results),
-        settings=[(k, str(s.get(k))) for k in SETTINGS_SHOWN if s.get(k)],
+        settings=[(k, str(v)) for k in SETTINGS_SHOWN if (v := getattr(s, k, None))],
         rows=table_rows(results, ctx.out / "failures", report), issues=issues(report) if show_issues else None,
         known=known.summary_lines(ctx.out)))  # known bugs reused instead of minified, time saved
 

@@ -6,14 +6,15 @@ row it had; ``complete`` stays false until the last selected check has a row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import platform
-from typing import Any
 
 from bot import __version__, rundir
+from bot.check.settings import Settings, check_id
 from bot.errors import UsageError
-from bot.records import CheckRow, Spec
+from bot.records import CheckRow, ResultsDoc, RunSettings, Spec
 
 # The run directory's format (schema ids, status words, the writers and readers) is bot/rundir.py's.
 SCHEMA = rundir.RESULTS_SCHEMA
@@ -55,57 +56,45 @@ def clear_run_outputs(out_dir: str) -> None:
 
 
 class ResultsWriter:
-    """Accumulates rows and keeps results.json and results.csv current on disk (the rows are
-    :class:`bot.records.CheckRow`; the file has their JSON)."""
+    """Accumulates rows and keeps results.json and results.csv current on disk."""
 
-    def __init__(self, out_dir: str, settings: dict, versions: dict | None = None):
+    def __init__(self, out_dir: str, settings: RunSettings, versions: dict | None = None):
         self.out_dir = out_dir
         clear_run_outputs(out_dir)
         os.makedirs(os.path.join(out_dir, rundir.CHECKS_DIR), exist_ok=True)
-        self.doc: dict[str, Any] = {
-            "schema": SCHEMA,
-            "tool_version": __version__,
-            "started": now(),
-            "finished": None,
-            "complete": False,
-            "settings": settings,
-            "versions": versions or basic_versions(),
-            "checks": [],
-        }
+        self.doc = ResultsDoc(settings=settings, versions=versions or basic_versions(),
+                              tool_version=__version__, started=now())
         self.flush()
 
     @property
     def rows(self) -> list[CheckRow]:
-        return self.doc["checks"]
+        return self.doc.checks
 
     def add(self, row: CheckRow) -> None:
         self.rows.append(row)
         self.flush()
 
     def finish(self, complete: bool = True) -> None:
-        self.doc["finished"] = now()
-        self.doc["complete"] = complete
+        self.doc.finished = now()
+        self.doc.complete = complete
         self.flush()
 
     def flush(self) -> None:
-        rundir.write_results(self.out_dir, {**self.doc, "checks": [row.to_json() for row in self.rows]})
+        rundir.write_results(self.out_dir, self.doc)
         rundir.write_csv(self.out_dir, self.rows)
 
 
 # --- reading ---------------------------------------------------------------------------------------
 
 
-def load(path: str) -> dict:
+def load(path: str) -> ResultsDoc:
     """Read and check a results.json (a run directory or the file); UsageError (exit 2) when it is
     not one we understand."""
     return rundir.read_results(path)
 
 
-def csv_to_rows(records: list[dict], settings: dict) -> list[CheckRow]:
+def csv_to_rows(records: list[dict], settings: Settings) -> list[CheckRow]:
     """Harness CSV records -> results.json rows (for `--suite csv`)."""
-    from bot.check.settings import Settings, check_id
-
-    s = Settings.from_dict(settings)
     rows = []
     unknown = sorted({r["accuracy"] for r in records} - set(rundir.STATUSES))
     if unknown:
@@ -113,11 +102,10 @@ def csv_to_rows(records: list[dict], settings: dict) -> list[CheckRow]:
                          f"(known: {', '.join(rundir.STATUSES)})")
     for rec in records:
         status = rec["accuracy"]
-        dev = rec.get("dev") or s.device
-        s_dev = Settings.from_dict({**settings, "device": dev})
+        s = dataclasses.replace(settings, device=rec.get("dev") or settings.device)
         rows.append(CheckRow(
-            id=check_id(rec["name"], s_dev), model=rec["name"], spec=Spec(source="csv", model=rec["name"]),
-            backend=s.backend, mode=s.mode, dtype=s.dtype, device=dev, dynamic=s.dynamic, config=dict(s.config),
+            id=check_id(rec["name"], s), model=rec["name"], spec=Spec(source="csv", model=rec["name"]),
+            backend=s.backend, mode=s.mode, dtype=s.dtype, device=s.device, dynamic=s.dynamic, config=dict(s.config),
             status=status, failure_class=STATUS_CLASS[status],
             batch_size=rec.get("batch_size") or None, compile_s=rec.get("compilation_latency") or None,
             stats={c: rec[c] for c in STAT_COLUMNS if isinstance(rec.get(c), int)}))
@@ -136,7 +124,7 @@ def load_baseline(path: str) -> dict[str, str]:
         raise UsageError(f"cannot read baseline {path}: no such file")
     if path.endswith(".json") or os.path.isdir(path):
         out = {}
-        for row in rundir.check_rows(load(path), f"baseline {path}"):
+        for row in load(path).checks:
             out[row.id or ""] = row.status
             out.setdefault("name:" + str(row.model), row.status)
         return out

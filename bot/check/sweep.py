@@ -9,7 +9,7 @@ import time
 
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
-from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, Spec
+from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
 from bot.signature import Signature
 from bot.suites import source_of
 
@@ -28,7 +28,7 @@ def _on_term(signum, frame):
     raise _Terminated()
 
 
-def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: dict, baseline=None,
+def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: RunSettings, baseline=None,
               memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
               retry=frozenset()) -> ResultsWriter:
     """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
@@ -39,7 +39,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     writer = ResultsWriter(out_dir, run_settings)
     total = len(plan)
     if any(source_of(m.spec).imported for m in models):
-        rows = csv_to_rows([m.spec.record for m in models], settings.to_dict())
+        rows = csv_to_rows([m.spec.record for m in models], settings)
         for row in rows:
             mark_baseline(row, baseline)
             writer.add(row)

@@ -68,7 +68,7 @@ def targets(path: str, only: list[str]) -> list[tuple[Path, FailureRecord]]:
     if not rundir.results_path(p).is_file():
         raise UsageError(f"{path}: neither a run directory (results.json) nor a failure directory (failure.json)")
     out = []
-    for row in rundir.check_rows(rundir.read_results(p)):
+    for row in rundir.read_results(p).checks:
         if only and row.id not in only:
             continue
         rec = rundir.read_failure(p, row.id)

@@ -8,6 +8,7 @@ import sys
 
 from bot import rundir
 from bot.errors import EXIT_FAILURES, EXIT_OK, UsageError
+from bot.records import Configuration, RunSettings
 
 HELP = "run torch.compile accuracy checks over a model source and write a run directory"
 DESCRIPTION = """Run torch.compile accuracy checks, judged like PyTorch's benchmark harness (fp64
@@ -213,11 +214,10 @@ def prepare(args):
     baseline = load_baseline(args.baseline) if args.baseline else None
     if args.reruns < 0:
         raise UsageError("--reruns must be >= 0")
-    run_settings = {**matrix[0].to_dict(), "source": args.suite, "shard": f"{i}/{n}",
-                    "baseline": os.path.abspath(args.baseline) if args.baseline else None,
-                    "models": [m.name for m in models], "reruns": args.reruns, "retry": sorted(set(args.retry))}
-    if len(matrix) > 1:
-        run_settings["matrix"] = [{k: v for k, v in s.to_dict().items() if k != "timeout"} for s in matrix]
+    run_settings = RunSettings.from_json(matrix[0].to_dict()).replace(
+        source=args.suite, shard=f"{i}/{n}", baseline=os.path.abspath(args.baseline) if args.baseline else None,
+        models=[m.name for m in models], reruns=args.reruns, retry=sorted(set(args.retry)),
+        matrix=[Configuration.from_json(s.to_dict()) for s in matrix] if len(matrix) > 1 else None)
     return models, settings, baseline, run_settings
 
 

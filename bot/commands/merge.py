@@ -29,9 +29,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     record = merge(expand(args.shards), Path(args.out), max_bytes=args.max_bytes, max_files=args.max_files)
-    print(f"merged {len(record['shards'])} shard(s), {record['checks']} checks, "
-          f"{record['failures']} failing, into {args.out}"
-          + (f"; missing shards: {', '.join(record['missing_shards'])}" if record["missing_shards"] else ""))
-    for name, ignored in record["ignored_files"].items():
+    print(f"{record.summary()}, into {args.out}"
+          + (f"; missing shards: {', '.join(record.missing_shards)}" if record.missing_shards else ""))
+    for name, ignored in record.ignored_files.items():
         print(f"{name}: ignored {len(ignored)} file(s) outside the run-directory layout")
     return EXIT_OK

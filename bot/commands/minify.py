@@ -9,8 +9,9 @@ import sys
 import time
 
 from bot import rundir
+from bot.check.settings import Settings
 from bot.errors import EXIT_FAILURES, EXIT_OK, InfraError, UsageError
-from bot.records import CheckRow
+from bot.records import CONFIGURATION_FIELDS, CheckRow, RunSettings
 
 HELP = "minimize each failing check's graph into a verified repro (failures/<id>/)"
 DESCRIPTION = """Minimize failures found by `check`.
@@ -106,24 +107,22 @@ def execute(args) -> int:
         servers.close()
 
 
-def _todo(args, run_dir: str) -> list[tuple[CheckRow, dict, str | None]] | None:
-    """What to minify: (check row, settings, given launcher); None when nothing fails."""
+def _todo(args, run_dir: str) -> list[tuple[CheckRow, Settings, str | None]] | None:
+    """What to minify: (check row, its settings, given launcher); None when nothing fails."""
     given = args.launcher or args.repro
-    todo: list[tuple[CheckRow, dict, str | None]] = []
+    todo: list[tuple[CheckRow, Settings, str | None]] = []
     if given:
         from bot.torch_adapter.repro import parse_repro_file
 
         parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.splitext(os.path.basename(given))[0])
-        todo.append((CheckRow(id=name, backend="inductor", config={}), {}, os.path.abspath(given)))
+        todo.append((CheckRow(id=name, backend="inductor", config={}), Settings(), os.path.abspath(given)))
     else:
         from bot.check import results
-        from bot.options import CheckOptions
 
         doc = results.load(run_dir)  # UsageError (exit 2) for an unknown schema
-        settings = dict(doc.get("settings") or {})
         only = set(filter(None, (args.only or "").split(",")))
-        rows = rundir.check_rows(doc)
+        rows = doc.checks
         ids = {r.id for r in rows}
         unknown = sorted(only - ids)
         if unknown:
@@ -136,15 +135,21 @@ def _todo(args, run_dir: str) -> list[tuple[CheckRow, dict, str | None]] | None:
                     _say(f"{r.id}: status {r.status}: the check passes, nothing to minify "
                          "(no repro is written for a clean model)")
                 continue
-            s = {k: v if (v := getattr(r, k)) is not None else settings.get(k)
-                 for k in ("backend", "mode", "dtype", "device", "dynamic", "config")}
-            s["timeout"] = settings.get("timeout", CheckOptions.default_of("timeout"))
-            todo.append((r, s, None))
+            todo.append((r, _settings_of(r, doc.settings), None))
         if not todo:
             _say(f"no failing checks{' among ' + ','.join(sorted(only)) if only else ''} in "
                  f"{os.path.join(args.out, rundir.RESULTS)}: nothing to minify")
             return None
     return todo
+
+
+def _settings_of(row: CheckRow, run: RunSettings) -> Settings:
+    """A check's settings: its row's, else its run's, else the check stage's defaults."""
+    from bot.options import CheckOptions
+
+    given = {k: v if (v := getattr(row, k)) is not None else getattr(run, k) for k in CONFIGURATION_FIELDS}
+    given["timeout"] = run.timeout or CheckOptions.default_of("timeout")
+    return Settings.from_dict({k: v for k, v in given.items() if v is not None})
 
 
 def _run(args, run_dir: str, servers) -> int:

@@ -71,7 +71,7 @@ def run(args) -> int:
         rc = call_stage(CheckOptions(out=out, models=["mlp_relu", "mlp_gelu"], device=args.device,
                                      config=[inject], timeout=300.0))
         _expect(rc == EXIT_FAILURES, "check", f"expected exit 1 (a failure found), got {rc}")
-        rows = {r.model: r for r in rundir.check_rows(rundir.read_results(out))}
+        rows = {r.model: r for r in rundir.read_results(out).checks}
         _expect(rows["mlp_relu"].status == "fail_accuracy", "check",
                 f"mlp_relu should fail accuracy under the injected bug, got {rows['mlp_relu'].status}")
         _expect(rows["mlp_gelu"].status == "pass", "check",

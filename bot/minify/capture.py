@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot import rundir
 from bot.check.one import CheckRequest, read_row
@@ -67,13 +67,14 @@ def capture_config(level: int, debug_dir_root: str) -> dict:
             "inductor.fx_graph_cache": False, "functorch.enable_autograd_cache": False}
 
 
-def run_capture(row: CheckRow, settings: dict, workdir: str, log_path: str, *, failure_class: str, stage_backend: str,
-                repro_after: str, level: int | None, timeout: float, probe_note: str | None = None) -> Capture:
+def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, *, failure_class: str,
+                stage_backend: str, repro_after: str, level: int | None, timeout: float,
+                probe_note: str | None = None) -> Capture:
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
     check = os.path.join(capdir, "check.json")
     out_row = os.path.join(capdir, "row.json")
-    s = dict(settings)
+    s = settings
     env_extra: dict = {}
     note = probe_note
     if repro_after == "aot":
@@ -82,8 +83,8 @@ def run_capture(row: CheckRow, settings: dict, workdir: str, log_path: str, *, f
         from bot.minify.localize import run_check_forked
 
         level = level or level_for(failure_class)
-        s["config"] = {**(s.get("config") or {}), **capture_config(level, os.path.join(capdir, "torch_compile_debug"))}
-        s["timeout"] = timeout
+        s = replace(s, config={**s.config, **capture_config(level, os.path.join(capdir, "torch_compile_debug"))},
+                    timeout=timeout)
         cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture")
         cands = list(reversed(sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
                                                             "minifier_launcher.py")), key=os.path.getmtime)))
@@ -94,16 +95,16 @@ def run_capture(row: CheckRow, settings: dict, workdir: str, log_path: str, *, f
         level = level or (4 if failure_class == "accuracy" else 2)
         env_extra.update({"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": str(level),
                           "TORCH_COMPILE_DEBUG_DIR": capdir})
-        s["backend"] = stage_backend
+        s = replace(s, backend=stage_backend)
         method, repro_after = "torch", "dynamo"
     else:  # project's dynamo-level capture
         level = None
-        s["backend"] = CAPTURE_BACKEND
+        s = replace(s, backend=CAPTURE_BACKEND)
         env_extra.update({"MINIFY_BOT_CAPTURE_DIR": os.path.join(capdir, "graphs"),
                           "MINIFY_BOT_CAPTURE_BACKEND": stage_backend})
         method, repro_after = "project", "dynamo"
     env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
-    CheckRequest(row.spec, Settings.from_dict(s)).write(check)
+    CheckRequest(row.spec, s).write(check)
     res = procs.run_logged([procs.python(), "-m", "bot.check.one", "--check", check, "--out", out_row],
                            cwd=capdir, log_path=log_path, timeout=timeout, env=procs.child_env(env_extra))
     cap_row = read_row(out_row)
@@ -121,7 +122,7 @@ def run_capture(row: CheckRow, settings: dict, workdir: str, log_path: str, *, f
     return Capture(cands[0] if cands else None, repro_after, level, method, note, cap_row, cands)
 
 
-def run_capture_program(row: CheckRow, settings: dict, workdir: str, log_path: str, *, failure_class: str,
+def run_capture_program(row: CheckRow, settings: Settings, workdir: str, log_path: str, *, failure_class: str,
                         level: int | None, timeout: float) -> Capture:
     """Capture a command / harness failure: rerun the program with repro_after=aot through the
     environment. Every launcher torch writes is kept by the environment hook (torch overwrites

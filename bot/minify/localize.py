@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
+from bot.check.settings import Settings
 from bot.minify import procs
 from bot.minify.records import Localized, Stage
 from bot.records import CheckRow, Spec, StageVerdict
@@ -49,17 +51,16 @@ def probe(backends: list[str], run) -> list[dict]:
     return [seen[b] for b in backends if b in seen]
 
 
-def run_check_forked(spec: Spec, settings: dict, log_path: str, workdir: str, name: str) -> CheckRow:
+def run_check_forked(spec: Spec, settings: Settings, log_path: str, workdir: str, name: str) -> CheckRow:
     """Run one check in a child forked from this warmed process (bot.check.isolate.ForkRunner);
     its output is appended to ``log_path``. Always returns a row (deaths are classified)."""
     from bot.check.isolate import ForkRunner
-    from bot.check.settings import Settings
 
     procs.warm_parent()
     os.makedirs(workdir, exist_ok=True)
     own_log = os.path.join(workdir, f"{name}.log")
     t0 = time.time()
-    row = ForkRunner(warm=False).run(spec, Settings.from_dict(settings), own_log)
+    row = ForkRunner(warm=False).run(spec, settings, own_log)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
             open(own_log, encoding="utf-8", errors="replace") as fh:
         log.write(f"$ (forked check) {name}\n")
@@ -68,14 +69,15 @@ def run_check_forked(spec: Spec, settings: dict, log_path: str, workdir: str, na
     return row
 
 
-def localize(row: CheckRow, settings: dict, workdir: str, log_path: str, timeout: float, on_event=None) -> Localized:
+def localize(row: CheckRow, settings: Settings, workdir: str, log_path: str, timeout: float,
+             on_event=None) -> Localized:
     """Which stage fails first: the stage, each backend's verdict, the first failing backend (or None).
 
     Each stage is a check forked from this (warmed) process: no interpreter start per stage."""
-    backends = stage_backends(row.backend or settings.get("backend", "inductor"))
+    backends = stage_backends(row.backend or settings.backend)
     verdicts = []
     for backend in backends:
-        r = run_check_forked(row.spec, dict(settings, backend=backend, timeout=timeout), log_path, workdir,
+        r = run_check_forked(row.spec, replace(settings, backend=backend, timeout=timeout), log_path, workdir,
                              f"localize-{backend}")
         verdicts.append({"backend": backend, "status": r.status, "failure_class": r.failure_class})
         if on_event:
@@ -121,17 +123,16 @@ def settled_by_capture(row: CheckRow) -> Localized | None:
 NO_COMPILE = "none"  # the hook's "do not compile at all" backend
 
 
-def rerun_program(row: CheckRow, settings: dict, workdir: str, log_path: str, name: str, timeout: float, *,
+def rerun_program(row: CheckRow, settings: Settings, workdir: str, log_path: str, name: str, timeout: float, *,
                   force_backend: str | None = None, extra_env: dict | None = None,
                   launcher_dir: str | None = None) -> CheckRow:
     """Rerun a command / harness check (not built in this process: the program runs again, with
     minify-bot's environment hook). Its output is appended to ``log_path``."""
-    from bot.check.settings import Settings
     from bot.check.sweep import run_program
 
     os.makedirs(workdir, exist_ok=True)
     own_log = os.path.join(workdir, f"{name}.log")
-    s = Settings.from_dict(dict(settings, timeout=timeout))
+    s = replace(settings, timeout=timeout)
     t0 = time.time()
     r = run_program(row.spec, s, own_log, extra_env=extra_env, force_backend=force_backend,
                     launcher_dir=launcher_dir)
@@ -145,7 +146,7 @@ def rerun_program(row: CheckRow, settings: dict, workdir: str, log_path: str, na
     return r
 
 
-def localize_program(row: CheckRow, settings: dict, workdir: str, log_path: str, timeout: float,
+def localize_program(row: CheckRow, settings: Settings, workdir: str, log_path: str, timeout: float,
                      on_event=None) -> Localized:
     """Localize a program that minify-bot cannot build in-process: rerun it with the compile
     backend replaced (the harness: its own --backend; a command: the environment hook, which
@@ -154,7 +155,7 @@ def localize_program(row: CheckRow, settings: dict, workdir: str, log_path: str,
     When the eager backend fails too, a command is run once more with compilation off
     altogether: if that fails as well, the program fails without the compiler (stage "eager")."""
     src = source_of(row.spec)
-    backends = stage_backends(row.backend or settings.get("backend", "inductor"))
+    backends = stage_backends(row.backend or settings.backend)
 
     def run(backend):
         r = rerun_program(row, settings, workdir, log_path, f"localize-{backend}", timeout, force_backend=backend)

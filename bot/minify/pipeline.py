@@ -24,6 +24,7 @@ from typing import Callable
 
 from bot import known as kn
 from bot import rundir
+from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
@@ -63,7 +64,7 @@ class Failure:
     record the steps fill."""
 
     row: CheckRow
-    settings: dict
+    settings: Settings          # the check's settings (its row's, else its run's)
     opts: MinifyOptions
     rec: FailureRecord
     fdir: str
@@ -108,7 +109,7 @@ class Failure:
             self.repro.status = status
 
 
-def process(row: CheckRow, settings: dict, run_dir: str, opts: MinifyOptions, versions: dict,
+def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions, versions: dict,
             say: Callable[[str], None], launcher: str | None = None,
             interpreters: procs.Interpreters | None = None, known: list | None = None) -> FailureRecord:
     """Minify one failure; always returns (and writes) a failure record. ``opts``: the stage's
@@ -186,7 +187,7 @@ def _not_minified(f: Failure) -> bool:
 def _first_stage(f: Failure) -> bool:
     """Set the record's stage and the backend to capture with; True when the stage is provisional
     (taken from a level-3 capture: every graph, not the failing one)."""
-    f.stage_backend = f.row.backend or f.settings.get("backend")
+    f.stage_backend = f.row.backend or f.settings.backend
     if f.opts.no_localize:
         f.rec.stage = "inductor" if f.stage_backend == "inductor" else f.stage_backend
         return False

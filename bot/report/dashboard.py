@@ -24,7 +24,7 @@ import re
 from bot import fingerprint as fp
 from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
 from bot.failure import FailureRecord
-from bot.records import CheckRow, DashboardRef, ReportAction, Repro
+from bot.records import CheckRow, DashboardRef, ReportAction, Repro, ResultsDoc
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -238,18 +238,17 @@ def requests_from(tracker: Tracker) -> Requests:
 
 # ---------------------------------------------------------------------------- before the report
 
-def before_report(tracker: Tracker, results: dict, failures: list, passing: list[CheckRow], run_id: str) -> Board:
+def before_report(tracker: Tracker, results: ResultsDoc, failures: list, passing: list[CheckRow], run_id: str) -> Board:
     """Read the dashboard; apply the automatic baseline (unless the check had --baseline), drop muted
-    failures, and turn flaky checks that keep flipping into failures to file (labelled flaky).
-    ``results``: as ``bot.report.load_run`` read it (its checks are rows)."""
+    failures, and turn flaky checks that keep flipping into failures to file (labelled flaky)."""
     from bot.report import Failure
 
     issue, state = find(tracker)
     state = state if state is not None else empty_state()
     requests = parse_requests(issue.body) if issue else Requests()
     rows = [f.check for f in failures] + list(passing)
-    flaky_rows = [r for r in (results.get("checks") or []) if r.flaky and not is_failure(r)]
-    user_baseline = bool((results.get("settings") or {}).get("baseline"))
+    flaky_rows = [r for r in results.checks if r.flaky and not is_failure(r)]
+    user_baseline = bool(results.settings.baseline)
     again = bool(state.get("runs")) and state["runs"][-1].get("id") == run_id
     auto = not user_baseline and len(state.get("runs") or []) > (1 if again else 0)
     if auto:
@@ -483,10 +482,10 @@ def render(renderer, view: dict, state: dict) -> str:
 
 # ---------------------------------------------------------------------------- after the report
 
-def after_report(board: Board, rep, results: dict) -> DashboardRef:
+def after_report(board: Board, rep, results: ResultsDoc) -> DashboardRef:
     """Record this run in the history and write the dashboard (create it, or edit it in place: never a
     comment). Returns the dashboard issue (also report.json's "dashboard")."""
-    rows = [r for r in (results.get("checks") or []) if r.id]
+    rows = [r for r in results.checks if r.id]
     for f in board.muted:
         rep.record("skipped", [f], None, "muted on the dashboard; not filed")
     fingerprints = {}
@@ -494,12 +493,12 @@ def after_report(board: Board, rep, results: dict) -> DashboardRef:
         fingerprints[f.check.id] = f.fingerprint.primary
     from bot.builds import results_torch
 
-    run = {"id": rep.run_id, "when": results.get("finished") or results.get("started"), "url": rep.opts.run_url,
+    run = {"id": rep.run_id, "when": results.when, "url": rep.opts.run_url,
            "artifact_url": rep.opts.artifact_url, "torch": results_torch(results)}
     muted_ids = {f.check.id for f in board.muted}
     issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
     state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)
-    honoured_retry = set((results.get("settings") or {}).get("retry") or [])
+    honoured_retry = set(results.settings.retry or [])
     honoured = {"retry": sorted(board.requests.retry & honoured_retry),
                 "reminify": sorted(board.requests.reminify), "mute": sorted(muted_ids)}
     view = build_view(board, state, rows, rep.actions, run, honoured)

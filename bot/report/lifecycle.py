@@ -12,7 +12,7 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
-from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc
+from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc, ResultsDoc
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
@@ -109,8 +109,8 @@ class Lifecycle:
         return self.renderer.body(issue_context(group, state, self.opts, self.run_dir), state.to_json())
 
     # -- steps
-    def run(self, results: dict, failures: list[Failure], passing: list[CheckRow]) -> None:
-        when = str(results.get("finished") or results.get("started") or _dt.datetime.now(_dt.timezone.utc).isoformat())
+    def run(self, results: ResultsDoc, failures: list[Failure], passing: list[CheckRow]) -> None:
+        when = str(results.when or _dt.datetime.now(_dt.timezone.utc).isoformat())
         from bot.builds import results_torch
 
         self.torch = results_torch(results)
@@ -366,7 +366,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     from bot.report.dashboard import configuration_counts
 
     rep = Lifecycle(run, tracker, opts, opts.run_id or default_run_id(results),
-                    configuration_counts(results["checks"]))  # pass counts per configuration, for the summary
+                    configuration_counts(results.checks))  # pass counts per configuration, for the summary
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
     board = None
     try:

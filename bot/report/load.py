@@ -12,7 +12,7 @@ from bot import fingerprint as fp
 from bot import rundir
 from bot.failure import FailureRecord
 from bot.options import ReportStageOptions
-from bot.records import CheckRow
+from bot.records import CheckRow, ResultsDoc
 
 _STAGE = ReportStageOptions.default_of   # each default is the report stage's, defined once
 
@@ -65,15 +65,12 @@ def _inside(base: Path, rel) -> Path | None:
     return p if p.is_file() else None
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[CheckRow]]:
-    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input.
-    The results' ``checks`` are its rows (:class:`bot.records.CheckRow`), the ones the failures and
-    the passing checks name."""
+def load_run(run_dir: str | os.PathLike) -> tuple[ResultsDoc, list[Failure], list[CheckRow]]:
+    """(results, failures, passing checks), read through bot.rundir; raises UsageError on bad input."""
     run = Path(run_dir)
     results = rundir.read_results(run)
-    results["checks"] = rundir.check_rows(results, str(rundir.results_path(run)))
     failures, passing = [], []
-    for check in results["checks"]:
+    for check in results.checks:
         if not check.failure_class:
             if check.status == "pass":
                 passing.append(check)
@@ -92,9 +89,9 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, list[Failure], list[Chec
     return results, failures, passing
 
 
-def default_run_id(results: dict) -> str:
-    """The run's id from its results (``load_run``'s: its checks are rows)."""
-    basis = {k: results.get(k) for k in ("started", "settings", "versions")}
-    basis["checks"] = sorted(c.id or "" for c in results.get("checks", []))
+def default_run_id(results: ResultsDoc) -> str:
+    """The run's id: a hash of when it started, its settings, versions and check ids."""
+    basis = {"started": results.started, "settings": results.settings.to_json(), "versions": results.versions,
+             "checks": sorted(c.id or "" for c in results.checks)}
     return "run-" + hashlib.sha1(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
