@@ -31,7 +31,7 @@ from bot import fingerprint as fp
 from bot import rundir
 from bot import signature as sg
 from bot.failure import FailureRecord, signature_of
-from bot.records import CheckRow, ConfigDiff, KnownRecord
+from bot.records import CheckRow, ConfigDiff, KnownRecord, Record, RecordError
 
 MAX_REPRO_CHARS = 200_000  # a repro larger than this is not kept in the issue state
 MAX_PACKED = 24_000  # characters of packed repro in the marker (the body budget is 65,536)
@@ -61,6 +61,31 @@ class KnownRepro:
 
 # ---------------------------------------------------------------------------- the issue-state block
 
+# the failure's fields an issue's known block keeps (its build and the check's settings are the
+# block's own "torch" and "check_config")
+KNOWN_BLOCK_RECORD = ("class", "stage", "culprit", "config", "status", "nodes_before", "nodes_after", "capture")
+
+
+@dataclasses.dataclass
+class KnownBlock(Record):
+    """An issue state's ``known`` block: the verified repro, packed, with its digest, the verified
+    signature, the failure record fields it restores, the first minify's time, the torch it was
+    minified on and the check's settings then. It comes back from an issue body people can edit:
+    :func:`check_block` checks its JSON before it is read as this record."""
+
+    z: str                             # the repro, compressed and base64 (bot.known.pack)
+    sha: str                           # the repro's sha256, first 16 hex digits
+    signature: sg.Signature
+    record: KnownRecord                # KNOWN_BLOCK_RECORD of the failure record
+    minify_seconds: float | None = None
+    torch: str | None = None
+    check_config: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        doc = super().to_json()
+        return {**doc, "record": {k: doc["record"][k] for k in KNOWN_BLOCK_RECORD}}
+
+
 def pack(text: str) -> str:
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
 
@@ -73,7 +98,7 @@ def unpack(packed: str) -> str | None:
         return None
 
 
-def block_of(failure: FailureRecord | None, repro_text: str | None) -> dict | None:
+def block_of(failure: FailureRecord | None, repro_text: str | None) -> KnownBlock | None:
     """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
     reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), or
     it is too large for the marker. Only a run of trusted code may record one (the report never
@@ -89,20 +114,10 @@ def block_of(failure: FailureRecord | None, repro_text: str | None) -> dict | No
     if len(packed) > MAX_PACKED:
         return None
     seconds = repro.timings.get("total")
-    record = failure.known().to_json()
-    return {
-        "z": packed, "sha": hashlib.sha256(repro_text.encode()).hexdigest()[:16],
-        "signature": sig.to_json(),
-        "record": {k: record[k] for k in KNOWN_BLOCK_RECORD},
-        "minify_seconds": round(float(seconds), 2) if isinstance(seconds, (int, float)) else None,
-        "torch": _torch_word(failure.torch),
-        "check_config": _check_config(failure.check.config),
-    }
-
-
-# the failure's fields an issue's known block keeps (its build and the check's settings are the
-# block's own "torch" and "check_config")
-KNOWN_BLOCK_RECORD = ("class", "stage", "culprit", "config", "status", "nodes_before", "nodes_after", "capture")
+    return KnownBlock(z=packed, sha=hashlib.sha256(repro_text.encode()).hexdigest()[:16], signature=sig,
+                      record=failure.known(),
+                      minify_seconds=round(float(seconds), 2) if isinstance(seconds, (int, float)) else None,
+                      torch=_torch_word(failure.torch), check_config=_check_config(failure.check.config))
 
 
 def _torch_word(version) -> str | None:
@@ -196,31 +211,38 @@ def check_block(block) -> str | None:
     return None
 
 
-def merge_block(old: dict | None, new: dict | None) -> dict | None:
+def read_block(raw) -> KnownBlock | None:
+    """A stored ``known`` block's JSON as the record, or None when :func:`check_block` refuses it."""
+    if raw is None or check_block(raw) is not None:
+        return None
+    try:
+        block = KnownBlock.from_json(raw)
+    except RecordError:
+        return None
+    return block if block.signature is not None else None
+
+
+def merge_block(old: KnownBlock | None, new: KnownBlock | None) -> KnownBlock | None:
     """A fresh verified repro replaces the stored one; the first minify time is kept when the new
     record has none."""
     if new is None:
         return old
-    if old and new.get("minify_seconds") is None:
-        new = {**new, "minify_seconds": old.get("minify_seconds")}
+    if old is not None and new.minify_seconds is None:
+        new = new.replace(minify_seconds=old.minify_seconds)
     return new
 
 
-def from_state(number: int, state: dict) -> KnownRepro | None:
-    """The known repro of a (bot-authored, already validated) issue state, or None when it has
-    none or its block is malformed (bot.known.check_block)."""
-    block = state.get("known") if isinstance(state, dict) else None
-    if block is None or check_block(block) is not None:
+def from_state(number: int, block: KnownBlock | None, checks: list[str]) -> KnownRepro | None:
+    """The known repro of a bot-authored issue (its state's block and check keys), or None when it
+    has none or the repro does not unpack to its digest."""
+    if block is None:
         return None
-    text = unpack(block["z"])
-    if text is None or hashlib.sha256(text.encode()).hexdigest()[:16] != block.get("sha"):
+    text = unpack(block.z)
+    if text is None or hashlib.sha256(text.encode()).hexdigest()[:16] != block.sha:
         return None
-    if sg.Signature.from_json(block.get("signature")) is None:
-        return None
-    record = KnownRecord.from_json(block.get("record") or {})
-    record.torch, record.check_config = block.get("torch"), block.get("check_config")
-    checks = [str(c)[:200] for c in state.get("checks") or []][:1000]
-    return KnownRepro(number, checks, block["signature"], record, text, block.get("minify_seconds"))
+    record = block.record.replace(torch=block.torch, check_config=dict(block.check_config))
+    return KnownRepro(number, [str(c)[:200] for c in checks][:1000], block.signature.to_json(), record, text,
+                      block.minify_seconds)
 
 
 def torch_allows(entry: KnownRepro, torch: str | None) -> bool:

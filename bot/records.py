@@ -34,13 +34,15 @@ def key(name: str) -> dict:
     return {"key": name}
 
 
-def _dump(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """The JSON of a value: a record (or anything with ``to_json``) as its JSON, lists and dicts
+    item by item, anything else as it is."""
     if isinstance(value, Record) or hasattr(value, "to_json"):
         return value.to_json()
     if isinstance(value, list):
-        return [_dump(v) for v in value]
+        return [json_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: _dump(v) for k, v in value.items()}
+        return {k: json_value(v) for k, v in value.items()}
     return value
 
 
@@ -76,7 +78,7 @@ class Record:
         return cached
 
     def to_json(self) -> dict:
-        return {k: _dump(getattr(self, name)) for name, k, _ in self._fields()}
+        return {k: json_value(getattr(self, name)) for name, k, _ in self._fields()}
 
     @classmethod
     def from_json(cls, doc: Any):
@@ -294,7 +296,7 @@ class KnownRecord(Record):
 # --- the check row (one entry of results.json's "checks") -------------------------------------------
 
 
-class _Sparse(Record):
+class SparseRecord(Record):
     """A record whose None fields are left out of its JSON (a row only names what its check
     found), but for the fields in ``WRITTEN``, which every row has (null when unknown); a field
     whose JSON key starts with ``_`` is this process's own and never written."""
@@ -312,7 +314,7 @@ class _Sparse(Record):
 
 
 @dataclass
-class Spec(_Sparse):
+class Spec(SparseRecord):
     """Where a check's model comes from: enough to build or rerun it (results.json's ``spec``).
     ``source`` names the source that answers for it (:func:`bot.suites.source_of`); each source
     sets its own fields. The field order is the order they are written in."""
@@ -332,7 +334,7 @@ class Spec(_Sparse):
 
 
 @dataclass
-class CheckError(_Sparse):
+class CheckError(SparseRecord):
     """A check's error: the exception (or what a program printed) and where."""
 
     type: str | None = None
@@ -354,7 +356,7 @@ class CheckError(_Sparse):
 
 
 @dataclass
-class Accuracy(_Sparse):
+class Accuracy(SparseRecord):
     """The accuracy figures of a compiled run (every one reaches the issue body)."""
 
     WRITTEN: ClassVar[frozenset[str]] = frozenset({"tolerance", "rmse_res", "rmse_ref"})
@@ -421,7 +423,7 @@ CONFIGURATION_FIELDS = ("backend", "mode", "dtype", "device", "dynamic", "config
 
 
 @dataclass
-class Configuration(_Sparse):
+class Configuration(SparseRecord):
     """What makes a check configuration (bot.check.settings.Settings without its timeout): a
     check row's settings, one entry of a settings matrix, and the first part of results.json's
     ``settings``. Shards of one configuration are merged into one sweep; shards of different ones
@@ -443,7 +445,7 @@ class Configuration(_Sparse):
 
 
 @dataclass
-class _Named(_Sparse):
+class _Named(SparseRecord):
     """What names a check: its id, its model and where the model comes from (a row's first keys)."""
 
     id: str | None = None
@@ -578,7 +580,7 @@ class MergeRecord(Record):
 
 
 @dataclass
-class ReportAction(_Sparse):
+class ReportAction(SparseRecord):
     """What report did about one bug, or about one issue whose checks passed (report.json's
     ``actions``): the action word, the issue, the checks it stands for and why."""
 
@@ -597,7 +599,7 @@ class ReportAction(_Sparse):
 
 
 @dataclass
-class ReportDoc(_Sparse):
+class ReportDoc(SparseRecord):
     """report.json: the run it reported, where, what it did (schema bot/schemas/report.schema.json);
     written by `report`, read by the Action's summary, outputs and pull-request comment."""
 
@@ -628,7 +630,7 @@ class DashboardRef(Record):
 
 
 @dataclass
-class BuildVerdict(_Sparse):
+class BuildVerdict(SparseRecord):
     """One torch build's verdict on a repro (bot.bisect.Verdict): bad, good, skip or untested."""
 
     name: str
@@ -674,7 +676,7 @@ class BuildsFound(Record):
 
 
 @dataclass
-class GraphBisect(_Sparse):
+class GraphBisect(SparseRecord):
     """torch's CompilerBisector on a minimized graph (bot.torch_adapter.bisect): the subsystem and
     detail of the first bad step, or ``incomplete`` when its budget ran out (failure.json's
     ``bisect``)."""

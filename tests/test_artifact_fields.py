@@ -101,8 +101,8 @@ def _entry(minimal, torch="2.13.0+cpu", check_config=None) -> known.KnownRepro:
     rec["config"] = {"diff": [{"key": RELU, "value": "accuracy"}], "minimal": minimal}
     block = known.block_of(record_of(rec), "print(1)\n")
     if check_config is not None:
-        block["check_config"] = check_config
-    entry = known.from_state(5, {"known": block, "checks": []})
+        block.check_config = check_config
+    entry = known.from_state(5, block, [])
     return entry
 
 

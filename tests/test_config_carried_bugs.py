@@ -16,6 +16,7 @@ import pytest
 from bot import fingerprint as fp
 from bot import known
 from bot.records import CheckRow
+from bot.report.state import parse
 from bot.tracker.local import LocalTracker
 
 PROGRAM = """\
@@ -71,7 +72,8 @@ def test_bug_b_after_bug_a_on_the_same_model_is_a_second_issue(workdir, bot):
     # the rule that decides it, on the real records: A's known repro would stand in for A's own check,
     # and not for B's, even where B's check is one A was seen on (a program that sets the config itself
     # has the same check key in both runs)
-    entry = known.from_state(issue_a["number"], fp.parse_marker(issue_a["body"]))
+    state = parse(issue_a["body"])
+    entry = known.from_state(issue_a["number"], state.known, state.checks)
     assert [d.key for d in entry.record.config.minimal] == [RELU.split("=")[0]]
     row_a, row_b = CheckRow.from_json(rec_a["check"]), CheckRow.from_json(rec_b["check"])
     assert known.match([entry], row_a) is entry

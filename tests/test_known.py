@@ -19,7 +19,7 @@ from bot.failure import FailureRecord
 from bot.render import Renderer
 from bot.report import dashboard
 from bot.report import known as trusted
-from bot.report.state import IssueState
+from bot.report.state import IssueState, parse
 from bot.tracker.local import LocalTracker
 from tests.ghstub.rundir import row_of
 
@@ -57,10 +57,10 @@ def _issue_body(state: IssueState) -> str:
 
 def test_the_issue_state_keeps_a_reusable_repro_and_gives_it_back():
     block = known.block_of(_failure(), REPRO)
-    assert block["minify_seconds"] == 41.5 and len(block["z"]) < len(REPRO)  # compressed
+    assert block.minify_seconds == 41.5 and len(block.z) < len(REPRO)  # compressed
     state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(row_of(ROW))], known=block)
-    parsed = fp.parse_marker(_issue_body(state))  # through the marker's JSON, as an issue body holds it
-    entry = known.from_state(7, parsed)
+    parsed = parse(_issue_body(state))  # through the marker's JSON, as an issue body holds it
+    entry = known.from_state(7, parsed.known, parsed.checks)
     assert entry.repro == REPRO and entry.issue == 7 and entry.minify_seconds == 41.5
     assert known.match([entry], row_of(ROW)) is entry
     other_model = dict(ROW, model="conv_bn", id="conv_bn-inductor")
@@ -83,8 +83,8 @@ def test_only_a_fresh_verified_self_contained_repro_is_kept(why, failure, text):
 
 def test_a_tampered_block_is_not_reused():
     block = known.block_of(_failure(), REPRO)
-    block["z"] = known.pack(REPRO + "import os; os.system('x')\n")  # the text no longer has its hash
-    assert known.from_state(1, {"sigs": [], "checks": [], "known": block}) is None
+    block.z = known.pack(REPRO + "import os; os.system('x')\n")  # the text no longer has its hash
+    assert known.from_state(1, block, []) is None
 
 
 def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):

@@ -12,20 +12,19 @@ from bot import fingerprint as fp
 from bot.records import Culprit
 from bot.report import state as st
 from bot.report.load import load_run
-from bot.report.state import IssueState
+from bot.report.state import AffectedCheck, IssueState, PassingRun
 from tests import rundirs
 
 SIG = "v2:0123456789abcdef0123"
 
 
 def full_state() -> IssueState:
-    row = {"model": "mlp_relu", "backend": "inductor", "mode": "inference", "dtype": "float32", "device": "cpu",
-           "check_key": "v1:aa", "check_id": "mlp_relu-inductor-inference-float32-cpu",
-           "first_seen": "2026-11-01T00:00:00Z", "last_seen": "2026-11-02T00:00:00Z", "occurrences": 2}
+    row = AffectedCheck("mlp_relu", "inductor", "inference", "float32", "cpu", "v1:aa",
+                        "mlp_relu-inductor-inference-float32-cpu", "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z", 2)
     return IssueState(sig=SIG, sigs=[SIG, "v1:old"], alt=["alt:1"], checks=["v1:aa"], runs=["run-1", "run-2"],
                       first_seen="2026-11-01T00:00:00Z", last_seen="2026-11-02T00:00:00Z", occurrences=2,
                       affected=[row], torch=["2.13.0+cpu"], best_repro=[0, 0, 1], flaky=False, regression=True,
-                      passing_runs=[{"run": "run-3", "link": None, "torch": "2.13.0", "checks": ["v1:aa"]}],
+                      passing_runs=[PassingRun("run-3", None, ["v1:aa"], "2.13.0")],
                       repro=True)
 
 
@@ -48,10 +47,10 @@ def test_fields_a_newer_version_wrote_are_kept_and_written_back():
 
 def test_text_that_would_end_the_html_comment_cannot_break_the_marker():
     s = full_state()
-    s.affected[0]["model"] = "evil --> @alice #1 <b>"
+    s.affected[0].model = "evil --> @alice #1 <b>"
     text = body(s.marker())
     assert "-->" not in s.marker()[:-3] and "@alice" not in text and "#1" not in text
-    assert st.parse(text).affected[0]["model"] == "evil --> @alice #1 <b>"
+    assert st.parse(text).affected[0].model == "evil --> @alice #1 <b>"
 
 
 def test_a_state_filed_before_repro_was_recorded_is_judged_by_its_best_repro_and_stays_without_it():
@@ -154,7 +153,7 @@ def test_a_first_run_makes_a_new_state_with_one_affected_model_and_no_events(tmp
     s, events = st.merge_state(None, group, "run-1", "2026-11-01T00:00:00Z")
     assert events == []
     assert s.sig == group[0].fingerprint.primary and s.sigs == [s.sig]
-    assert [r["model"] for r in s.affected] == ["mlp_relu"] and s.affected[0]["occurrences"] == 1
+    assert [r.model for r in s.affected] == ["mlp_relu"] and s.affected[0].occurrences == 1
     assert (s.first_seen, s.last_seen, s.occurrences, s.runs) == ("2026-11-01T00:00:00Z",) * 2 + (1, ["run-1"])
     assert s.torch == ["2.13.0+cpu"] and s.has_repro and not s.flaky and not s.regression
     assert st.parse(body(s.marker())) == s
@@ -167,7 +166,7 @@ def test_a_later_run_with_a_new_model_and_a_new_torch_says_so(tmp_path):
     assert any(e.startswith("newly affected: convnet (inductor, inference, float32, cpu)") for e in events)
     assert "new torch version: 2.14.0 (still present in 2.14.0)" in events
     assert len([e for e in events if e.startswith("new torch")]) == 1           # once, not per model
-    assert {r["model"]: r["occurrences"] for r in s2.affected} == {"mlp_relu": 2, "convnet": 1}
+    assert {r.model: r.occurrences for r in s2.affected} == {"mlp_relu": 2, "convnet": 1}
     assert s2.occurrences == 3 and s2.runs == ["run-1", "run-2"] and s2.first_seen == "2026-11-01"
     assert s.occurrences == 1                                                   # the old state is untouched
 

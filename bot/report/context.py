@@ -224,7 +224,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     versions_table = [(k, v if not isinstance(v, (list, dict)) else json.dumps(v)) for k, v in versions.items()
                       if v not in (None, "", [])] + _harness_versions(check)
     cfg = f.config if f else ConfigDiff()
-    affected = sorted(state.affected, key=lambda r: (r["model"], r["backend"], r["mode"]))
+    affected = [a.to_json() for a in sorted(state.affected, key=lambda a: (a.model, a.backend, a.mode))]
     capture = repro.capture or Capture()
     cls = parts.get("class") if parts.get("class") in CLASS_WORDS else "failure"
     return {

@@ -33,7 +33,7 @@ def collect(tracker, label: str, skip: set[int] = frozenset(), *, torch: str | N
         if raw is None:
             continue
         bad = kn.check_block(raw)
-        entry = from_state(issue.number, {"known": raw, "checks": state.checks}) if bad is None else None
+        entry = from_state(issue.number, state.known, state.checks) if bad is None else None
         if entry is None:
             say(f"warning: issue #{issue.number}: its known repro is malformed and was ignored"
                 f" ({bad or 'it does not unpack to its digest'}); its failures are minified afresh")

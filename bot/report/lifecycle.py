@@ -16,7 +16,7 @@ from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc, Results
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
-from bot.report.state import IssueState, is_flaky, labels_for, merge_state, read, with_passing_run
+from bot.report.state import IssueState, PassingRun, is_flaky, labels_for, merge_state, read, with_passing_run
 from bot.tracker.base import Issue, Tracker
 
 REPORT_SCHEMA = rundir.REPORT_SCHEMA
@@ -294,12 +294,11 @@ class Lifecycle:
             ids = [i for k in state.checks for i in passing_by_key.get(k, [])]
             if not ids:
                 continue  # not checked in this run
-            if any(r.get("run") == self.run_id for r in state.passing_runs):
+            if any(r.run == self.run_id for r in state.passing_runs):
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.sig)
                 continue
-            new = with_passing_run(state, {"run": self.run_id, "link": self.run_link(), "checks": ids[:20],
-                                           **({"torch": self.torch} if self.torch else {})})
+            new = with_passing_run(state, PassingRun(self.run_id, self.run_link(), ids[:20], self.torch))
             body = _replace_marker(issue.body, new)
             if len(new.passing_runs) >= self.opts.close_after:
                 self.comment(issue, "close", "close_comment.md.j2",
@@ -318,14 +317,14 @@ class Lifecycle:
 _RUN_LINK = re.compile(r"\[[\w.:+-]{1,120}\]\(https?://[\w.\-/:%=?&]{1,500}\)|run `[\w.:+-]{1,120}`")
 
 
-def _shown_run(run: dict) -> dict:
+def _shown_run(run: PassingRun) -> dict:
     """A passing run of the issue state as the close comment shows it: the link the bot wrote, or
     (edited state) the run's id as plain text."""
     from bot.render import md
 
-    link = run.get("link")
-    shown = link if isinstance(link, str) and _RUN_LINK.fullmatch(link) else f"run {md(run.get('run'))}"
-    return {**run, "link": shown, "checks": [str(c) for c in run.get("checks") or []][:20]}
+    link = run.link
+    shown = link if isinstance(link, str) and _RUN_LINK.fullmatch(link) else f"run {md(run.run)}"
+    return {**run.to_json(), "link": shown, "checks": [str(c) for c in run.checks or []][:20]}
 
 
 def fixed_in(state: IssueState) -> dict:
@@ -334,7 +333,7 @@ def fixed_in(state: IssueState) -> dict:
     from bot.builds import version_word
 
     failed_on = [v for v in state.torch if version_word(v)]
-    passing = list(dict.fromkeys(v for r in state.passing_runs if (v := version_word(r.get("torch")))))
+    passing = list(dict.fromkeys(v for r in state.passing_runs if (v := version_word(r.torch))))
     return {"fixed_in": [v for v in passing if v not in failed_on], "passing_torch": passing,
             "failed_on": failed_on}
 

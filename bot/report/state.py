@@ -10,13 +10,48 @@ from dataclasses import field
 from bot import fingerprint as fp
 from bot import known
 from bot.failure import FailureRecord
-from bot.records import CheckRow
+from bot.records import CheckRow, Record, SparseRecord, json_value
 from bot.report.load import Failure
 
 MAX_AFFECTED = 50
 MAX_RUNS = 20
 MAX_TORCH = 10
 MAX_PASSING_RUNS = 10
+
+
+@dataclasses.dataclass
+class AffectedCheck(Record):
+    """One model/configuration a bug was seen on (the state's ``affected``)."""
+
+    model: str
+    backend: str
+    mode: str
+    dtype: str
+    device: str                      # the device type (cuda, not cuda:1)
+    check_key: str                   # bot.fingerprint.check_key
+    check_id: str
+    first_seen: str | None = None
+    last_seen: str | None = None
+    occurrences: int = 0
+
+    @classmethod
+    def of(cls, check: CheckRow, when: str) -> "AffectedCheck":
+        return cls(model=str(check.model)[:200], backend=str(check.backend)[:60], mode=str(check.mode)[:40],
+                   dtype=str(check.dtype)[:40], device=fp.device_type(check.device)[:40],
+                   check_key=fp.check_key(check), check_id=str(check.id)[:200], first_seen=when, last_seen=when)
+
+    def describe(self) -> str:
+        return f"{self.model} ({self.backend}, {self.mode}, {self.dtype}, {self.device})"
+
+
+@dataclasses.dataclass
+class PassingRun(SparseRecord):
+    """A run in which the bug's checks passed, since it last failed (the state's ``passing_runs``)."""
+
+    run: str
+    link: str | None = None          # the run as a link (edited states: any text; shown only when it is one)
+    checks: list[str] | None = None  # the passing checks (at most 20)
+    torch: str | None = None         # the torch the run checked
 
 
 @dataclasses.dataclass
@@ -32,14 +67,14 @@ class IssueState:
     first_seen: str | None = None
     last_seen: str | None = None
     occurrences: int = 0
-    affected: list[dict] = field(default_factory=list)  # one row per model/configuration
+    affected: list[AffectedCheck] = field(default_factory=list)  # one row per model/configuration
     torch: list[str] = field(default_factory=list)
     best_repro: list | None = None  # repro_rank of the best repro seen
     flaky: bool = True
     regression: bool = False
-    passing_runs: list[dict] = field(default_factory=list)  # consecutive passing runs since the last failure
+    passing_runs: list[PassingRun] = field(default_factory=list)  # passing runs in a row since the last failure
     repro: bool | None = None  # backed by a verified repro
-    known: dict | None = None  # the verified repro reused instead of minifying again (bot/known.py)
+    known: known.KnownBlock | None = None  # the verified repro reused instead of minifying again
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -52,6 +87,9 @@ class IssueState:
         d = copy.deepcopy(d)
         kwargs = {k: d.pop(k) for k in list(d) if k in names}
         kwargs.setdefault("sig", "")
+        kwargs["affected"] = [AffectedCheck.from_json(a) for a in kwargs.get("affected") or []]
+        kwargs["passing_runs"] = [PassingRun.from_json(r) for r in kwargs.get("passing_runs") or []]
+        kwargs["known"] = known.read_block(kwargs.get("known"))   # None when it is not one (dropped alone)
         return cls(**kwargs, extra=d)
 
     def to_json(self) -> dict:
@@ -59,7 +97,7 @@ class IssueState:
         for f in dataclasses.fields(self):
             if f.name == "extra" or (f.name in ("repro", "known") and getattr(self, f.name) is None):
                 continue
-            out[f.name] = copy.deepcopy(getattr(self, f.name))
+            out[f.name] = copy.deepcopy(json_value(getattr(self, f.name)))
         return out
 
     def marker(self) -> str:
@@ -168,8 +206,6 @@ def read(body: str | None) -> tuple[IssueState | None, str | None]:
         validate(d)
     except BadState as exc:
         return None, str(exc)
-    if d.get("known") is not None and known.check_block(d["known"]) is not None:
-        d = {k: v for k, v in d.items() if k != "known"}
     extra = {k: v for k, v in d.items() if k not in _FIELDS}
     if len(fp.make_marker(extra)) > MAX_EXTRA_CHARS:
         d = {k: v for k, v in d.items() if k in _FIELDS}  # unknown keys this large were not ours
@@ -191,13 +227,6 @@ def repro_rank(failure: FailureRecord | None) -> tuple:
     verified = 0 if ver is not None and ver.runs and ver.failed_same_way == ver.runs else 1
     nodes = repro.nodes_after
     return (status_rank, verified, nodes if isinstance(nodes, int) else 10 ** 9)
-
-
-def _affected_row(check: CheckRow, when: str) -> dict:
-    return {"model": str(check.model)[:200], "backend": str(check.backend)[:60],
-            "mode": str(check.mode)[:40], "dtype": str(check.dtype)[:40],
-            "device": fp.device_type(check.device)[:40], "check_key": fp.check_key(check),
-            "check_id": str(check.id)[:200], "first_seen": when, "last_seen": when, "occurrences": 0}
 
 
 def is_reuse(f: Failure) -> bool:
@@ -241,16 +270,15 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
             for v in vals:
                 if v not in into:
                     into.append(v)
-        aff = next((a for a in s.affected if a["check_key"] == f.fingerprint.check_key), None)
-        if aff is None:  # the marker's "affected" entry (a dict of the issue's state) for this check
-            aff = _affected_row(f.check, when)
+        aff = next((a for a in s.affected if a.check_key == f.fingerprint.check_key), None)
+        if aff is None:
+            aff = AffectedCheck.of(f.check, when)
             if len(s.affected) < MAX_AFFECTED:
                 s.affected.append(aff)
             if not new:
-                events.append(f"newly affected: {aff['model']} ({aff['backend']}, {aff['mode']}, "
-                              f"{aff['dtype']}, {aff['device']})")
-        aff["last_seen"] = when
-        aff["occurrences"] += 1
+                events.append(f"newly affected: {aff.describe()}")
+        aff.last_seen = when
+        aff.occurrences += 1
         torch_v = f.failure.torch if f.failure else None
         if torch_v and torch_v not in s.torch:
             s.torch.append(torch_v)
@@ -282,7 +310,7 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     return s, events
 
 
-def with_passing_run(state: IssueState, run: dict) -> IssueState:
+def with_passing_run(state: IssueState, run: PassingRun) -> IssueState:
     """The state after a run in which the bug's checks passed."""
     new = copy.deepcopy(state)
     new.passing_runs = (new.passing_runs + [run])[-MAX_PASSING_RUNS:]
