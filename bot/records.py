@@ -47,8 +47,8 @@ def json_value(value: Any) -> Any:
 
 
 def _loader(tp: Any):
-    """How a JSON value becomes a value of type ``tp``: a record type (optionally in ``X | None``
-    or ``list[X]``) is read with its ``from_json``; anything else is taken as it is."""
+    """How a JSON value becomes a value of type ``tp``: a record type (optionally in ``X | None``,
+    ``list[X]`` or ``dict[str, X]``) is read with its ``from_json``; anything else is taken as it is."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -60,6 +60,10 @@ def _loader(tp: Any):
         (arg,) = typing.get_args(tp) or (Any,)
         load = _loader(arg)
         return lambda v: [load(x) for x in v] if isinstance(v, list) else v
+    if origin is dict:
+        _, arg = typing.get_args(tp) or (str, Any)
+        load = _loader(arg)
+        return lambda v: {k: load(x) for k, x in v.items()} if isinstance(v, dict) else v
     if isinstance(tp, type) and hasattr(tp, "from_json"):
         return tp.from_json
     return lambda v: v

@@ -246,8 +246,8 @@ def test_history_of_a_large_sweep_fits_the_body_limit(tmp_path):
         report_run(run, t, ReportOptions(max_new=2, dashboard=True))
     [board] = [r for r in t.records() if dashboard.LABEL in r["labels"]]
     assert len(board["body"]) <= BODY_LIMIT
-    state = fp.parse_marker(board["body"])
-    assert len(state["runs"]) == 3
+    state = dashboard.History.from_json(fp.parse_marker(board["body"]))
+    assert len(state.runs) == 3
     # the compacted history still knows that a passing check passed (baseline for the next run)
     assert dashboard.previous_status(state, models[-1] + "-inductor-inference-float32-cpu") == "pass"
     assert dashboard.previous_status(state, models[14] + "-inductor-inference-float32-cpu") == "fail_accuracy"
@@ -255,12 +255,14 @@ def test_history_of_a_large_sweep_fits_the_body_limit(tmp_path):
 
 
 def test_older_runs_are_compacted():
-    state = dashboard.empty_state()
+    state = dashboard.History()
     row = row_of(check_row("m", status="pass", failure_class=None))
     for k in range(dashboard.MAX_RUNS + 5):
-        state = dashboard.record_run(state, {"id": f"run-{k}", "when": None}, [row], set(), {})
-    assert len(state["runs"]) == dashboard.MAX_RUNS and state["older"]["runs"] == 5
-    assert state["checks"][row.id]["h"] == "P" * dashboard.MAX_RUNS
+        state = dashboard.record_run(state, dashboard.HistoryRun(f"run-{k}", f"2026-11-01T00:{k:02d}:00Z"),
+                                     [row], set(), {})
+    assert len(state.runs) == dashboard.MAX_RUNS and state.older == dashboard.OlderRuns(5, "2026-11-01T00:00:00Z")
+    assert state.checks[row.id].history == "P" * dashboard.MAX_RUNS
+    assert dashboard.History.from_json(json.loads(json.dumps(state.to_json()))) == state   # as the marker keeps it
 
 
 def test_rerun_turns_a_one_off_failure_into_a_flaky_pass(tmp_path):

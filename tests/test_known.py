@@ -99,7 +99,7 @@ def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     c = tracker.create_issue("bug c", _issue_body(closed), ["minify-bot"], [], "v2:c")
     tracker.edit_issue(c.number, state="closed", state_reason="completed")
     board = (f"- [x] <!-- minify-box:reminify:{numbers[1]} --> re-minify\n\n"
-             + fp.make_marker(dashboard.empty_state()) + "\n")
+             + fp.make_marker(dashboard.History().to_json()) + "\n")
     tracker.create_issue(dashboard.TITLE, board, [dashboard.LABEL], [], dashboard.SIG)
     run = _run_dir(tmp_path / "run")
 

@@ -20,11 +20,13 @@ import copy
 import dataclasses
 import hashlib
 import re
+from typing import ClassVar
 
 from bot import fingerprint as fp
 from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
 from bot.failure import FailureRecord
-from bot.records import CheckRow, DashboardRef, ReportAction, Repro, ResultsDoc
+from bot.records import CheckRow, DashboardRef, Record, ReportAction, Repro, ResultsDoc, SparseRecord
+from bot.records import key as json_key
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -58,10 +60,73 @@ class Requests:
 
 
 @dataclasses.dataclass
+class HistoryRun(SparseRecord):
+    """One run of the history: its id, when it ended, its link, its pass counts per configuration
+    (``configs``: configuration key -> [passed, total, flaky]) and the torch it checked."""
+
+    WRITTEN: ClassVar[frozenset[str]] = frozenset({"when", "url"})
+
+    id: str
+    when: str | None = None
+    url: str | None = None
+    configs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    torch: str | None = None          # bot.builds.version_word
+
+
+@dataclasses.dataclass
+class OlderRuns(Record):
+    """The runs compacted out of the history: how many, and when the first of them ran."""
+
+    runs: int = 0
+    first: str | None = None
+
+
+@dataclasses.dataclass
+class CheckHistory(SparseRecord):
+    """One check in the history, under one-letter keys (the marker holds thousands of them)."""
+
+    history: str = dataclasses.field(default="", metadata=json_key("h"))  # one letter per run, oldest first
+    status: str | None = dataclasses.field(default=None, metadata=json_key("s"))
+    before: str | None = dataclasses.field(default=None, metadata=json_key("b"))  # its status in the run before
+    failure_class: str | None = dataclasses.field(default=None, metadata=json_key("c"))
+    fingerprint: str | None = dataclasses.field(default=None, metadata=json_key("f"))
+    issue: int | None = dataclasses.field(default=None, metadata=json_key("i"))  # the issue of its last failure
+    config: str | None = dataclasses.field(default=None, metadata=json_key("k"))  # config_key
+    model: str | None = dataclasses.field(default=None, metadata=json_key("m"))
+
+
+@dataclasses.dataclass
+class History(Record):
+    """The dashboard marker's state: the last ``MAX_RUNS`` runs, a count of older ones, each
+    check's history by id, and the id hashes of checks compacted away because they always passed.
+    It comes back from an issue body people can edit: ``_bad_history`` checks its JSON first."""
+
+    kind: str = KIND
+    sigs: list[str] = dataclasses.field(default_factory=lambda: [SIG])
+    v: int = 1
+    runs: list[HistoryRun] = dataclasses.field(default_factory=list)
+    older: OlderRuns = dataclasses.field(default_factory=OlderRuns)
+    checks: dict[str, CheckHistory] = dataclasses.field(default_factory=dict)
+    passing: str = ""
+
+    def again(self, run_id: str | None) -> bool:
+        """Whether ``run_id`` is the last run recorded (the same run reported again)."""
+        return bool(self.runs) and run_id is not None and self.runs[-1].id == run_id
+
+    def drop_oldest_run(self) -> None:
+        old = self.runs.pop(0)
+        self.older.runs += 1
+        self.older.first = self.older.first or old.when
+
+    def marker_size(self) -> int:
+        return len(fp.make_marker(self.to_json()))
+
+
+@dataclasses.dataclass
 class Board:
     """The dashboard as read before a report, and what the report should see."""
     issue: Issue | None
-    state: dict
+    state: History
     requests: Requests
     failures: list  # bot.report.Failure, muted ones removed, flipping flaky ones added
     passing: list[CheckRow]  # passing rows, flaky ones removed (a flaky pass does not close an issue)
@@ -69,11 +134,6 @@ class Board:
     flaky_rows: list[CheckRow]  # rows that failed and then passed on rerun
     auto_baseline: bool  # whether the history was used as the baseline
     run_id: str = ""
-
-
-def empty_state() -> dict:
-    return {"kind": KIND, "sigs": [SIG], "v": 1, "runs": [], "older": {"runs": 0, "first": None},
-            "checks": {}, "passing": ""}
 
 
 # ---------------------------------------------------------------------------- small helpers
@@ -100,9 +160,9 @@ def _hash(check_id: str) -> str:
     return hashlib.sha1(check_id.encode()).hexdigest()[:HASH_LEN]
 
 
-def _passing_set(state: dict) -> set[str]:
+def _passing_set(state: History) -> set[str]:
     """Checks compacted away because they always passed: their id hashes, concatenated in one string."""
-    text = state.get("passing") or ""
+    text = state.passing
     return {text[i:i + HASH_LEN] for i in range(0, len(text), HASH_LEN)}
 
 
@@ -123,13 +183,12 @@ def flips(history: str) -> int:
     return n
 
 
-def previous_status(state: dict, check_id: str, run_id: str | None = None) -> str | None:
+def previous_status(state: History, check_id: str, run_id: str | None = None) -> str | None:
     """The check's status in the last run the history knows of before ``run_id``, or None when it never
     ran. (Reporting a run again compares against the run before it, not against itself.)"""
-    again = bool(state.get("runs")) and run_id is not None and state["runs"][-1].get("id") == run_id
-    ent = (state.get("checks") or {}).get(check_id)
+    ent = state.checks.get(check_id)
     if ent:
-        return ent.get("b") if again else ent.get("s")
+        return ent.before if state.again(run_id) else ent.status
     if _hash(check_id) in _passing_set(state):
         return "pass"
     return None
@@ -197,7 +256,7 @@ def _bad_history(state) -> str | None:
     return None
 
 
-def find_all(tracker: Tracker, say=None) -> list[tuple[Issue, dict]]:
+def find_all(tracker: Tracker, say=None) -> list[tuple[Issue, History]]:
     """Every dashboard issue authored by the bot with its state: open before closed, then the oldest.
     The author is checked before the marker is read; a dashboard whose hidden history is malformed
     (edited by hand) is kept with an empty history and a warning naming the issue."""
@@ -218,13 +277,12 @@ def find_all(tracker: Tracker, say=None) -> list[tuple[Issue, dict]]:
         if why:
             say(f"warning: dashboard issue #{issue.number}: its hidden history is malformed and was ignored ({why}); "
                 "it starts again from this run")
-            state = empty_state()
-        found.append((issue.state != "open", issue.number, issue, state))
+        found.append((issue.state != "open", issue.number, issue, History() if why else History.from_json(state)))
     found.sort(key=lambda t: t[:2])
     return [(t[2], t[3]) for t in found]
 
 
-def find(tracker: Tracker) -> tuple[Issue | None, dict | None]:
+def find(tracker: Tracker) -> tuple[Issue | None, History | None]:
     """The dashboard issue and its state (None, None when there is none yet)."""
     found = find_all(tracker)
     return found[0] if found else (None, None)
@@ -244,13 +302,12 @@ def before_report(tracker: Tracker, results: ResultsDoc, failures: list, passing
     from bot.report import Failure
 
     issue, state = find(tracker)
-    state = state if state is not None else empty_state()
+    state = state if state is not None else History()
     requests = parse_requests(issue.body) if issue else Requests()
     rows = [f.check for f in failures] + list(passing)
     flaky_rows = [r for r in results.checks if r.flaky and not is_failure(r)]
     user_baseline = bool(results.settings.baseline)
-    again = bool(state.get("runs")) and state["runs"][-1].get("id") == run_id
-    auto = not user_baseline and len(state.get("runs") or []) > (1 if again else 0)
+    auto = not user_baseline and len(state.runs) > (1 if state.again(run_id) else 0)
     if auto:
         for row in rows + flaky_rows:
             before = previous_status(state, row.id, run_id)
@@ -261,8 +318,8 @@ def before_report(tracker: Tracker, results: ResultsDoc, failures: list, passing
     flaky_ids = {r.id for r in flaky_rows}
     passing = [r for r in passing if r.id not in flaky_ids]
     for row in flaky_rows:
-        ent = (state.get("checks") or {}).get(row.id) or {}
-        history = (ent.get("h") or "") + FLAKY
+        ent = state.checks.get(row.id) or CheckHistory()
+        history = ent.history + FLAKY
         if flips(history) >= FLIP_LIMIT and row.id not in requests.mute:
             check = failing_view(row)
             record = FailureRecord(check.id, check, flaky=True, repro=Repro(status=None, queries=None))
@@ -285,87 +342,70 @@ def failing_view(row: CheckRow) -> CheckRow:
 
 # ---------------------------------------------------------------------------- history
 
-def record_run(state: dict, run: dict, rows: list[CheckRow], muted_ids: set[str], fingerprints: dict[str, str],
-               issues: dict[str, int] | None = None) -> dict:
-    """Fold one run into the history. ``run`` = {"id", "when", "url", "artifact_url"}. Reporting the same
-    run again replaces its entry instead of adding one."""
-    s = copy.deepcopy(state) if state else empty_state()
-    s.setdefault("checks", {})
-    s.setdefault("passing", "")
-    s.setdefault("older", {"runs": 0, "first": None})
-    again = bool(s["runs"]) and s["runs"][-1].get("id") == run["id"]
-    configs = {_config_key(*(c[k] for k in ("backend", "mode", "dtype", "device", "dynamic"))):
-               [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)}
-    entry = {"id": run["id"], "when": run.get("when"), "url": run.get("url"), "configs": configs}
-    if run.get("torch"):
-        entry["torch"] = run["torch"]  # the torch version the run checked (bot.builds.version_word)
+def record_run(state: History | None, run: HistoryRun, rows: list[CheckRow], muted_ids: set[str],
+               fingerprints: dict[str, str], issues: dict[str, int] | None = None) -> History:
+    """Fold one run into the history (its pass counts per configuration are counted here from
+    ``rows``). Reporting the same run again replaces its entry instead of adding one."""
+    s = copy.deepcopy(state) if state else History()
+    again = s.again(run.id)
+    entry = run.replace(configs={_config_key(*(c[k] for k in ("backend", "mode", "dtype", "device", "dynamic"))):
+                                 [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)})
     if again:
-        s["runs"][-1] = entry
+        s.runs[-1] = entry
     else:
-        s["runs"].append(entry)
-    while len(s["runs"]) > MAX_RUNS:
-        old = s["runs"].pop(0)
-        s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
-        s["older"]["first"] = s["older"].get("first") or old.get("when")
+        s.runs.append(entry)
+    while len(s.runs) > MAX_RUNS:
+        s.drop_oldest_run()
     passing_hashes = _passing_set(s)
     for row in rows:
         cid = row.id
-        ent = s["checks"].get(cid)
+        ent = s.checks.get(cid)
         if ent is None:
-            h = PASS if _hash(cid) in passing_hashes else ""
+            ent = CheckHistory(history=PASS if _hash(cid) in passing_hashes else "")
             passing_hashes.discard(_hash(cid))
-            ent = {"h": h}
-        elif again and ent.get("h"):
-            ent["h"] = ent["h"][:-1]
+        elif again and ent.history:
+            ent.history = ent.history[:-1]
         if not again:
-            ent["b"] = ent.get("s")
-        ent["h"] = (ent.get("h", "") + letter(row, cid in muted_ids))[-MAX_RUNS:]
+            ent.before = ent.status
+        ent.history = (ent.history + letter(row, cid in muted_ids))[-MAX_RUNS:]
         first = row.flaky
-        ent["s"] = first.status if first else row.status
-        ent["c"] = first.failure_class if first else row.failure_class
-        ent["f"] = fingerprints.get(cid)
+        ent.status = first.status if first else row.status
+        ent.failure_class = first.failure_class if first else row.failure_class
+        ent.fingerprint = fingerprints.get(cid)
         if (issues or {}).get(cid):
-            ent["i"] = issues[cid]  # the bug issue last linked to this check (kept while it passes)
-        ent["k"] = config_key(row)
-        ent["m"] = str(row.model)[:200]
-        s["checks"][cid] = ent
-    s["passing"] = "".join(sorted(passing_hashes))
+            ent.issue = issues[cid]  # the bug issue last linked to this check (kept while it passes)
+        ent.config = config_key(row)
+        ent.model = str(row.model)[:200]
+        s.checks[cid] = ent
+    s.passing = "".join(sorted(passing_hashes))
     return compact(s)
 
 
-def _size(state: dict) -> int:
-    return len(fp.make_marker(state))
-
-
-def compact(state: dict, budget: int = STATE_BUDGET) -> dict:
+def compact(state: History, budget: int = STATE_BUDGET) -> History:
     """Keep the marker under ``budget`` characters: first forget the details of checks that passed in
     every run they were seen (only a short hash of their id is kept, enough for the baseline), then
     shorten histories, then drop fingerprints, then drop the oldest runs."""
-    s = state
-    if _size(s) <= budget:
-        return s
+    if state.marker_size() <= budget:
+        return state
     s = copy.deepcopy(state)
     hashes = _passing_set(s)
-    for cid in [c for c, e in s["checks"].items() if set(e.get("h") or PASS) == {PASS}]:
+    for cid in [c for c, e in s.checks.items() if set(e.history or PASS) == {PASS}]:
         hashes.add(_hash(cid))
-        del s["checks"][cid]
-    s["passing"] = "".join(sorted(hashes))
+        del s.checks[cid]
+    s.passing = "".join(sorted(hashes))
     for keep in (10, 3):
-        if _size(s) <= budget:
+        if s.marker_size() <= budget:
             return s
-        for e in s["checks"].values():
-            e["h"] = (e.get("h") or "")[-keep:]
-    if _size(s) > budget:
-        for e in s["checks"].values():
-            e.pop("f", None)
-            e.pop("m", None)
-    while _size(s) > budget and len(s["runs"]) > 3:
-        old = s["runs"].pop(0)
-        s["older"]["runs"] = int(s["older"].get("runs") or 0) + 1
-        s["older"]["first"] = s["older"].get("first") or old.get("when")
-    if _size(s) > budget:  # a sweep of tens of thousands of checks: keep only the failing ones
-        s["passing"] = ""
-        s["checks"] = {c: e for c, e in s["checks"].items() if e.get("s") not in PASS_STATUSES}
+        for e in s.checks.values():
+            e.history = e.history[-keep:]
+    if s.marker_size() > budget:
+        for e in s.checks.values():
+            e.fingerprint = e.model = None
+    while s.marker_size() > budget and len(s.runs) > 3:
+        s.drop_oldest_run()
+    if s.marker_size() > budget:  # a sweep of tens of thousands of checks: keep only the failing ones
+        s.passing = ""
+        s.checks = {c: e for c, e in s.checks.items() if e.status not in PASS_STATUSES}
     return s
 
 
@@ -389,28 +429,28 @@ def _chart_label(when, k: int) -> str:
     return f"{k}: {m.group(1)} {m.group(2)}" if m else f"run {k}"
 
 
-def build_view(board: Board, state: dict, rows: list[CheckRow], actions: list[dict], run: dict,
+def build_view(board: Board, state: History, rows: list[CheckRow], actions: list[ReportAction], run: dict,
                honoured: dict) -> dict:
-    """Everything templates/dashboard.md.j2 shows."""
+    """Everything templates/dashboard.md.j2 shows. ``run``: this run as the template shows it."""
     links = _links(actions)
-    runs = state["runs"]
+    runs = state.runs
     prev = runs[-2] if len(runs) >= 2 else None
     cur = runs[-1]
     configs = []
-    for key in sorted(cur["configs"]):
-        passed, total, flaky = (cur["configs"][key] + [0, 0, 0])[:3]
-        before = (prev or {}).get("configs", {}).get(key)
+    for key in sorted(cur.configs):
+        passed, total, flaky = (cur.configs[key] + [0, 0, 0])[:3]
+        before = prev.configs.get(key) if prev else None
         configs.append({**config_fields(key), "key": key, "passed": passed, "total": total, "flaky": flaky,
                         "delta": (passed - before[0]) if before else None,
                         "prev_total": before[1] if before else None})
     muted_ids = {f.check.id for f in board.muted}
-    old = board.state.get("checks") or {}
+    old = board.state.checks
 
     def item(row: CheckRow, **extra):
         link = links.get(row.id) or {}
         issue = link.get("issue")
         if issue is None and not is_failure(row) and not row.flaky:
-            issue = (old.get(row.id) or {}).get("i")  # a fixed check: the issue of its last failure
+            issue = old[row.id].issue if row.id in old else None  # a fixed check: the issue of its last failure
         return {"id": row.id, "model": row.model, "config": config_key(row),
                 "status": row.status, "class": row.failure_class, "issue": issue,
                 "url": link.get("url"), "why": link.get("reason"), **extra}
@@ -422,23 +462,23 @@ def build_view(board: Board, state: dict, rows: list[CheckRow], actions: list[di
         if row.id in muted_ids:
             muted.append(item(row))
         elif row.flaky:
-            flaky.append(item(row, status=row.flaky.status, flips=flips(((old.get(row.id) or {}).get("h") or "")
-                                                                          + FLAKY)))
+            history = old[row.id].history if row.id in old else ""
+            flaky.append(item(row, status=row.flaky.status, flips=flips(history + FLAKY)))
         elif is_failure(row):
             (known if failed_before else new).append(item(row))
         elif failed_before:
             fixed.append(item(row, before=before))
     chart_runs = runs[-MAX_RUNS:]
     keys = [c["key"] for c in configs]
-    chart = {"x": [_chart_label(r.get("when"), k) for k, r in enumerate(chart_runs, 1)],
-             "lines": [[(r["configs"].get(key) or [0, 0])[0] for r in chart_runs] for key in keys],
-             "ymax": max([1] + [(r["configs"].get(key) or [0, 0])[1] for r in chart_runs for key in keys]),
+    chart = {"x": [_chart_label(r.when, k) for k, r in enumerate(chart_runs, 1)],
+             "lines": [[(r.configs.get(key) or [0, 0])[0] for r in chart_runs] for key in keys],
+             "ymax": max([1] + [(r.configs.get(key) or [0, 0])[1] for r in chart_runs for key in keys]),
              "names": keys,
-             "torch": [r.get("torch") if isinstance(r.get("torch"), str) else None for r in chart_runs]}
+             "torch": [r.torch for r in chart_runs]}
     reminify = sorted({i["issue"] for i in new + known if i["issue"]})
     boxable = [i["id"] for i in new + known + flaky + muted if _box_ok(i["id"])]
     return {"run": run, "configs": configs, "new": new, "known": known, "fixed": fixed, "flaky": flaky,
-            "muted": muted, "chart": chart, "older": state.get("older") or {}, "n_runs": len(runs),
+            "muted": muted, "chart": chart, "older": state.older.to_json(), "n_runs": len(runs),
             "boxes": {"reminify": reminify, "retry": [i["id"] for i in flaky if _box_ok(i["id"])],
                       "mute": sorted(set(boxable)),
                       "muted": muted_ids},
@@ -464,10 +504,10 @@ def _budget_steps(view: dict):
         yield v
 
 
-def render(renderer, view: dict, state: dict) -> str:
+def render(renderer, view: dict, state: History) -> str:
     from bot.render import BODY_BUDGET
 
-    marker = fp.make_marker(state)
+    marker = fp.make_marker(state.to_json())
     room = BODY_BUDGET - len(marker) - 2
     text = renderer.render("dashboard.md.j2", **view)
     if len(text) > room:
@@ -493,15 +533,15 @@ def after_report(board: Board, rep, results: ResultsDoc) -> DashboardRef:
         fingerprints[f.check.id] = f.fingerprint.primary
     from bot.builds import results_torch
 
-    run = {"id": rep.run_id, "when": results.when, "url": rep.opts.run_url,
-           "artifact_url": rep.opts.artifact_url, "torch": results_torch(results)}
+    run = HistoryRun(rep.run_id, results.when, rep.opts.run_url, torch=results_torch(results))
     muted_ids = {f.check.id for f in board.muted}
     issues = {cid: a["issue"] for cid, a in _links(rep.actions).items() if a.get("issue")}
     state = record_run(board.state, run, rows, muted_ids, fingerprints, issues)
     honoured_retry = set(results.settings.retry or [])
     honoured = {"retry": sorted(board.requests.retry & honoured_retry),
                 "reminify": sorted(board.requests.reminify), "mute": sorted(muted_ids)}
-    view = build_view(board, state, rows, rep.actions, run, honoured)
+    shown = {"id": run.id, "when": run.when, "url": run.url, "artifact_url": rep.opts.artifact_url, "torch": run.torch}
+    view = build_view(board, state, rows, rep.actions, shown, honoured)
     # boxes still waiting for a run that can honour them stay ticked
     view["boxes"]["pending_retry"] = sorted(board.requests.retry - honoured_retry)
     view["boxes"]["muted"] = sorted(board.requests.mute)
