@@ -270,8 +270,18 @@ def _version_key(v: str) -> tuple:
 
 # ---------------------------------------------------------------------------- known.json
 
+@dataclasses.dataclass
+class KnownFile(Record):
+    """known.json (schema bot/schemas/known.schema.json): the open issues' verified repros handed
+    to minify, and the issues whose re-minify box was ticked (left out of ``known``). The minify
+    side reads it back entry by entry (:func:`load`): a bad entry is skipped alone."""
+
+    known: list[KnownRepro] = dataclasses.field(default_factory=list)
+    reminify: list[int] = dataclasses.field(default_factory=list)
+
+
 def write(run_dir, entries: list[KnownRepro], reminify: list[int] | None = None) -> None:
-    rundir.write_known(run_dir, {"known": [e.to_json() for e in entries], "reminify": sorted(reminify or [])})
+    rundir.write_known(run_dir, KnownFile(list(entries), sorted(reminify or [])))
 
 
 # ---------------------------------------------------------------------------- the minify side

@@ -43,7 +43,7 @@ from typing import Any
 from bot import safejson
 from bot.errors import UsageError
 from bot.failure import FailureRecord
-from bot.records import FAILURE_SCHEMA, CheckRow, MergeRecord, RecordError, ReportDoc, ResultsDoc
+from bot.records import FAILURE_SCHEMA, CheckRow, MergeRecord, Record, RecordError, ReportDoc, ResultsDoc
 
 # --------------------------------------------------------------------------- names and ids
 
@@ -158,11 +158,11 @@ def write_merge(run_dir: str | os.PathLike, doc: MergeRecord) -> Path:
     return path
 
 
-def write_known(run_dir: str | os.PathLike, doc: dict) -> Path:
-    """known.json: written by the side that holds the tracker, before minify (bot/known.py)."""
+def write_known(run_dir: str | os.PathLike, doc: Record) -> Path:
+    """known.json (bot.known.KnownFile): written by the side that holds the tracker, before minify."""
     path = Path(run_dir) / KNOWN
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, _dump({"schema": KNOWN_SCHEMA, **doc}))
+    _atomic_write(path, _dump({"schema": KNOWN_SCHEMA, **doc.to_json()}))
     return path
 
 
