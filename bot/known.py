@@ -40,23 +40,15 @@ REUSE_TIMEOUT = 600.0
 
 
 @dataclasses.dataclass
-class KnownRepro:
+class KnownRepro(Record):
     """One open issue's verified repro, as handed to minify (known.json "known" items)."""
+
     issue: int
     checks: list[str]  # check keys (bot.fingerprint.check_key) the issue was seen on
-    signature: dict  # the verified bot.signature.Signature
+    signature: sg.Signature  # the verified signature
     record: KnownRecord  # failure.json fields to restore: class, stage, culprit, config, repro numbers
     repro: str  # repro.py source
-    minify_seconds: float | None  # the original minify's wall time
-
-    def to_json(self) -> dict:
-        return {**dataclasses.asdict(self), "record": self.record.to_json()}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "KnownRepro":
-        return cls(int(d["issue"]), [str(c) for c in d.get("checks") or []], dict(d["signature"]),
-                   KnownRecord.from_json(d.get("record") or {}), str(d["repro"]),
-                   float(d["minify_seconds"]) if d.get("minify_seconds") is not None else None)
+    minify_seconds: float | None = None  # the original minify's wall time
 
 
 # ---------------------------------------------------------------------------- the issue-state block
@@ -241,7 +233,7 @@ def from_state(number: int, block: KnownBlock | None, checks: list[str]) -> Know
     if text is None or hashlib.sha256(text.encode()).hexdigest()[:16] != block.sha:
         return None
     record = block.record.replace(torch=block.torch, check_config=dict(block.check_config))
-    return KnownRepro(number, [str(c)[:200] for c in checks][:1000], block.signature.to_json(), record, text,
+    return KnownRepro(number, [str(c)[:200] for c in checks][:1000], block.signature, record, text,
                       block.minify_seconds)
 
 
@@ -293,9 +285,11 @@ def load(run_dir) -> list[KnownRepro]:
     out = []
     for d in (doc or {}).get("known") or []:
         try:
-            out.append(KnownRepro.from_json(d))
-        except (KeyError, TypeError, ValueError):
+            entry = KnownRepro.from_json(d)
+        except ValueError:   # RecordError: not an entry
             continue
+        if entry.signature is not None:
+            out.append(entry)
     return out
 
 
@@ -323,8 +317,7 @@ def match(entries: list[KnownRepro], row: CheckRow) -> KnownRepro | None:
     for e in entries:
         if key not in e.checks or not config_allows(e, row):
             continue
-        stored = sg.Signature.from_json(e.signature)
-        if stored is not None and signature_of(row).admits(stored):
+        if e.signature is not None and signature_of(row).admits(e.signature):
             return e
     return None
 

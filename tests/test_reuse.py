@@ -34,7 +34,7 @@ def _entry(row: CheckRow, repro: str, *, status="minimized", minify_seconds: flo
                          ConfigDiff([ConfigEntry(RELU, None, "accuracy")],
                                     [ConfigEntry(RELU, None, "accuracy")]),
                          status, 40, 3, Capture("aot", 4, "torch", role="inference"))
-    return KnownRepro(17, [fp.check_key(row)], sig.to_json(), record, repro, minify_seconds)
+    return KnownRepro(17, [fp.check_key(row)], sig, record, repro, minify_seconds)
 
 
 def _reuse(tmp_path: Path, entry: KnownRepro, row: CheckRow | None = None):

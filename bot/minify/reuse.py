@@ -17,7 +17,7 @@ from bot.records import ConfigDiff, KnownRecord, Reused, Verification
 def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
     """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
     entry and return True. Otherwise the repro is removed and minify goes on as usual."""
-    sig = sg.Signature.from_json(entry.signature)
+    sig = entry.signature
     path = os.path.join(fdir, rundir.REPRO)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(entry.repro)
