@@ -192,7 +192,7 @@ def readme_run(workdir, bot):
 
 def test_readme_injected_bug_run_files_one_issue_listing_all_four_relu_models(readme_run):
     out, first, issues, again, after = readme_run
-    failing = {r["model"] for r in rundir.read_results(out)["checks"] if r["failure_class"]}
+    failing = {r.model for r in rundir.read_results(out).checks if r.failure_class}
     assert failing == ZOO_RELU
     assert len(issues) == 1 and first["counts"]["created"] == 1 and first["counts"]["unchanged"] == 0
     assert _affected(issues[0]) == ZOO_RELU

@@ -190,7 +190,7 @@ def test_only_the_last_runs_are_remembered(tmp_path):
 def test_failing_again_after_passing_runs_is_a_regression(tmp_path):
     group = _group(tmp_path, "r1", _failing("mlp_relu"))
     s, _ = st.merge_state(None, group, "run-1", "t1")
-    passed = st.with_passing_run(s, {"run": "run-2", "link": None, "torch": None, "checks": []})
+    passed = st.with_passing_run(s, PassingRun("run-2", checks=[]))
     assert passed.passing_runs and not s.passing_runs
     back, _ = st.merge_state(passed, group, "run-3", "t3")
     assert back.regression and back.passing_runs == []

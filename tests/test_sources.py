@@ -108,8 +108,8 @@ def test_a_new_source_is_checked_through_the_sweep(toy_registered, tmp_path):
 
     rc = call_stage(CheckOptions(out=str(tmp_path), suite="toy", models=["mlp_relu"],
                                  config=["inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"]))
-    row = rundir.read_results(tmp_path)["checks"][0]
-    assert rc == 1 and row["spec"]["source"] == "toy" and row["failure_class"] == "accuracy"
+    row = rundir.read_results(tmp_path).checks[0]
+    assert rc == 1 and row.spec.source == "toy" and row.failure_class == "accuracy"
 
 
 @pytest.mark.slow
