@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bot import rundir
+from bot.check.settings import parse_shard
 from bot.errors import UsageError
 from bot.records import CONFIGURATION_FIELDS, CheckRow, Configuration, MergedShard, MergeRecord, ResultsDoc, RunSettings
 
@@ -60,10 +61,10 @@ def expand(paths: list[str]) -> list[Path]:
 
 
 def _shard(settings: RunSettings, where: str) -> tuple[int, int]:
-    i, n = settings.shard_of()  # the schema guarantees the pattern
-    if n < 1 or not 1 <= i <= n:
-        raise UsageError(f"{where}: invalid shard {settings.shard!r}")
-    return i, n
+    try:
+        return parse_shard(settings.shard)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc}") from None
 
 
 @dataclass
@@ -161,7 +162,7 @@ def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[CheckRow])
     ends = [r.results.finished for r in runs]
     settings = first.settings.replace(shard="1/1")
     if len(sweep.groups) > 1:  # a settings matrix: the configurations side by side, each row keeps its own settings
-        settings = RunSettings.from_json({k: v for k, v in settings.to_json().items() if k not in CONFIGURATION_FIELDS})
-        settings.matrix = [c for configs in sweep.groups.values() for c in configs]
+        settings = settings.replace(**dict.fromkeys(CONFIGURATION_FIELDS),
+                                    matrix=[c for configs in sweep.groups.values() for c in configs])
     return first.replace(settings=settings, started=min(starts) if starts else None,
                          finished=None if (not ends or None in ends) else max(ends), complete=complete, checks=checks)

@@ -191,7 +191,7 @@ class StageVerdict(Record):
 class Culprit(Record):
     """The op(s) that fail compiled alone (or the reduced graph's ops) and the bisector's answer."""
 
-    ops: list[str]
+    ops: list[str] = field(default_factory=list)
     bisect: str | None = None
     method: str | None = None
 
@@ -523,11 +523,6 @@ class RunSettings(Configuration):
     def configurations(self) -> list[Configuration]:
         """The configurations the run swept: the matrix's, or its own."""
         return [c.configuration() for c in self.matrix] if self.matrix else [self.configuration()]
-
-    def shard_of(self) -> tuple[int, int]:
-        """(i, N) of its ``shard`` (1/1 when none); ValueError when it is not i/N."""
-        i, _, n = (self.shard or "1/1").partition("/")
-        return int(i), int(n)
 
 
 @dataclass

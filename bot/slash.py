@@ -127,7 +127,7 @@ def _build_parser() -> _Parser:
 
 
 @dataclass(kw_only=True)
-class RunSettings:
+class RequestedSettings:
     """What a run asks for over the workflow's check options: models, backend, mode and dtype that
     replace the workflow's, and --config overrides that come after its own. A :class:`SlashCommand`
     parses them from a comment, a :class:`MinifyRequest` hands them on to the later jobs."""
@@ -175,7 +175,7 @@ class RunSettings:
 
 
 @dataclass
-class SlashCommand(RunSettings):
+class SlashCommand(RequestedSettings):
     """A parsed comment (:func:`parse`): a run with its settings and ``sha``, help, or an invalid
     command with its ``error``."""
 
@@ -246,7 +246,7 @@ def parse(body: object) -> SlashCommand | None:
 
 
 @dataclass
-class MinifyRequest(RunSettings, Record):
+class MinifyRequest(RequestedSettings, Record):
     """A ``/minify`` request, as the authorize stage hands it to the check and report stages (the
     ``request`` step output, then their ``request`` input): what the command asks for (its
     settings), the pinned head commit and who asked where. Written by :meth:`to_text`, read back

@@ -344,3 +344,50 @@ def test_report_json_names_the_dashboard_apart_from_the_bug_issues(ghstub, tmp_p
     assert [a["action"] for a in doc["actions"]] == ["created"]          # the bug's issue, and only it
     assert all(a.get("issue") != board["number"] for a in doc["actions"])
     assert f"dashboard #{board['number']}" in res.summary_path.read_text()
+
+
+def test_a_history_in_the_markers_format_reads_and_writes_back_under_its_one_letter_keys():
+    doc = {"kind": "dashboard", "sigs": [dashboard.SIG], "v": 1,
+           "runs": [{"id": "run-1", "when": "2026-11-01T03:00:00Z", "url": None,
+                     "configs": {"inductor|inference|float32|cpu|static": [1, 2, 0]}, "torch": "2.13.0+cpu"}],
+           "older": {"runs": 4, "first": "2026-10-01T03:00:00Z"}, "passing": "0123abcd",
+           "checks": {"m-inductor": {"h": "PF", "s": "fail_accuracy", "b": "pass", "c": "accuracy", "f": "v2:ab",
+                                     "i": 7, "k": "inductor|inference|float32|cpu|static", "m": "m"}}}
+    state = dashboard.History.from_json(json.loads(json.dumps(doc)))
+    ent = state.checks["m-inductor"]
+    assert (ent.history, ent.status, ent.before, ent.failure_class, ent.fingerprint, ent.issue, ent.model) == (
+        "PF", "fail_accuracy", "pass", "accuracy", "v2:ab", 7, "m")
+    assert state.runs[0].configs == {"inductor|inference|float32|cpu|static": [1, 2, 0]} and state.older.runs == 4
+    assert state.to_json() == doc
+    assert dashboard.previous_status(state, "m-inductor") == "fail_accuracy"
+    assert dashboard.previous_status(state, "m-inductor", "run-1") == "pass"   # the same run again: the one before
+
+
+def test_compact_forgets_always_passing_checks_then_shortens_then_drops_details_then_runs():
+    state = dashboard.History()
+    rows = [row_of(check_row(f"ok{i:03d}", status="pass", failure_class=None)) for i in range(60)]
+    rows.append(row_of(check_row("bad")))
+    for k in range(dashboard.MAX_RUNS):
+        state = dashboard.record_run(state, dashboard.HistoryRun(f"run-{k}", f"2026-11-01T00:{k:02d}:00Z"),
+                                     rows, set(), {"bad-inductor-inference-float32-cpu": "v2:" + "f" * 20})
+    full = state.marker_size()
+    bad = "bad-inductor-inference-float32-cpu"
+    small = dashboard.compact(state, budget=full // 3)     # the passing checks go: only their hashes stay
+    assert set(small.checks) == {bad} and len(small.passing) == 60 * dashboard.HASH_LEN
+    assert small.checks[bad].history == "F" * dashboard.MAX_RUNS and small.checks[bad].fingerprint
+    assert dashboard.previous_status(small, "ok000-inductor-inference-float32-cpu") == "pass"
+    tiny = dashboard.compact(state, budget=small.marker_size() - 200)
+    assert len(tiny.checks[bad].history) <= 10
+    least = dashboard.compact(state, budget=1)             # nothing fits: the failing check and 3 runs stay
+    assert set(least.checks) == {bad} and least.passing == "" and len(least.runs) == 3
+    assert least.checks[bad].fingerprint is None and least.older.runs == dashboard.MAX_RUNS - 3
+    assert state.marker_size() == full                      # the state given is untouched
+
+
+def test_a_malformed_check_history_starts_the_dashboard_again(tmp_path):
+    t = LocalTracker(tmp_path / "issues")
+    doc = {**dashboard.History().to_json(), "checks": {"m": {"h": None, "s": "pass"}}}
+    t.create_issue(dashboard.TITLE, "board\n\n" + fp.make_marker(doc) + "\n", [dashboard.LABEL], [], dashboard.SIG)
+    said = []
+    [(issue, state)] = dashboard.find_all(t, say=said.append)
+    assert state == dashboard.History() and "checks['m'] is malformed" in said[0]

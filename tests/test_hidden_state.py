@@ -140,6 +140,8 @@ def test_known_blocks_of_every_bad_shape_are_refused_by_the_check():
     signature = {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}
     block = known.block_of(record_of({**failure_record(check_row()), "signature": signature}), "print(1)\n").to_json()
     assert known.check_block(block) is None and known.read_block(block).to_json() == block
+    no_ops = {**block, "record": {**block["record"], "culprit": {"bisect": "lowerings: relu"}}}
+    assert known.check_block(no_ops) is None and known.read_block(no_ops).record.culprit.ops == []  # both agree
     for change in ({"z": 5}, {"z": "A" * (known.MAX_PACKED + 1)}, {"sha": None}, {"signature": "x"},
                    {"signature": {"failure_class": "accuracy", "messages": "m"}}, {"record": []},
                    {"record": {"nodes_after": "9"}}, {"record": {"config": {"diff": "x"}}},

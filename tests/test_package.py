@@ -150,11 +150,21 @@ def test_a_storage_read_twice_is_copied_once(tmp_path):
     assert pkg.copy_inputs(source, str(tmp_path / "save"), str(tmp_path / "dest")) == (1, 0)
 
 
+def test_this_machines_own_home_and_temp_directories_are_machine_paths_wherever_they_are(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    rx = pkg.machine_comment(["/var/lib/builder", str(tmp_path / "link"), "/"])
+    assert rx.match("# saved from /var/lib/builder/work/model.py")
+    assert rx.match(f"# cache in {tmp_path}/real/x") and rx.match(f"# cache in {tmp_path}/link/x")
+    assert rx.match("# saved from /home/someone/model.py")          # the usual ones stay
+    assert not rx.match("# see https://github.com/pytorch/pytorch/issues/1")   # a root home is no sign
+
+
 def test_a_comment_naming_a_home_or_temp_directory_is_dropped_and_other_comments_kept():
-    source = ("import torch\n# saved from /home/runner/work/model.py\n# torch version: 2.13.0\n"
+    source = ("import torch\n# saved from /home/builder/work/model.py\n# torch version: 2.13.0\n"
               "x = '/opt/data/weights/w.bin'\nclass Repro(torch.nn.Module):\n    pass\n"
               "mod = Repro()\n")
     text = pkg.clean_source(source, None, standalone=False, name="repro.py")
-    assert "/home/runner" not in text and "# torch version: 2.13.0" in text
+    assert "/home/builder" not in text and "# torch version: 2.13.0" in text
     assert "x = 'w.bin'" in text                            # an absolute path keeps its file name only
     assert re.search(r"(?m)^import os$", text)               # _INPUTS needs os, imported when missing

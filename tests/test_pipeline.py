@@ -14,7 +14,7 @@ from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.minify import pipeline as pl
 from bot.options import MinifyOptions
-from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, ConfigEntry, Spec
+from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, ConfigEntry, RunSettings, Spec
 from tests.ghstub.rundir import check_row, row_of
 
 
@@ -24,7 +24,7 @@ def _row(model, **kw) -> CheckRow:
 
 def _failure(tmp_path, row=None, **opts) -> pl.Failure:
     row = row or _row("mlp_relu", status="fail_accuracy", failure_class="accuracy")
-    return pl.Failure(row, {}, MinifyOptions(**opts).resolved(), FailureRecord.for_check(row),
+    return pl.Failure(row, Settings(), MinifyOptions(**opts).resolved(), FailureRecord.for_check(row),
                       str(tmp_path / "f"), str(tmp_path / "w"), lambda m: None)
 
 
@@ -167,3 +167,20 @@ def test_a_given_launcher_says_its_own_class_and_an_error_launcher_leaves_the_cl
     assert (acc.failure_class, acc.class_uncertain) == ("accuracy", False)
     err = pl.job_for(f, _launcher(tmp_path / "err.py", ""), "/w/m0")
     assert (err.failure_class, err.class_uncertain) == ("error", True)
+
+
+@pytest.mark.parametrize("row,run,expected", [
+    # the row's own settings win, false and empty ones too
+    (CheckRow(id="a", backend="aot_eager", dynamic=False, config={}),
+     RunSettings(backend="inductor", dynamic=True, config={"a.b": 1}, timeout=9.0),
+     Settings(backend="aot_eager", dynamic=False, config={}, timeout=9.0)),
+    # what the row does not say comes from the run
+    (CheckRow(id="a", mode="training"), RunSettings(backend="eager", dtype="bfloat16", timeout=5.0),
+     Settings(backend="eager", mode="training", dtype="bfloat16", timeout=5.0)),
+    # neither: the check stage's defaults (a merged matrix names no configuration of its own)
+    (CheckRow(id="a"), RunSettings(), Settings()),
+])
+def test_a_failing_checks_settings_are_its_rows_then_its_runs_then_the_defaults(row, run, expected):
+    from bot.commands.minify import _settings_of
+
+    assert _settings_of(row, run) == expected

@@ -211,5 +211,5 @@ def test_the_run_settings_read_back_as_the_check_stage_wrote_them(tmp_path):
     ResultsWriter(str(tmp_path), settings).finish()
     doc = rundir.read_results(tmp_path)
     assert doc.settings == settings and doc.complete and doc.finished and doc.versions["python"]
-    assert doc.settings.shard_of() == (2, 3) and doc.settings.configurations()[0].label() == \
+    assert doc.settings.shard == "2/3" and doc.settings.configurations()[0].label() == \
         "aot_eager, inference, float32, cpu, dynamic"

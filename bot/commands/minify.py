@@ -145,10 +145,8 @@ def _todo(args, run_dir: str) -> list[tuple[CheckRow, Settings, str | None]] | N
 
 def _settings_of(row: CheckRow, run: RunSettings) -> Settings:
     """A check's settings: its row's, else its run's, else the check stage's defaults."""
-    from bot.options import CheckOptions
-
     given = {k: v if (v := getattr(row, k)) is not None else getattr(run, k) for k in CONFIGURATION_FIELDS}
-    given["timeout"] = run.timeout or CheckOptions.default_of("timeout")
+    given["timeout"] = run.timeout
     return Settings.from_dict({k: v for k, v in given.items() if v is not None})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 
 from bot import rundir
 from bot.records import ConfigEntry, ConfigSetting
@@ -22,7 +23,17 @@ _ABS = re.compile(r"""(['"])(/(?:[^'"\s]+/)+[^'"\s]*)\1""")
 # torch's after_aot files register their source with linecache when exec'd from a string; a
 # repro run as a file never is: 9 lines a maintainer would only have to read past
 _COMPILE_SOURCE_BLOCK = re.compile(r'\nif "__compile_source__" in globals\(\):\n(?:[ \t]+\S.*\n)+')
-_MACHINE_COMMENT = re.compile(r"^#.*(/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\)")
+_MACHINE_DIRS = r"/home/|/tmp/|/root/|/Users/|[A-Za-z]:\\"   # the usual home and temporary directories
+
+
+def machine_comment(dirs: list[str]) -> re.Pattern:
+    """A comment naming a home or temporary directory: the usual ones and ``dirs`` (this machine's
+    own, wherever they are; a directory that is the file system's root is no sign of a machine)."""
+    own = sorted({os.path.join(p, "") for d in dirs for p in (d, os.path.realpath(d)) if p.strip(os.sep)})
+    return re.compile(r"^#.*(" + "|".join([_MACHINE_DIRS, *map(re.escape, own)]) + ")")
+
+
+_MACHINE_COMMENT = machine_comment([os.path.expanduser("~"), tempfile.gettempdir()])
 
 
 def clean_source(source: str, config: list[ConfigEntry] | None, *, standalone: bool, name: str,

@@ -3,6 +3,7 @@ the open issue's verified repro; when it still fails the same way, its record st
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -17,7 +18,7 @@ from bot.records import ConfigDiff, KnownRecord, Reused, Verification
 def reuse(rec: FailureRecord, entry: KnownRepro, fdir: str, log_path: str, say) -> bool:
     """Run the known repro once in a fresh process; when it fails the same way, fill ``rec`` from the
     entry and return True. Otherwise the repro is removed and minify goes on as usual."""
-    sig = entry.signature
+    sig = dataclasses.replace(entry.signature)   # this failure's own (it is marked verified below)
     path = os.path.join(fdir, rundir.REPRO)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(entry.repro)

@@ -141,11 +141,8 @@ class Board:
 def config_key(row: CheckRow) -> str:
     """The configuration a check belongs to: backend, mode, dtype, device type, dynamic shapes.
     Compiler config overrides are not part of it (a run with an injected bug is the same config)."""
-    return _config_key(row.backend, row.mode, row.dtype, row.device, row.dynamic)
-
-
-def _config_key(backend, mode, dtype, device, dynamic) -> str:
-    return "|".join([str(backend), str(mode), str(dtype), fp.device_type(device), "dynamic" if dynamic else "static"])
+    return "|".join([str(row.backend), str(row.mode), str(row.dtype), fp.device_type(row.device),
+                     "dynamic" if row.dynamic else "static"])
 
 
 def config_fields(key: str) -> dict:
@@ -249,8 +246,8 @@ def _bad_history(state) -> str | None:
     for cid, e in checks.items():
         if not (isinstance(cid, str) and len(cid) <= 400 and isinstance(e, dict)):
             return "checks holds a malformed entry"
-        if not (all(text(e.get(k), n) for k, n in (("h", 200), ("s", 60), ("b", 60), ("c", 60), ("f", 200),
-                                                   ("k", 400), ("m", 400)))
+        texts = (("s", 60), ("b", 60), ("c", 60), ("f", 200), ("k", 400), ("m", 400))
+        if not (text(e.get("h", ""), 200, none=False) and all(text(e.get(k), n) for k, n in texts)
                 and (e.get("i") is None or count(e.get("i")))):
             return f"checks[{cid[:60]!r}] is malformed"
     return None
@@ -348,8 +345,7 @@ def record_run(state: History | None, run: HistoryRun, rows: list[CheckRow], mut
     ``rows``). Reporting the same run again replaces its entry instead of adding one."""
     s = copy.deepcopy(state) if state else History()
     again = s.again(run.id)
-    entry = run.replace(configs={_config_key(*(c[k] for k in ("backend", "mode", "dtype", "device", "dynamic"))):
-                                 [c["passed"], c["total"], c["flaky"]] for c in configuration_counts(rows)})
+    entry = run.replace(configs=_counts(rows))
     if again:
         s.runs[-1] = entry
     else:
@@ -573,12 +569,18 @@ def after_report(board: Board, rep, results: ResultsDoc) -> DashboardRef:
     return rec
 
 
-def configuration_counts(rows: list[CheckRow]) -> list[dict]:
-    """Per configuration of a run: {backend, mode, dtype, device, dynamic, passed, total, flaky}, sorted."""
+def _counts(rows: list[CheckRow]) -> dict[str, list[int]]:
+    """Per configuration key of a run: [passed, total, flaky] (a history run's ``configs``)."""
     counts: dict[str, list[int]] = {}
     for row in rows:
         c = counts.setdefault(config_key(row), [0, 0, 0])
         c[1] += 1
         c[0] += 0 if is_failure(row) else 1
         c[2] += 1 if row.flaky else 0
-    return [{**config_fields(k), "passed": c[0], "total": c[1], "flaky": c[2]} for k, c in sorted(counts.items())]
+    return counts
+
+
+def configuration_counts(rows: list[CheckRow]) -> list[dict]:
+    """Per configuration of a run: {backend, mode, dtype, device, dynamic, passed, total, flaky}, sorted."""
+    return [{**config_fields(k), "passed": c[0], "total": c[1], "flaky": c[2]}
+            for k, c in sorted(_counts(rows).items())]
