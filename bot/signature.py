@@ -237,7 +237,7 @@ def signature_of_exception(failure_class: str, exc: BaseException) -> Signature:
     if chosen is None:
         # only wrappers (e.g. an InductorError whose cause was dropped by a compile pool): the real
         # type is then written as "Name: message" inside the wrapper's text
-        return signature_of_error_record(failure_class, {"type": type(exc).__name__, "message": str(exc)})
+        return signature_of_error_record(failure_class, CheckError(type=type(exc).__name__, message=str(exc)))
     return Signature(failure_class, type(chosen).__name__, message_keys(str(chosen)))
 
 
@@ -318,15 +318,14 @@ def signature_of_abort(output: str, signal_name: str | None = "SIGABRT") -> Sign
     return None
 
 
-def signature_of_error_record(failure_class: str, error: CheckError | dict | None) -> Signature | None:
-    """The signature of a check row's ``error`` (its record, or that record's JSON as a failure
-    record or a minify job carries it).
+def signature_of_error_record(failure_class: str, error: CheckError | None) -> Signature | None:
+    """The signature of a check row's ``error`` (as the row, a failure record or a minify job
+    carries it).
 
     The row's type is often a wrapper (BackendCompilerFailed); the real type is then found as
     ``Name: message`` inside the message text."""
-    if not error:
+    if error is None or not (error.type or error.message):   # no error recorded
         return None
-    error = CheckError.from_json(error)
     etype = short_type(error.type)
     message = error.message or ""
     if etype == ABORT_TYPE:

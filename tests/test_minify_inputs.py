@@ -10,7 +10,7 @@ import pytest
 
 from bot.minify.configdiff import ddmin, true_diff
 from bot.minify.package import clean_source
-from bot.records import ConfigEntry
+from bot.records import CheckError, ConfigEntry
 from bot.signature import Signature, message_keys, signature_of_error_record
 
 GCC_A = """CppCompileError: C++ compile error
@@ -42,9 +42,9 @@ def test_an_other_error_or_an_accuracy_failure_is_not_the_same_failure():
 
 
 def test_check_row_error_is_unwrapped_to_the_real_exception():
-    sig = signature_of_error_record("compile_error", {
-        "type": "torch._dynamo.exc.BackendCompilerFailed",
-        "message": "backend='inductor' raised:\nCppCompileError: C++ compile error\n\n" + GCC_A.split("\n", 1)[1]})
+    sig = signature_of_error_record("compile_error", CheckError(
+        type="torch._dynamo.exc.BackendCompilerFailed",
+        message="backend='inductor' raised:\nCppCompileError: C++ compile error\n\n" + GCC_A.split("\n", 1)[1]))
     assert sig.exc_type == "CppCompileError"
     assert sig.messages == ["error: 'compile' was not declared in this scope"]
 
@@ -206,7 +206,7 @@ def test_a_process_that_aborts_on_a_thrown_cpp_exception_fails_like_the_check_re
     row_error = {"type": "UncaughtCppException", "signal": "SIGABRT",
                  "message": "compiled code threw a C++ exception (terminate called after throwing an instance of "
                             "'int'); the process aborted with SIGABRT"}
-    original = signature_of_error_record("runtime_error", row_error)
+    original = signature_of_error_record("runtime_error", CheckError.from_json(row_error))
     query = signature_of_abort("...\nterminate called after throwing an instance of 'int'\n", "SIGABRT")
     assert query is not None and original.admits(query) and original.matches(query)
     # a segfault, or an abort for another reason, is not that failure

@@ -19,7 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from bot.errors import UsageError
 from bot.minify import predicate as P
 from bot.minify.records import Judge, MinifyJob, Query, parse_event
-from bot.records import ConfigSetting
+from bot.records import CheckError, ConfigSetting
 from bot.signature import Signature
 from bot.torch_adapter import repro as R
 from tests import test_reduce
@@ -170,8 +170,8 @@ def test_sanity_compares_integer_outputs_when_the_floating_point_ones_agree(tmp_
 @pytest.mark.slow
 def test_sanity_refuses_a_graph_that_fails_differently_from_the_check(tmp_path, launcher):
     _, gm, args = P.load_graph(str(launcher))
-    job = _job(tmp_path, "compile_error", original_error={
-        "type": "CppCompileError", "message": "C++ compile error\n error: 'compile' was not declared in this scope"})
+    job = _job(tmp_path, "compile_error", original_error=CheckError(
+        type="CppCompileError", message="C++ compile error\n error: 'compile' was not declared in this scope"))
     with _bug("runtime_error"):
         sig, why = P.sanity(job, "aot", gm, args, False)
     assert sig is None

@@ -116,7 +116,7 @@ def test_a_missing_field_takes_the_records_one_default_and_an_unknown_key_is_dro
 
 def test_the_minify_job_crosses_to_the_worker_unchanged(tmp_path):
     job = MinifyJob("launcher.py", str(tmp_path), "accuracy", 120.0, tolerance=0.01, isolate=True,
-                    check_config={"inductor.x": 1}, original_error={"type": "E", "message": "m"})
+                    check_config={"inductor.x": 1}, original_error=CheckError("E", message="m"))
     job.write(str(tmp_path / "job.json"))
     back = MinifyJob.read(str(tmp_path / "job.json"))
     assert back == job and back.budget == 120.0 and back.deadline is None

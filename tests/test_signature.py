@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bot import signature as sg
 from bot.failure import signature_of
+from bot.records import CheckError
 from tests.ghstub.rundir import check_row, failure_record, record_of, row_of
 
 CPP = ("C++ compile error\n\nCommand:\ng++ /tmp/torchinductor_u/ab/cab.cpp -o /tmp/x.so\n\nOutput:\n"
@@ -36,9 +37,9 @@ def test_the_row_error_the_exception_and_the_stored_signature_agree():
             raise BackendCompilerFailed("backend='inductor' raised:\nCppCompileError: " + CPP) from inner
     except BackendCompilerFailed as exc:
         from_exc = sg.signature_of_exception("compile_error", exc)
-    from_row = sg.signature_of_error_record("compile_error", {"type": "BackendCompilerFailed",
-                                                              "message": "backend='inductor' raised:\n"
-                                                                         "CppCompileError: " + CPP})
+    from_row = sg.signature_of_error_record("compile_error", CheckError(type="BackendCompilerFailed",
+                                                                        message="backend='inductor' raised:\n"
+                                                                                "CppCompileError: " + CPP))
     assert from_exc.matches(from_row) and (from_exc.exc_type, from_exc.messages) == (from_row.exc_type,
                                                                                       from_row.messages)
     stored = sg.Signature.from_json(from_exc.to_json())

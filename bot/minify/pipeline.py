@@ -367,7 +367,7 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
         failure_class=_class_of_launcher(candidate) if given else f.failure_class,
         class_uncertain=_class_of_launcher(candidate) != "accuracy" if given
         else f.row.classified_by == "exit status",
-        original_error=error.to_json() if error is not None else None,
+        original_error=error,
         tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
         isolate=f.opts.isolate or aborts, check_config=f.row.config or {},

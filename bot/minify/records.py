@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from bot import records
-from bot.records import ConfigEntry, ConfigSetting, Culprit, GraphBisect, GraphOp, Record, StageVerdict
+from bot.records import CheckError, ConfigEntry, ConfigSetting, Culprit, GraphBisect, GraphOp, Record, StageVerdict
 from bot.signature import Signature
 
 CHECK_TOLERANCE = 1e-4   # the check's tolerance when its row names none (bot/check/judge.py's default)
@@ -56,7 +56,7 @@ class MinifyJob(_File):
     budget: float                    # seconds for the whole run
     deadline: float | None = None    # set by the parent when it starts the worker; None: no limit
     class_uncertain: bool = False    # the check could not tell the class (exit status, a plain launcher)
-    original_error: dict | None = None
+    original_error: CheckError | None = None
     tolerance: float = CHECK_TOLERANCE
     strict_accuracy: bool = False
     compare_non_fp: bool = False     # learned: integer outputs are compared too

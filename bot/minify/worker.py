@@ -372,7 +372,8 @@ def known_hint(job: MinifyJob, evaluator, st):
     from bot.torch_adapter import minifier as M
 
     if job.failure_class != "accuracy":
-        texts = [str((job.original_error or {}).get("message") or ""), getattr(evaluator, "last_error", "")]
+        texts = [(job.original_error.message if job.original_error else None) or "",
+                 getattr(evaluator, "last_error", "")]
         hint = P.error_hint(st.gm, "\n".join(t for t in texts if t))
         if hint is not None:
             log(f"hint: the error names {hint.node}")
