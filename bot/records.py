@@ -155,12 +155,17 @@ class Event(Record):
 
     @staticmethod
     def _fits(value: Any, hint: Any) -> bool:
-        """Is ``value`` (parsed JSON) of the type ``hint`` (int, str, None, unions and lists of them)?"""
+        """Is ``value`` (parsed JSON) of the type ``hint`` (int, str, bool, None, unions, lists and
+        string-keyed dicts of them)?"""
         origin = typing.get_origin(hint)
         if origin in (typing.Union, types.UnionType):
             return any(Event._fits(value, h) for h in typing.get_args(hint))
         if origin is list:
             return isinstance(value, list) and all(Event._fits(v, typing.get_args(hint)[0]) for v in value)
+        if origin is dict:
+            _, arg = typing.get_args(hint)
+            return isinstance(value, dict) and all(isinstance(k, str) and Event._fits(v, arg)
+                                                   for k, v in value.items())
         if hint is int:
             return isinstance(value, int) and not isinstance(value, bool)
         return isinstance(value, hint)   # str, NoneType
@@ -486,6 +491,9 @@ class CheckRow(Configuration, _Named):
     compiled_graphs: int | None = None  # a program: graphs dynamo produced
     compile_frames: int | None = None   # a program: frames dynamo started compiling
     duration_s: float | None = None
+    program_s: float | None = None      # a program: its own run time (one run, the first), beside
+                                        # duration_s, the check's with its reruns
+    numerics: dict | None = None        # a program: numerics flags it set (bot.torch_adapter.numerics)
     reruns: int | None = None           # failed every rerun: how many ran
     deterministic: bool | None = None   # a rerun failed the same way, to the number
     capture: RerunCapture | None = None

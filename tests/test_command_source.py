@@ -350,3 +350,74 @@ def test_a_compile_errors_traceback_is_the_python_one_and_its_diagnostics_are_in
     tb = row.error.traceback
     assert tb.startswith("Traceback") and tb.endswith("CppCompileError: C++ compile error") and "warning" not in tb
     assert "error: 'relu' was not declared" in row.error.message
+
+
+GPU_PROGRAM = """\
+import json, os, sys
+# the record the environment hook writes for a program whose graphs ran on a GPU (this machine has
+# none): one training graph of bfloat16 tensors on cuda:0, compiled with TF32 on
+with open(os.environ["MINIFY_BOT_HOOK_STATE"], "a") as fh:
+    fh.write(json.dumps({"event": "compile", "graph": 1}) + "\\n")
+    fh.write(json.dumps({"event": "graph", "graph": 1, "devices": ["cuda:0", "cpu"],
+                         "dtypes": {"bfloat16": 4096, "int64": 16}, "grad": True,
+                         "numerics": {"torch.backends.cuda.matmul.allow_tf32": True}}) + "\\n")
+print("loss 0.5 vs fp64 0.25 (eager 0.2501): accuracy mismatch")
+sys.exit(1)
+"""
+
+
+def test_every_record_of_a_program_names_the_device_dtype_and_mode_it_compiled(tmp_path, bot):
+    """A program checked with the defaults (cpu, float32, inference) whose graphs were a bfloat16
+    training graph on cuda:0 (the hook's record): the check id, the row, the issue's title, its
+    affected table and the reproduce command say cuda, bfloat16 and training; the row keeps the
+    program's own run time and the numerics flags it set."""
+    from bot.tracker.local import LocalTracker
+
+    (tmp_path / "prog.py").write_text(GPU_PROGRAM)
+    p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "gpuprog", "--reruns", "0",
+            "--out", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["checks"]
+    assert row["id"] == "gpuprog-inductor-training-bfloat16-cuda"
+    assert (row["device"], row["dtype"], row["mode"]) == ("cuda", "bfloat16", "training")
+    assert row["program_s"] > 0 and row["numerics"] == {"torch.backends.cuda.matmul.allow_tf32": True}
+    p = bot("report", "--out", tmp_path / "out", "--issues-dir", tmp_path / "issues", "--no-dashboard", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (issue,) = LocalTracker(tmp_path / "issues").records()
+    assert issue["title"].endswith("(bfloat16, cuda)") and "cpu" not in issue["title"]
+    assert "--mode training --dtype bfloat16 --device cuda" in issue["body"]
+    assert "float32" not in issue["body"] and "inference" not in issue["body"]
+
+
+STATE_PROGRAM = HEADER + """
+# the program's own settings, in code: a compiler setting (the bug) and global numerics flags
+ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.set_float32_matmul_precision("high")
+torch.use_deterministic_algorithms(True, warn_only=True)
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+x = torch.randn(4, 8)
+with torch.no_grad():
+    torch.testing.assert_close(torch.compile(m)(x), m(x))
+"""
+
+
+@pytest.mark.slow
+def test_a_graph_is_judged_with_the_settings_and_numerics_the_program_set(tmp_path, bot):
+    """A program that sets a compiler setting and global numerics flags in its own code (nothing
+    on the command line): its graph is minified and verified under both, and the repro carries the
+    setting and the few lines that set the flags."""
+    (tmp_path / "prog.py").write_text(STATE_PROGRAM)
+    p = bot("run", "--command", f"{sys.executable} prog.py", "--name", "state", "--out", tmp_path / "out",
+            "--issues-dir", tmp_path / "issues", "--verify-runs", "2", "--no-bisect", "--budget", "240",
+            cwd=tmp_path, env={"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""})
+    assert p.returncode == 1, p.stderr[-4000:]
+    (fdir,) = [d for d in (tmp_path / "out" / "failures").iterdir() if d.is_dir()]
+    rec = json.loads((fdir / "failure.json").read_text())
+    assert rec["repro"]["status"] == "minimized", rec["repro"]
+    assert rec["repro"]["verification"]["failed_same_way"] == 2
+    assert [d["key"] for d in rec["config"]["minimal"]] == ["inductor.cpp.inject_relu_bug_TESTING_ONLY"]
+    repro = (fdir / "repro.py").read_text()
+    for line in ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.set_float32_matmul_precision('high')",
+                 "torch.use_deterministic_algorithms(True, warn_only=True)"):
+        assert line in repro

@@ -18,7 +18,9 @@ from bot.torch_adapter import hook
 EVENTS = [hook.Started(pid=41), hook.Compiling(graph=2), hook.Exited(graphs=3, isa="avx2"),
           hook.Exited(graphs=None), hook.LauncherKept(graph=None, path="/tmp/l.py"),
           hook.Forced(backend="eager"), hook.ConfigSet(keys=["dynamo.verbose"]),
-          hook.Unsupported(what="torch._dynamo.optimize")]
+          hook.Unsupported(what="torch._dynamo.optimize"),
+          hook.GraphFacts(graph=1, devices=["cuda:0", "cpu"], dtypes={"bfloat16": 4096, "int64": 8}, grad=True,
+                          autocast=None, numerics={"torch.backends.cuda.matmul.allow_tf32": True})]
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
@@ -105,3 +107,58 @@ def test_the_config_overrides_the_hook_applies_are_named_in_a_config_event(state
         hook._apply_config()
         assert dynamo_config.verbose is True
     assert hook.read_events(str(state)) == [hook.ConfigSet(keys=["dynamo.verbose"])]
+
+
+def test_a_gpu_programs_graphs_name_its_device_dtype_and_mode(state):
+    """What a GPU program's graphs were (a record naming cuda:0, with a CPU scalar beside it, as
+    the hook writes one on a GPU runner): the program's configuration is cuda, the dtype of most of
+    its elements, and training once any graph was compiled for a backward. Numerics flags are
+    checked against the table (the program wrote them): an unknown flag or a value it cannot take
+    is dropped."""
+    facts = [hook.GraphFacts(graph=1, devices=["cuda:0", "cpu"], dtypes={"float16": 2048, "float32": 1}, grad=False,
+                             numerics={"torch.backends.cuda.matmul.allow_tf32": True, "os.system": True,
+                                       "default_dtype": "float64; import os"}),
+             hook.GraphFacts(graph=2, devices=["cuda:0"], dtypes={"float16": 100, "int64": 64}, grad=True,
+                             numerics={"torch.backends.cuda.matmul.allow_tf32": True,
+                                       "float32_matmul_precision": "high"})]
+    state.write_text("".join(json.dumps(f.to_json()) + "\n" for f in facts))
+    got = hook.read_state(str(state))
+    assert got.devices == ["cuda:0", "cpu"] and got.dtypes == {"float16": 2148, "float32": 1, "int64": 64}
+    assert got.configuration() == {"device": "cuda", "dtype": "float16", "mode": "training"}
+    assert got.numerics == {"torch.backends.cuda.matmul.allow_tf32": True, "float32_matmul_precision": "high"}
+    # under autocast the program's dtype is amp; a program that compiled nothing names nothing
+    state.write_text(json.dumps(facts[0].replace(autocast="bfloat16").to_json()) + "\n")
+    assert hook.read_state(str(state)).configuration() == {"device": "cuda", "dtype": "amp", "mode": "inference"}
+    assert hook.HookState().configuration() == {}
+
+
+PROGRAM = """\
+import torch
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.set_float32_matmul_precision("high")
+torch.use_deterministic_algorithms(True, warn_only=True)
+m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(torch.bfloat16)
+x = torch.randint(0, 255, (8, 16), dtype=torch.uint8)
+f = torch.compile(lambda x: m(x.to(torch.bfloat16) / 255), backend="eager")
+f(x).sum().backward()
+"""
+
+
+def test_a_program_records_what_it_compiled_and_the_numerics_it_set(tmp_path):
+    """A real program (dynamo with the eager backend: nothing is compiled to code) that trains a
+    bfloat16 model on uint8 input and sets TF32, matmul precision and deterministic algorithms: the
+    hook records the graph's device, dtypes and backward, and the flags that differ from torch's
+    defaults, at the point dynamo hands the graph to its backend."""
+    state = tmp_path / "state.jsonl"
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    env = dict(os.environ)
+    env.update(hook_env(str(state), base=env))
+    out = subprocess.run([sys.executable, "prog.py"], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = hook.read_state(str(state))
+    assert got.devices == ["cpu"] and set(got.dtypes) == {"uint8", "bfloat16"}
+    assert got.configuration() == {"device": "cpu", "dtype": "bfloat16", "mode": "training"}
+    assert got.numerics == {"torch.backends.cuda.matmul.allow_tf32": True, "float32_matmul_precision": "high",
+                            "deterministic_algorithms": "warn_only"}
+    assert got.isa is None   # nothing compiled C++: the exit probes no vector ISA (seconds on a small machine)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from bot.errors import UsageError
@@ -25,6 +25,9 @@ class Settings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def replace(self, **changes) -> "Settings":
+        return replace(self, **changes)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Settings":

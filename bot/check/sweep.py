@@ -78,6 +78,12 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                                     _run_one(runner, m, settings, path, out_dir, capture)),
                 log_path, n_reruns,
                 progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
+            # a program's row names what it compiled (its graphs' device, dtype and mode), not the
+            # settings it was given: the check's id follows
+            observed = _observed(result, m.spec)
+            if observed:
+                base.update(observed)
+                base["id"] = check_id(m.name, settings.replace(**observed))
             row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
             if row.duration_s is None:
                 row.duration_s = round(time.perf_counter() - t0, 3)
@@ -92,6 +98,14 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
         signal.signal(signal.SIGTERM, old)
         writer.finish(complete)
     return writer
+
+
+def _observed(row: CheckRow, spec: Spec) -> dict[str, str]:
+    """The device, dtype and mode a program's run saw it compile (the environment hook's record,
+    :meth:`bot.suites.command.Ran.note_in`); empty for a check the sweep built in-process."""
+    if not source_of(spec).program:
+        return {}
+    return {k: v for k in ("device", "dtype", "mode") if isinstance(v := getattr(row, k), str) and v}
 
 
 def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> CheckRow:

@@ -370,7 +370,7 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
         original_error=error,
         tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
-        isolate=f.opts.isolate or aborts, check_config=f.row.config or {},
+        isolate=f.opts.isolate or aborts, check_config=f.row.config or {}, numerics=f.row.numerics or {},
         bisect=not f.opts.no_bisect and f.rec.stage == "inductor", backend=f.stage_backend or "inductor")
 
 

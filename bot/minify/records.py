@@ -63,6 +63,7 @@ class MinifyJob(_File):
     offload_to_disk: bool = False
     isolate: bool = False
     check_config: dict = field(default_factory=dict)
+    numerics: dict = field(default_factory=dict)   # the program's numerics flags (bot.torch_adapter.numerics)
     bisect: bool = True
     bisect_budget: float = 60.0
     query_timeout: float = 300.0

@@ -139,6 +139,12 @@ def load_run(job_path: str) -> Run:
     from bot.torch_adapter import repro as R
 
     job = MinifyJob.read(job_path)
+    if job.numerics:   # the program's process state the graph ran under (TF32, default dtype, ...)
+        from bot.torch_adapter import numerics
+
+        failed = numerics.apply(job.numerics)
+        log(f"numerics: the program's {', '.join(sorted(job.numerics))}"
+            + (f" (this torch cannot set {', '.join(failed)})" if failed else ""))
     os.makedirs(job.workdir, exist_ok=True)
     os.chdir(job.workdir)  # torch writes scratch files into the CWD
     t0 = time.time()
@@ -261,6 +267,10 @@ def step_final(run: Run) -> bool:
     src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode)
+    if run.job.numerics:
+        from bot.torch_adapter import numerics
+
+        src = numerics.with_lines(src, run.job.numerics)
     with open(path, "w") as fh:
         fh.write(src)
     r = run.result

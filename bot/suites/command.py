@@ -74,11 +74,17 @@ class Ran:
     error: str | None = None  # could not start
 
     def note_in(self, row: CheckRow) -> None:
-        """What the hook counted and kept, and the run's time, into the run's row."""
+        """What the hook counted and kept, what the program compiled (its graphs' device, dtype
+        and mode: a settings default never contradicts what the program did) and the numerics
+        flags it set, and the run's time, into the run's row."""
         row.compiled_graphs = self.hook.graphs
         row.compile_frames = self.hook.frames
         row.duration_s = self.seconds
+        row.program_s = self.seconds
         row.launchers = list(self.hook.launchers)
+        for k, v in self.hook.configuration().items():
+            setattr(row, k, v)
+        row.numerics = dict(self.hook.numerics) or None
 
 
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,

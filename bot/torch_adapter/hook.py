@@ -25,6 +25,12 @@ Events, one JSON line each in the state file, each a :class:`HookEvent` (written
                      that exited normally (and the CPU vector ISA inductor picked there),
         LauncherKept {"event": "launcher", "graph": k, "path": ...}  a launcher written while
                      graph k was current,
+        GraphFacts   {"event": "graph", "graph": k, "devices": [...], "dtypes": {...}, ...}  what
+                     one graph dynamo hands its backend is made of: the devices and dtypes of its
+                     tensors (elements per dtype), whether it was compiled for a backward (grad
+                     enabled and a tensor that requires grad), the autocast dtype in force, and the
+                     process's numerics flags that differ from torch's defaults
+                     (bot.torch_adapter.numerics),
         Forced       {"event": "forced", "backend": ...},
         ConfigSet    {"event": "config", "keys": [...]},
         Unsupported  {"event": "unsupported", "what": ...}.
@@ -74,6 +80,15 @@ class Exited(HookEvent, kind="exit"):
 class LauncherKept(HookEvent, kind="launcher"):
     graph: int | None
     path: str
+
+
+class GraphFacts(HookEvent, kind="graph"):
+    graph: int | None
+    devices: list[str]
+    dtypes: dict[str, int]
+    grad: bool = False
+    autocast: str | None = None
+    numerics: dict[str, bool | str] = field(default_factory=dict)
 
 
 class Forced(HookEvent, kind="forced"):
@@ -126,6 +141,7 @@ def on_import(name: str, module) -> None:
     if name == "torch._dynamo":
         _apply_config()
         _count_graphs()
+        _watch_graphs()
         import atexit
 
         atexit.register(lambda: _emit(Exited(_graphs_now(), _cpu_isa())))
@@ -245,12 +261,80 @@ def _count_graphs() -> None:
         _emit(Unsupported("graph counting across torch._dynamo.reset()"))
 
 
+def _watch_graphs() -> None:
+    """A :class:`GraphFacts` event for every graph dynamo hands a backend (any backend: the point
+    is dynamo's own call of the user compiler, with the graph's example inputs)."""
+    try:
+        from torch._dynamo.output_graph import OutputGraph
+
+        original = OutputGraph.call_user_compiler
+    except (ImportError, AttributeError):
+        _emit(Unsupported("graph facts (torch._dynamo.output_graph.OutputGraph.call_user_compiler)"))
+        return
+    if getattr(original, "_minify_bot", False):
+        return
+
+    def call_user_compiler(self, gm, example_inputs, *args, **kwargs):
+        if not _STATE["dumping"]:
+            try:
+                _emit(graph_facts(gm, example_inputs, _STATE["graphs"] or None))
+            except Exception as exc:  # noqa: BLE001 - never break the program's compile
+                _emit(Unsupported(f"graph facts: {type(exc).__name__}: {exc}"[:200]))
+        return original(self, gm, example_inputs, *args, **kwargs)
+
+    call_user_compiler._minify_bot = True
+    OutputGraph.call_user_compiler = call_user_compiler
+
+
+def graph_facts(gm, example_inputs, graph: int | None) -> GraphFacts:
+    """What one dynamo graph is made of: its example inputs (fake tensors: device, dtype and size
+    are known without data) and the parameters and buffers it holds (a torch that does not lift
+    them into inputs)."""
+    import torch
+
+    from bot.torch_adapter import numerics
+
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    try:
+        tensors += list(gm.parameters()) + list(gm.buffers())
+    except (AttributeError, RuntimeError):
+        pass
+    devices: dict[str, None] = {}
+    dtypes: dict[str, int] = {}
+    for t in tensors:
+        devices[str(t.device)] = None
+        name = str(t.dtype).removeprefix("torch.")
+        try:
+            n = int(t.numel())
+        except (TypeError, ValueError, RuntimeError):  # a symbolic size (dynamic shapes)
+            n = 1
+        dtypes[name] = dtypes.get(name, 0) + max(n, 1)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    autocast = None
+    for kind in dict.fromkeys(d.split(":")[0] for d in devices):
+        try:
+            if torch.is_autocast_enabled(kind):
+                autocast = str(torch.get_autocast_dtype(kind)).removeprefix("torch.")
+        except (AttributeError, RuntimeError, TypeError):
+            pass
+    return GraphFacts(graph, list(devices), dtypes, bool(grad), autocast, numerics.read())
+
+
 def _cpu_isa() -> str | None:
-    """The vector ISA inductor picked for this CPU, when the program compiled C++ kernels
-    (torch._inductor.cpu_vec_isa already loaded; nothing is imported or probed here otherwise)."""
+    """The vector ISA inductor picked for this CPU, when the program compiled C++ kernels. Nothing
+    is imported or probed here: the module is loaded by any ``torch.compile``, but inductor learns
+    the valid ISAs (building and loading a probe library per candidate, seconds on a small machine)
+    only when it generates C++; a program that did not (a CUDA-only program, another backend) gets
+    None, and its exit costs nothing."""
     mod = sys.modules.get("torch._inductor.cpu_vec_isa")
     pick = getattr(mod, "pick_vec_isa", None)
-    if pick is None:
+    learned = getattr(getattr(mod, "valid_vec_isa_list", None), "cache_info", None)
+    if pick is None or learned is None:
+        return None
+    try:
+        if learned().currsize == 0:
+            return None
+    except Exception:  # noqa: BLE001 - feature-detected
         return None
     try:
         isa = pick()
@@ -379,9 +463,33 @@ class HookState(Record):
     forced: str | None = None
     unsupported: list[str] = field(default_factory=list)
     isa: str | None = None
+    devices: list[str] = field(default_factory=list)     # of the compiled graphs' tensors ("cuda:0")
+    dtypes: dict[str, int] = field(default_factory=dict)  # elements per dtype over those tensors
+    training: bool | None = None     # a graph was compiled for a backward (None: no graph seen)
+    autocast: str | None = None      # the autocast dtype some graph was compiled under
+    numerics: dict[str, bool | str] = field(default_factory=dict)  # the last graph's numerics flags
 
     def counting_unsupported(self) -> bool:
         return any("graph counting" in w for w in self.unsupported)
+
+    def configuration(self) -> dict[str, str]:
+        """The device, dtype and mode of what the program compiled, in the check's words (the
+        settings' vocabulary): the device type of its graphs (an accelerator over the CPU: a GPU
+        program's graphs may hold CPU scalars), ``amp`` under autocast, else the dtype of most of
+        its tensors' elements, and ``training`` when a graph was compiled for a backward. Empty
+        when the program compiled no graph the hook saw."""
+        if self.training is None:
+            return {}
+        kinds = list(dict.fromkeys(d.split(":")[0] for d in self.devices))
+        out = {"mode": "training" if self.training else "inference"}
+        device = next((k for k in kinds if k != "cpu"), kinds[0] if kinds else None)
+        if device:
+            out["device"] = device
+        if self.autocast:
+            out["dtype"] = "amp"
+        elif self.dtypes:
+            out["dtype"] = max(self.dtypes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        return out
 
 
 def read_state(path: str) -> HookState:
@@ -402,6 +510,8 @@ def read_state(path: str) -> HookState:
                 out.isa = ev.isa[:40]
         elif isinstance(ev, LauncherKept):
             out.launchers.append(Launcher(ev.graph, ev.path))
+        elif isinstance(ev, GraphFacts):
+            _add_graph(out, ev)
         elif isinstance(ev, Forced):
             out.forced = ev.backend
         elif isinstance(ev, Unsupported):
@@ -417,3 +527,19 @@ def read_state(path: str) -> HookState:
     # frames dynamo started compiling: > 0 even when the first graph failed to compile
     out.frames = max(starts, graphs) if counting else None
     return out
+
+
+def _add_graph(out: HookState, ev: GraphFacts) -> None:
+    """One graph's facts into the program's (bounded: the program wrote them)."""
+    for d in ev.devices[:16]:
+        if d[:40] not in out.devices and len(out.devices) < 16:
+            out.devices.append(d[:40])
+    for name, n in list(ev.dtypes.items())[:32]:
+        if len(out.dtypes) < 32 or name[:40] in out.dtypes:
+            out.dtypes[name[:40]] = out.dtypes.get(name[:40], 0) + max(0, n)
+    out.training = bool(out.training) or ev.grad
+    out.autocast = out.autocast or (ev.autocast[:40] if ev.autocast else None)
+    if ev.numerics:
+        from bot.torch_adapter import numerics
+
+        out.numerics = numerics.validate(ev.numerics)
