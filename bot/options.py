@@ -166,6 +166,7 @@ class MinifyOptions(_Options):
     no_bisect: bool | None = opt(False)
     reminify: bool | None = opt(False)
     check_timeout: float | None = opt(900.0)
+    jobs: int | None = opt()   # failures minimized at once (None or 0: one per GPU, or per 4 cores)
 
 
 @dataclass

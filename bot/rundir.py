@@ -254,6 +254,12 @@ def failure_dir(run_dir: str | os.PathLike, check_id: str) -> Path:
     return Path(run_dir) / FAILURES_DIR / check_id
 
 
+def minify_log(run_dir: str | os.PathLike, check_id: str) -> Path:
+    """The output of a failure's own minify process (several minified at once, bot.minify.parallel):
+    beside the check's log, since the failure's directory is written anew by that process."""
+    return Path(run_dir) / CHECKS_DIR / f"{check_id}.minify.log"
+
+
 def read_results(run_dir: str | os.PathLike) -> ResultsDoc:
     """results.json of a run directory (or the file itself); UsageError (exit 2) when it is not one
     this version understands or its rows lack what every stage relies on."""

@@ -52,6 +52,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
     p.add_argument("--check-timeout", type=float, default=d("check_timeout"), metavar="SECONDS",
                    help="time limit for each rerun of a check (localize, capture) [900]")
+    p.add_argument("--jobs", type=int, default=d("jobs"), metavar="N",
+                   help="failures minimized at once, each in a process of its own [one per GPU when a failure "
+                        "ran on CUDA, else one per 4 cores]")
 
 
 def _say(msg: str) -> None:
@@ -152,13 +155,17 @@ def _settings_of(row: CheckRow, run: RunSettings) -> Settings:
 
 def _run(args, run_dir: str, servers) -> int:
     from bot import known as kn
+    from bot.minify import parallel
     from bot.minify.pipeline import process
 
     todo = _todo(args, run_dir)
     if todo is None:
         return EXIT_OK
-    known = kn.load(run_dir) if not (args.launcher or args.repro or args.reminify) else []
     t0 = time.time()
+    jobs = parallel.jobs_for([row for row, _, _ in todo], args.jobs) if not (args.launcher or args.repro) else 1
+    if jobs > 1:
+        return _run_parallel(args, run_dir, [row for row, _, _ in todo], jobs, t0)
+    known = kn.load(run_dir) if not (args.launcher or args.repro or args.reminify) else []
     servers.start()  # its torch import and warm-up overlap the checks below and the capture
     versions = preflight(servers)
     found = 0
@@ -179,4 +186,30 @@ def _run(args, run_dir: str, servers) -> int:
     _say(f"done: {found}/{len(todo)} failures minimized and verified in {time.time() - t0:.0f} s")
     if known:
         _say(kn.savings(records).line() or "known bugs: none of the failures matched a known repro")
+    return EXIT_FAILURES if found else EXIT_OK
+
+
+def _run_parallel(args, run_dir: str, rows: list[CheckRow], jobs: int, t0: float) -> int:
+    """Each failure in a `minify --only ID` process of its own, ``jobs`` at a time
+    (bot.minify.parallel); the same summary as one at a time, read from the failure records."""
+    import dataclasses
+
+    from bot.minify import parallel
+    from bot.options import to_argv
+
+    _say(f"{len(rows)} failures, {jobs} at a time")
+    codes = parallel.minify_all(lambda row: ["minify", *to_argv(dataclasses.replace(args, only=row.id, jobs=1))],
+                                rows, run_dir, jobs, _say)
+    found = 0
+    for i, (row, rc) in enumerate(zip(rows, codes), 1):
+        rec = rundir.read_failure(run_dir, str(row.id)) if rc in (EXIT_OK, EXIT_FAILURES) else None
+        log = rundir.minify_log(args.out, str(row.id))
+        st = rec.repro.status if rec is not None else f"stopped (exit {rc}; see {log})"
+        ver = rec.repro.verification if rec is not None else None
+        _say(f"[{i}/{len(rows)}] {row.id}: {st}" + (f", verified {ver.failed_same_way}/{ver.runs}" if ver else ""))
+        found += st in ("minimized", "partial")
+    _say(f"done: {found}/{len(rows)} failures minimized and verified in {time.time() - t0:.0f} s")
+    if any(rc not in (EXIT_OK, EXIT_FAILURES) for rc in codes) and not found:
+        raise InfraError(f"minify stopped for {sum(rc not in (EXIT_OK, EXIT_FAILURES) for rc in codes)} "
+                         "failure(s): see their minify.log")
     return EXIT_FAILURES if found else EXIT_OK

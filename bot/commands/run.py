@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
@@ -35,6 +36,9 @@ def add_arguments(p) -> None:
     m.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
     m.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
     m.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector")
+    m.add_argument("--jobs", type=int, default=dm("jobs"), metavar="N",
+                   help="failures minimized at once (default: one per GPU when a failure ran on CUDA, "
+                        "else one per 4 cores)")
     m.add_argument("--reminify", action="store_true",
                    help="minify every failure again, even those whose open issue has a verified repro")
     b = p.add_argument_group("bisect (which torch build introduced or fixed each bug; see minify-bot bisect)")
@@ -65,7 +69,7 @@ def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, Repo
     check = CheckOptions.from_args(args)
     minify = MinifyOptions(out=args.out, budget=args.budget, verify_runs=args.verify_runs,
                            repro_after=args.repro_after, repro_level=args.repro_level, no_bisect=args.no_bisect,
-                           reminify=args.reminify)
+                           reminify=args.reminify, jobs=args.jobs)
     report = ReportStageOptions(out=args.out, tracker=tracker, issues_dir=args.issues_dir, repo=args.repo,
                                 api_url=args.api_url, label=args.label, max_new=args.max_new,
                                 close_after=args.close_after, templates=args.templates, dry_run=args.dry_run,
@@ -104,6 +108,7 @@ def run(args) -> int:
     rc_check = stage(check)
     if args.list or rc_check not in (EXIT_OK, EXIT_FAILURES):
         return rc_check
+    checked = time.monotonic()
 
     rc_minify = EXIT_OK
     if not args.no_minify and _has_failures(out):
@@ -129,6 +134,8 @@ def run(args) -> int:
         reap_strays()  # what the checked code left running does not outlive it into the report
     _stage("report")
     rc_report = call_stage(report)
+    if rc_check == EXIT_FAILURES:
+        print(f"from the end of the check to the issues: {time.monotonic() - checked:.0f} s", file=sys.stderr)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
         where = args.issues_dir or os.path.join(out, "issues-dry-run" if args.dry_run else "issues")
         print(f"issues written to the local tracker in {where}/ (no token: nothing was sent to GitHub)",
