@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     for key, spec in (("old", args.old), ("new", args.new)):
         b = bl.parse_build(spec)
         if b.kind == "pip":  # the project beside torch: the bot itself runs under the build
-            b = bl.Build(b.kind, b.target, b.name, b.index_url, b.env, ("-e", str(ROOT)))
+            b = bl.Build(b.kind, b.target, b.name, b.index_url, b.env, editable=(str(ROOT),))
         t0 = time.perf_counter()
         prepared = cache.prepare(b)
         info = cache.probe(prepared)

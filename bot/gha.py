@@ -217,8 +217,14 @@ _SECRET_PATTERNS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
     re.compile(r"\b(?:xox[abpr]-[A-Za-z0-9-]{10,})\b"),  # Slack
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),  # OpenAI / Anthropic style API keys
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"),  # GitLab
+    re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]{3,}@"),  # a URL with a password (PIP_INDEX_URL, ...)
+    re.compile(r'"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"'),  # docker's config.json credentials
 ]
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|API_KEY|CREDENTIAL)", re.I)
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_KEY|API_KEY|SIGNING_KEY|ACCESS_KEY|"
+                          r"CREDENTIAL)", re.I)
 
 
 MIN_SECRET_LENGTH = 8
@@ -252,6 +258,21 @@ def scrubbed_env(env: Mapping[str, str]) -> dict[str, str]:
             continue
         keep[k] = v
     return keep
+
+
+# The runner's file commands: whoever writes them sets the job's environment and PATH for later
+# steps, its outputs, its saved state and its summary. Only the Action's own process writes them.
+FILE_COMMANDS = ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
+
+
+def stage_env(env: Mapping[str, str], extra: dict | None = None) -> dict[str, str]:
+    """The environment of a stage's process (the Action's, and `run`'s when it holds a secret): no
+    credential (by name or by value), none of the runner's file commands; plus ``extra`` (what the
+    stage is given on purpose)."""
+    out = {k: v for k, v in scrubbed_env(env).items() if k not in FILE_COMMANDS}
+    out["PYTHONUNBUFFERED"] = "1"
+    out.update(extra or {})
+    return out
 
 
 def redact(text: str, secrets: list[str]) -> str:

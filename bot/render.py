@@ -1,6 +1,8 @@
 """Rendering: a jinja2 environment (StrictUndefined), the templates, escaping, and the size budget.
 
-Templates live in ``templates/`` (``--templates DIR`` overrides any of them by file name):
+Templates live in ``templates/``, installed as the package ``bot.templates`` and read into memory
+once per process (``--templates DIR`` overrides any of them by file name; a sandboxed jinja2
+environment renders them):
     issue_title.j2, issue_body.md.j2, update_comment.md.j2, reopen_comment.md.j2,
     close_comment.md.j2, duplicate_comment.md.j2, summary.md.j2, dashboard.md.j2 (docs/dashboard.md)
 Their variables are documented in docs/reporting.md.
@@ -27,6 +29,7 @@ import re
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.fingerprint import make_marker
 
@@ -35,10 +38,6 @@ BODY_LIMIT = 65536
 BODY_BUDGET = BODY_LIMIT - 1536
 ZWSP = "\u200b"
 
-_BUILTIN_DIRS = [
-    Path(__file__).resolve().parent.parent / "templates",  # a source checkout
-    Path(__file__).resolve().parent / "templates",  # an installed package (package-data)
-]
 
 TEMPLATE_NAMES = ("issue_title.j2", "issue_body.md.j2", "update_comment.md.j2", "reopen_comment.md.j2",
                   "close_comment.md.j2", "duplicate_comment.md.j2", "summary.md.j2",
@@ -120,16 +119,51 @@ def truncate_middle(text: str, limit: int, note: str = "") -> str:
     return f"{text[:head]}\n[... {omitted} characters omitted{note} ...]\n{text[-tail:]}"
 
 
-class Renderer:
-    def __init__(self, templates_dir: str | None = None):
-        dirs = [str(d) for d in _BUILTIN_DIRS if d.is_dir()]
+# The templates, read once per process and kept in memory (:func:`preload`): the package's own
+# (``bot.templates``: the repository's templates/ in a development install, the installed package's
+# data otherwise; never a directory found by its position beside the package, which other code of
+# the same user could have written), with the files of an explicit ``--templates DIR`` over them.
+_LOADED: dict[str | None, dict[str, str]] = {}
+
+
+def _package_templates() -> dict[str, str]:
+    from importlib import resources
+
+    try:
+        root = resources.files("bot.templates")
+    except ModuleNotFoundError:
+        root = None
+    if root is None or not root.joinpath(TEMPLATE_NAMES[0]).is_file():
+        # bot imported from a source tree that is not installed: the tree's own templates/, beside
+        # the package it is the source of (its pyproject names it)
+        here = Path(__file__).resolve().parent.parent
+        project = here / "pyproject.toml"
+        if not (project.is_file() and 'name = "minify-action"' in project.read_text(encoding="utf-8")):
+            raise RuntimeError("minify-bot's templates are not installed (package bot.templates)")
+        root = here / "templates"
+    return {p.name: p.read_text(encoding="utf-8") for p in root.iterdir() if p.name.endswith(".j2")}
+
+
+def preload(templates_dir: str | None = None) -> dict[str, str]:
+    """Read the templates now (before anything else runs in this process or its children) and keep
+    them for every :class:`Renderer` of this process."""
+    if templates_dir not in _LOADED:
+        found = dict(_package_templates())
         if templates_dir:
             if not Path(templates_dir).is_dir():
                 from bot.errors import UsageError
                 raise UsageError(f"--templates {templates_dir}: not a directory")
-            dirs.insert(0, str(templates_dir))
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(dirs),
+            found.update({p.name: p.read_text(encoding="utf-8") for p in Path(templates_dir).iterdir()
+                          if p.name.endswith(".j2") and p.is_file()})
+        _LOADED[templates_dir] = found
+    return _LOADED[templates_dir]
+
+
+class Renderer:
+    def __init__(self, templates_dir: str | None = None):
+        # a sandboxed environment: a template (``--templates``) formats text and cannot call into Python
+        self.env = ImmutableSandboxedEnvironment(
+            loader=jinja2.DictLoader(preload(templates_dir)),
             undefined=jinja2.StrictUndefined,
             autoescape=False,  # markdown, not HTML: escaping is explicit through the filters
             keep_trailing_newline=False,

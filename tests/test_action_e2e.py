@@ -24,10 +24,26 @@ BUG = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
 # ------------------------------------------------------------------ (a) schedule
 
 
+def as_artifacts(run_dir: Path, dest: Path, name: str = "minify-shard-0") -> Path:
+    """The check job's run directory as the report job downloads it (one artifact per shard)."""
+    shutil.copytree(run_dir, dest / name)
+    return dest
+
+
 @pytest.mark.slow
-def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub):
+def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub, tmp_path):
+    """sweep.yml's layout: the check job (no token) checks and minifies, the report job files."""
+    check = runner("schedule", {"schedule": "17 3 * * *"}, {
+        "stage": "check", "models": "mlp_relu,gru", "config": BUG, "verification-runs": "1", "fail-on": "never"})
+    assert check.rc == 0, check.stdout + check.stderr
+    # the run directory is outside the workspace (no files left in it)
+    assert not any((runner.tmp / "job1" / "workspace").iterdir())
+    # log: grouped stages, an error annotation per failing check
+    assert "::group::minify-bot check" in check.stdout and "::group::minify-bot minify" in check.stdout
+    assert ("::error title=minify-bot%3A check failed::mlp_relu-inductor-inference-float32-cpu: fail_accuracy"
+            in check.stdout)
     res = runner("schedule", {"schedule": "17 3 * * *"}, {
-        "models": "mlp_relu,gru", "config": BUG, "verification-runs": "1"})
+        "stage": "report", "shards": str(as_artifacts(check.run_dir, tmp_path / "artifacts"))})
     assert res.rc == 1, res.stdout + res.stderr  # fail-on: regression, and there is a new failure
     issues = filed_issues(ghstub)
     assert len(issues) == 1
@@ -41,17 +57,12 @@ def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub):
     results = json.loads(Path(o["results-path"]).read_text())
     assert {c["model"]: c["status"] for c in results["checks"]} == {"mlp_relu": "fail_accuracy", "gru": "pass"}
     assert Path(o["summary-path"]).read_text() in res.summary
-    # the run directory is outside the workspace (no files left in it)
-    assert not any((runner.tmp / "job1" / "workspace").iterdir())
     # summary: a results table and what was filed
     assert "| `mlp_relu` | inductor | inference | float32 | cpu | ❌ fail\\_accuracy |" in res.summary
     assert "| `gru` | inductor | inference | float32 | cpu | ✅ pass |" in res.summary
     assert "minimized (1/1 verified)" in res.summary
     assert f"**created** [\\#{issue['number']}]({issue['html_url']})" in res.summary
-    # log: grouped stages, an error annotation per failing check
-    assert "::group::minify-bot check" in res.stdout and "::group::minify-bot report" in res.stdout
-    assert ("::error title=minify-bot%3A check failed::mlp_relu-inductor-inference-float32-cpu: fail_accuracy"
-            in res.stdout)
+    assert "::group::minify-bot report" in res.stdout
     assert_token_not_leaked(res)
 
 
@@ -114,7 +125,7 @@ def test_minify_comment_by_a_writer_answers_in_one_sticky_comment(runner, users,
 def test_minify_comment_by_a_read_only_user_runs_nothing(runner, users):
     payload = pr_comment(users, "mallory-token", f"/minify --models mlp_relu --config {BUG}")
     number = payload["issue"]["number"]
-    res = runner("issue_comment", payload, {})
+    res = runner("issue_comment", payload, {"stage": "authorize"})
     assert res.rc == 2
     assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
     replies = bot_comments(users, number)
@@ -137,7 +148,7 @@ def test_minify_comment_by_a_read_only_user_runs_nothing(runner, users):
 def test_malformed_minify_comment_gets_usage_and_no_run(runner, users):
     payload = pr_comment(users, "walt-token", "/minify --backend")
     number = payload["issue"]["number"]
-    res = runner("issue_comment", payload, {})
+    res = runner("issue_comment", payload, {"stage": "authorize"})
     assert res.rc == 2
     assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
     replies = bot_comments(users, number)
@@ -151,12 +162,12 @@ def test_malformed_minify_comment_gets_usage_and_no_run(runner, users):
 
 def test_help_and_unrelated_comments(runner, users):
     payload = pr_comment(users, "mallory-token", "/minify help")
-    res = runner("issue_comment", payload, {})
+    res = runner("issue_comment", payload, {"stage": "authorize"})
     assert res.rc == 0
     assert reactions(users, payload) == [(BOT_LOGIN, "eyes")]
     assert "Usage of `/minify`" in bot_comments(users, payload["issue"]["number"])[0]["body"]
     chatter = pr_comment(users, "walt-token", "LGTM", number=payload["issue"]["number"])
-    res2 = runner("issue_comment", chatter, {})
+    res2 = runner("issue_comment", chatter, {"stage": "authorize"})
     assert res2.rc == 0 and reactions(users, chatter) == []
     assert len(bot_comments(users, payload["issue"]["number"])) == 1
 
@@ -167,7 +178,7 @@ def test_help_and_unrelated_comments(runner, users):
     (json.dumps({"action": "created", "comment": "x"}), "has no comment or issue object"),
 ])
 def test_malformed_event_payload_exits_2_without_leaking_the_token(runner, payload, reason):
-    res = runner("issue_comment", payload, {})
+    res = runner("issue_comment", payload, {"stage": "authorize"})
     assert res.rc == 2
     assert reason in res.stderr
     assert "Bad input" in res.summary
@@ -307,12 +318,15 @@ def test_two_shards_merged_and_reported_file_each_failure_once(runner, ghstub, t
 
 
 @pytest.mark.slow
-def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, users):
+def test_pull_request_event_answers_in_the_pull_request_not_the_tracker(runner, users, tmp_path):
     number = users.add_pull(None, head_sha="d" * 40, author="walt")
     payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
                "pull_request": {"number": number, "head": {"sha": "d" * 40, "repo": {"full_name": REPO}},
                                 "base": {"repo": {"full_name": REPO}}}}  # not a fork
-    res = runner("pull_request", payload, {"models": "gru", "minify": "false"})
+    check = runner("pull_request", payload, {"stage": "check", "models": "gru", "minify": "false"})
+    assert check.rc == 0, check.stdout + check.stderr
+    res = runner("pull_request", payload, {"stage": "report",
+                                           "shards": str(as_artifacts(check.run_dir, tmp_path / "artifacts"))})
     assert res.rc == 0, res.stdout + res.stderr
     sticky = bot_comments(users, number)
     assert len(sticky) == 1 and pr.STICKY_MARKER in sticky[0]["body"] and "| `gru` |" in sticky[0]["body"]

@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,55 +67,67 @@ def test_head_force_pushed_after_the_comment_is_refused(runner, users):
 # ------------------------------------------------------------------ 2. tokens near model code
 
 
-def test_stage_all_on_a_comment_refuses_to_run_model_code_next_to_the_token(runner, users):
+def test_stage_all_on_a_comment_is_refused_without_running_anything(runner, users):
+    """A /minify comment needs a token to answer and runs the pull request's code: never one job."""
     payload = pr_comment(users, "walt-token", "/minify --models gru")
-    number = payload["issue"]["number"]
-    res = runner("issue_comment", payload, {"minify": "false"})  # stage: all, github-token: the default
+    res = runner("issue_comment", payload, {"minify": "false"})  # stage: all
     assert res.rc == 2, res.stdout + res.stderr
+    assert "stage `all` runs model code and holds no token" in res.stderr
     assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
-    assert "refusing to run model code on a issue_comment event while a token is present" in res.stderr
-    assert res.outputs["authorized"] == "false" and res.outputs["exit-code"] == "2"
-    assert reactions(users, payload) == [(BOT_LOGIN, "confused"), (BOT_LOGIN, "eyes")]
-    assert "split authorize / check / report jobs" in bot_comments(users, number)[-1]["body"]
+    assert reactions(users, payload) == [] and bot_comments(users, payload["issue"]["number"]) == []
     assert "Bad input" in res.summary
-    assert_token_not_leaked(res)
 
 
+def _git_checkout(ws: Path, header: str | None = None, url: str | None = None) -> None:
+    """A workspace as actions/checkout leaves it (persist-credentials: true keeps the job token)."""
+    env = dict(os.environ, GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=60, env=env)
+    if header:
+        subprocess.run(["git", "-C", str(ws), "config", "--local", "http.https://github.com/.extraheader", header],
+                       check=True, timeout=60, env=env)
+    if url:
+        subprocess.run(["git", "-C", str(ws), "remote", "add", "origin", url], check=True, timeout=60, env=env)
+
+
+CREDENTIALS = {
+    # name: (inputs, env, workspace setup, what the refusal names, the secret itself)
+    "github-token input": ({"github-token": "ghs_" + "k" * 36}, {}, None, "the github-token input", "k" * 36),
+    "token by name": ({}, {"HF_TOKEN": "hf_secret_value_0123456789abcdef"}, None, "$HF_TOKEN", "0123456789abcdef"),
+    "index password": ({}, {"PIP_INDEX_URL": "https://ci:s3cretpassw0rd@pypi.internal/simple"}, None,
+                       "$PIP_INDEX_URL", "s3cretpassw0rd"),
+    "api key value": ({}, {"OPENAI": "sk-proj-" + "a" * 40}, None, "$OPENAI", "a" * 40),
+    "docker auth": ({}, {"DOCKER_CFG": '{"auths": {"ghcr.io": {"auth": "dXNlcjpzM2NyZXQ="}}}'}, None, "$DOCKER_CFG",
+                    "dXNlcjpzM2NyZXQ="),
+    "checkout header": ({}, {}, {"header": "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA=="},
+                        "persisted in", "eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA=="),
+    "remote url": ({}, {}, {"url": "https://x-access-token:ghs_abcdefabcdef@github.com/o/r"}, "persisted in",
+                   "ghs_abcdefabcdef"),
+}
+
+
+@pytest.mark.parametrize("stage", ["check", "all"])
 @pytest.mark.parametrize("event,payload", [
-    ("issue_comment", {"action": "created", "issue": {"number": 1, "pull_request": {}}, "comment": {"id": 1}}),
+    ("schedule", {}),
     ("pull_request_target", {"number": 1, "pull_request": {"number": 1}}),
     ("pull_request", {"number": 1, "pull_request": {"number": 1, "head": {"repo": {"full_name": "mallory/models"}},
                                                      "base": {"repo": {"full_name": REPO}}}}),
 ])
-def test_stage_check_refuses_a_token_on_untrusted_events(runner, event, payload, tmp_path):
-    res = runner(event, payload, {"stage": "check", "models": "gru"}, env={"HF_TOKEN": "hf_secret_value"})
+@pytest.mark.parametrize("what", sorted(CREDENTIALS))
+def test_model_code_never_runs_in_a_job_that_holds_a_credential(runner, tmp_path, stage, event, payload, what):
+    """Stages check and all refuse to start while the step holds any credential, whatever the event:
+    the token input, a secret by name, a secret by its value under a neutral name, or the job token
+    that actions/checkout kept in .git/config. Nothing runs, and the secret is not printed."""
+    inputs, env, git, named, secret = CREDENTIALS[what]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if git:
+        _git_checkout(ws, **git)
+    res = runner(event, payload, {"stage": stage, "models": "gru", **inputs}, workspace=ws, env=env)
     assert res.rc == 2, res.stdout + res.stderr
-    assert f"refusing to run model code on a {event} event while a token is present" in res.stderr
-    assert "$HF_TOKEN" in res.stderr
-    assert_token_not_leaked(res, "hf_secret_value")
+    assert f"refusing to run model code (stage {stage}) in a job that holds a credential" in res.stderr
+    assert named in res.stderr
     assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
-    assert res.outputs["exit-code"] == "2"
-    assert_token_not_leaked(res)
-
-
-def test_a_fork_pull_request_with_stage_all_is_refused_and_told_why(runner, users):
-    number = users.add_pull(None, head_sha="f" * 40, author="mallory", head_repo="mallory/models")
-    payload = {"action": "synchronize", "number": number, "repository": {"full_name": REPO},
-               "pull_request": {"number": number, "head": {"sha": "f" * 40, "repo": {"full_name": "mallory/models"}},
-                                "base": {"repo": {"full_name": REPO}}}}
-    res = runner("pull_request", payload, {"models": "gru"})
-    assert res.rc == 2, res.stdout + res.stderr
-    assert "minify-bot check" not in res.stdout
-    (answer,) = bot_comments(users, number)
-    assert "refusing to run model code on a pull\\_request event while a token is present" in answer["body"]
-    assert_token_not_leaked(res)
-
-
-def test_stage_check_warns_whenever_it_receives_a_token(runner):
-    res = runner("schedule", {}, {"stage": "check", "models": "no_such_model"})
-    assert "::warning title=minify-bot%3A token in the check job::stage check received a token" in res.stdout
-    assert res.rc == 2  # the unknown model; the warning came first
-    assert_token_not_leaked(res)
+    assert_token_not_leaked(res, secret)
 
 
 # ------------------------------------------------------------------ 3. runners and pinned dependencies
@@ -130,23 +144,46 @@ def _labels(job: dict) -> frozenset:
     return frozenset([runs_on] if isinstance(runs_on, str) else runs_on)
 
 
+def _runs_on(value) -> frozenset:
+    import json
+
+    return _labels({"runs-on": json.loads(value) if value.strip()[:1] in "[{" else value})
+
+
 def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_hash_pinned():
+    """The reusable workflow's layout: the check job (model code) holds nothing but a read token
+    for its checkout, which it never gives the action; the known and report jobs run no model code
+    (no checkout, no script), on other runners; the PR check runs on its own runner group, whose
+    labels no privileged job's runners have."""
+    sweep = _workflow("sweep.yml")
+    jobs = sweep["jobs"]
+    assert sweep["permissions"] == {} and jobs["check"]["permissions"] == {"contents": "read"}
+    assert jobs["known"]["permissions"] == {"issues": "read"}
+    for name, job in jobs.items():
+        for step in job["steps"]:
+            assert "run" not in step, (name, step)   # no shell of the workflow's own anywhere
+            if str(step.get("uses", "")).startswith("actions/checkout"):
+                assert name == "check" and step["with"]["persist-credentials"] is False
+            if step.get("uses") == "$/./":
+                assert "github-token" not in step.get("with", {}), (name, step)
+    assert "--ipc" not in sweep[True]["workflow_call"]["inputs"]["container-options"]["default"]
+    report_runners = _runs_on(sweep[True]["workflow_call"]["inputs"]["report-runs-on"]["default"])
+    assert jobs["report"]["runs-on"] == jobs["known"]["runs-on"] == "${{ inputs.report-runs-on }}"
+
     comment = _workflow("minify-comment.yml")["jobs"]
-    untrusted = _labels(comment["check"])
+    nightly = _workflow("nightly.yml")["jobs"]["sweep"]
+    untrusted = _runs_on(comment["minify"]["with"]["runs-on"])
     assert any(label.startswith("group:") for label in untrusted), "the PR check job names its runner group"
-    options = comment["check"].get("container", {}).get("options", "")
-    assert "--ipc host" not in options and "--ipc=host" not in options
-    privileged = [job for wf in ("image.yml", "nightly.yml", "minify-comment.yml", "ci.yml")
-                  for name, job in _workflow(wf)["jobs"].items()
-                  if not (wf == "minify-comment.yml" and name == "check")]
-    for job in privileged:
-        labels = _labels(job)
+    assert comment["minify"]["uses"] == nightly["uses"] == "$/./.github/workflows/sweep.yml"
+    privileged = [_labels(job) for wf in ("image.yml", "ci.yml") for job in _workflow(wf)["jobs"].values()]
+    privileged += [_labels(comment["authorize"]), report_runners, _runs_on(nightly["with"]["runs-on"])]
+    generic = {"self-hosted", "linux"}
+    for labels in privileged:
         # a runner matches a job when it has all the job's labels: disjoint, distinctive sets never share one
-        generic = {"self-hosted", "linux"}
         assert labels != untrusted and not (labels - generic) & (untrusted - generic), labels
     image = _labels(_workflow("image.yml")["jobs"]["build"])
-    nightly = _labels(_workflow("nightly.yml")["jobs"]["check"])
-    assert image != nightly and not (image - {"self-hosted", "linux"}) & (nightly - {"self-hosted", "linux"})
+    gpu = _runs_on(nightly["with"]["runs-on"])
+    assert image != gpu and not (image - generic) & (gpu - generic)
 
     action = (ROOT / "action.yml").read_text()
     assert "--require-hashes" in action and '"PyGithub>=' not in action

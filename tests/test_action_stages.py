@@ -67,16 +67,15 @@ def test_echo_line_is_one_line_whatever_the_arguments():
     assert "\n" not in line and "\\x0a::error::x" in line and "'b c'" in line
 
 
-def test_model_code_never_runs_next_to_a_token_on_untrusted_events(tmp_path):
+def test_model_code_never_runs_in_a_job_that_holds_a_credential(tmp_path):
+    """Whatever the event: no credential, the stage may run; the token input, a secret-like variable
+    or a checkout's persisted token, it may not."""
     guard_model_code(make_ctx(tmp_path, event="issue_comment"))  # no token: fine
-    with pytest.raises(UsageError, match="refusing to run model code on a issue_comment event"):
-        guard_model_code(make_ctx(tmp_path, event="issue_comment", token="ghp_x"))
-    fork = {"pull_request": {"head": {"repo": {"full_name": "evil/r"}}, "base": {"repo": {"full_name": "o/r"}}}}
-    with pytest.raises(UsageError, match="pull_request event"):
-        guard_model_code(make_ctx(tmp_path, event="pull_request", payload=fork, token="ghp_x"))
-    ctx = make_ctx(tmp_path, event="push", env={"MY_SECRET": "s"}, stage="check")
-    guard_model_code(ctx)  # a trusted event: a warning, not a refusal
-    assert any("$MY_SECRET" in n for n in ctx.notes)
+    for event in ("issue_comment", "schedule", "push"):
+        with pytest.raises(UsageError, match="refusing to run model code .* holds a credential .*github-token input"):
+            guard_model_code(make_ctx(tmp_path, event=event, token="ghp_x"))
+    with pytest.raises(UsageError, match=r"\$MY_SECRET"):
+        guard_model_code(make_ctx(tmp_path, event="push", env={"MY_SECRET": "s"}, stage="check"))
 
 
 def test_runner_streams_a_real_stage_and_keeps_the_token_from_it(tmp_path, monkeypatch):

@@ -1,18 +1,23 @@
-"""The token and the code the Action runs (issue 22): in stage `all`, no process that model code or a
-known repro can read holds the token.
+"""The token never shares a job with model code (issue 31), tried as an attacker.
 
-A probe plays the attacker: run as the checked program and as a known repro, it reads the
-environment block and command line of itself and of every ancestor (/proc/<pid>/environ), and of
-every process of the job; it also leaves a detached daemon behind that keeps looking while the
-report stage (the one child given the token) runs later. The token is a unique `ghp_` value, so any
-copy of it anywhere in the job is found."""
+Model code runs as the runner's own user: whatever its job holds, it can read (/proc/<pid>/environ
+of its ancestors, the checkout's .git/config, files of the same user) and it can write the runner's
+file commands it finds in its environment. So the layout, not a guard inside the job, is the
+boundary: the check job (stage check, as .github/workflows/sweep.yml runs it) holds no credential
+at all, and the report job, which runs no model code, holds the token.
+
+The attacker here is a benchmark program run by the check job. It reads every environment block
+and command line of its ancestors and of every process of the job, the checkout's git
+configuration, and the runner's file commands; it writes the file commands it can find, plants a
+template beside the bot, and leaves a chain of processes and a detached daemon that keep looking
+while the job's remaining steps run."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,186 +26,222 @@ from pathlib import Path
 
 import pytest
 
-from bot import fingerprint as fp
-from bot import known
-from bot.action import secrets as isolation
-from tests.ghstub.action import assert_token_not_leaked, filed_issues, pr_comment, probe
-from tests.ghstub.fixtures import BOT_LOGIN, REPO, make_client
-from tests.ghstub.rundir import check_row, failure_record, write_run
+from tests.ghstub.action import ROOT, assert_token_not_leaked, filed_issues
+from tests.ghstub.fixtures import BOT_TOKEN
+
+ATTACKER = r'''
+import json, os, re, sys, time
+OUT = {out!r}
+MARK = {mark!r}.encode()
+TOKENS = re.compile(rb"gh[pousr]_[A-Za-z0-9]{{20,}}|github_pat_|x-access-token|AUTHORIZATION:")
 
 
-def test_the_action_restarts_without_secrets_in_its_environment_block(tmp_path):
-    """Unit of the mechanism, in a real subprocess: the restarted process's /proc/self/environ holds no
-    secret, by name or by value, and the secrets come back in memory."""
-    token = "ghp_" + secrets.token_hex(18)
-    script = tmp_path / "s.py"
-    script.write_text(textwrap.dedent("""
-        import json, os, sys
-        sys.path.insert(0, sys.argv[1])
-        from bot.action.secrets import isolate
-        got = isolate()
-        print(json.dumps({"got": got, "environ": open("/proc/self/environ", "rb").read().decode(),
-                          "fds": sorted(os.listdir("/proc/self/fd"))}))
-    """))
-    env = {"PATH": "/usr/bin:/bin", "INPUT_GITHUB-TOKEN": token, "GH_PAT": "ghp_" + "b" * 36, "HOME": str(tmp_path)}
-    res = subprocess.run([sys.executable, str(script), str(Path(__file__).resolve().parents[1])], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
-    assert doc["got"] == {"INPUT_GITHUB-TOKEN": token, "GH_PAT": "ghp_" + "b" * 36}
-    assert token not in doc["environ"] and "ghp_" not in doc["environ"] and "HOME=" in doc["environ"]
-    assert f"{isolation.SECRETS_FD}=3" in doc["environ"]  # only the number of the descriptor, now closed
-    assert len(doc["fds"]) <= 4  # 0, 1, 2 and the directory listing itself: the hand-over fd is closed
+def read(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
-def test_reap_strays_stops_a_detached_descendant(tmp_path):
-    """A daemon that double-forks and leaves its session is still found (the action is the reaper of
-    its orphans) and stopped."""
-    code = ("import os,time\nif os.fork()==0:\n os.setsid()\n if os.fork()==0:\n  time.sleep(60)\n os._exit(0)\n"
-            "os.wait()\n")
-    helper = tmp_path / "h.py"
-    helper.write_text(textwrap.dedent(f"""
-        import subprocess, sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from bot.action import secrets
-        secrets.harden()
-        subprocess.run([sys.executable, "-c", {code!r}], timeout=30)
-        time.sleep(0.3)
-        before = secrets.children(__import__("os").getpid())
-        print(len(before), secrets.reap_strays(), len(secrets.children(__import__("os").getpid())))
-    """))
-    res = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["1", "1", "0"]
+def parent(pid):
+    stat = read(f"/proc/{{pid}}/stat") or b") X 0"
+    return int(stat[stat.rfind(b")") + 2:].split()[1])
 
 
-def _with_known_block(body: str, block: dict) -> str:
-    state = fp.parse_marker(body)
-    state["known"] = block
-    head = body.rstrip().rsplit("\n", 1)[0]
-    return head + "\n\n" + fp.make_marker(state) + "\n"
+def scan(where):
+    chain, pid = [], os.getpid()
+    while pid > 1:
+        chain.append(pid)
+        pid = parent(pid)
+    found, readable = [], 0
+    for p in chain:
+        for what in ("environ", "cmdline"):
+            data = read(f"/proc/{{p}}/{{what}}")
+            readable += data is not None
+            if data and TOKENS.search(data):
+                found.append(f"ancestor {{p}} {{what}}")
+    for name in os.listdir("/proc"):
+        data = read(f"/proc/{{name}}/environ") if name.isdigit() else None
+        if data and MARK in data and TOKENS.search(data):
+            found.append(f"process {{name}} environ")
+    git = read(os.path.join(os.getcwd(), ".git", "config")) or b""
+    if TOKENS.search(git):
+        found.append(".git/config")
+    return {{"where": where, "pid": os.getpid(), "ancestors": len(chain), "readable": readable, "found": found}}
+
+
+def note(name, doc):
+    with open(os.path.join(OUT, name), "a") as fh:
+        fh.write(json.dumps(doc) + "\n")
+
+
+if sys.argv[1:2] == ["daemon"]:
+    end = time.time() + float(sys.argv[2])
+    while time.time() < end:
+        note("daemon.jsonl", scan("daemon"))
+        time.sleep(0.2)
+    sys.exit(0)
+if sys.argv[1:2] == ["chain"]:   # a chain of processes, each the parent of the next, the last one scanning
+    n = int(sys.argv[2])
+    if n > 0:
+        pid = os.fork()
+        if pid == 0:
+            os.execv(sys.executable, [sys.executable, __file__, "chain", str(n - 1)])
+        os.waitpid(pid, 0)
+    else:
+        note("chain.jsonl", scan("chain end"))
+        time.sleep(20)
+        note("chain.jsonl", scan("chain end, later"))
+    sys.exit(0)
+
+note("program.jsonl", scan("program"))
+# the runner's file commands: whoever writes them sets later steps' environment, PATH, outputs, summary
+wrote = []
+for var, line in (("GITHUB_ENV", "BASH_ENV=/tmp/pwned"), ("GITHUB_PATH", "/tmp/pwned"),
+                  ("GITHUB_OUTPUT", "failure-count=0"), ("GITHUB_STEP_SUMMARY", "PWNED summary"),
+                  ("GITHUB_STATE", "pwned=1")):
+    if os.environ.get(var):
+        with open(os.environ[var], "a") as fh:
+            fh.write(line + "\n")
+        wrote.append(var)
+note("program.jsonl", {{"file_commands": wrote}})
+for cmd in ([sys.executable, __file__, "daemon", "40"], [sys.executable, __file__, "chain", "40"]):
+    if os.fork() == 0:   # detached: its own session, outliving this program and the stage
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execv(cmd[0], cmd)
+        os._exit(0)
+    os.wait()
+import torch
+
+torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))   # a compiled frame: a compiler failure
+print("RuntimeError: probe", file=sys.stderr)
+sys.exit(1)
+'''
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.mark.slow
-def test_no_probe_in_model_code_or_a_known_repro_finds_the_token(runner, users, tmp_path):
-    token = "ghp_" + secrets.token_hex(18)
-    users.add_user(BOT_LOGIN, token=token)
+def test_the_check_job_gives_model_code_nothing_to_read_or_forge(runner, ghstub, tmp_path):
+    """The check job as sweep.yml runs it (no github-token, persist-credentials: false): the attacker
+    finds no credential in any process of the job, at any time, from the program, from a daemon
+    and from the end of a 40-process chain that outlive it; none of the runner's file commands
+    reaches it, so the job's outputs and summary are the action's. The report job, run apart with
+    the token, files from the check job's run directory as data."""
     mark = "MINIFY_PROBE_JOB_" + secrets.token_hex(6)
     out = tmp_path / "probe"
     out.mkdir()
-    env = {mark: "1"}
-
-    # 1. a /minify report with pr-issues: true files an issue from the pull request's artifact, whose
-    #    verified repro is the probe. It is never recorded as a known repro.
-    row = check_row("mlp_relu")
-    rec = failure_record(row)
-    write_run(tmp_path / "pr" / "minify-pr-1", [row], {row["id"]: rec}, repro_text=probe(out, "pr", mark))
-    payload = pr_comment(users, "walt-token", "/minify --models mlp_relu")
-    auth = runner("issue_comment", payload, {"stage": "authorize"}, token=token)
-    assert auth.rc == 0, auth.stdout + auth.stderr
-    res = runner("issue_comment", payload, {"stage": "report", "request": auth.outputs["request"],
-                                            "shards": str(tmp_path / "pr"), "check-result": "success",
-                                            "pr-issues": "true"}, token=token)
-    assert res.rc in (0, 1), res.stdout + res.stderr
-    (pr_issue,) = filed_issues(users)
-    assert "known" not in fp.parse_marker(pr_issue["body"])  # the PR's repro is not kept to run later
-
-    # 2. a scheduled run (stage all) of a program that probes, and leaves a daemon behind
     ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "prog.py").write_text(probe(out, "check", mark))
-    inputs = {"suite": "command", "command": f"{sys.executable} prog.py", "minify": "false", "timeout": "120"}
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=60)   # a checkout without credentials
+    (ws / "prog.py").write_text(textwrap.dedent(ATTACKER).format(out=str(out), mark=mark))
     t = time.time()
-    first = runner("schedule", {}, inputs, workspace=ws, token=token, env=env)
-    print(f"scheduled run 1: {time.time() - t:.1f} s")
-    assert first.rc == 1, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "process(es) that the checked code left running after its stages ended" in first.stdout  # its daemons
-    bug = next(i for i in filed_issues(users) if i["number"] != pr_issue["number"])
+    check = runner("schedule", {}, {"stage": "check", "suite": "command", "command": f"{sys.executable} prog.py",
+                                    "minify": "false", "timeout": "120", "fail-on": "never"},
+                   workspace=ws, env={mark: "1"})
+    print(f"check job: {time.time() - t:.1f} s")
+    assert check.rc == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    time.sleep(3)   # the daemon and the chain keep looking after the job's last step
+    program = _lines(out / "program.jsonl")
+    scans = program[:1] + _lines(out / "daemon.jsonl") + _lines(out / "chain.jsonl")
+    assert program and program[0]["readable"] >= 4 and program[0]["ancestors"] >= 3, program
+    assert _lines(out / "daemon.jsonl") and _lines(out / "chain.jsonl"), "the attacker's helpers did not run"
+    assert all(s["found"] == [] for s in scans), [s for s in scans if s["found"]]
+    assert program[1] == {"file_commands": []}   # none of GITHUB_ENV/PATH/OUTPUT/STEP_SUMMARY/STATE reached it
+    assert "PWNED" not in check.summary and check.outputs["failure-count"] == "1"
+    job = runner.tmp / f"job{runner.count}"
+    assert all((job / f).read_text() == "" for f in ("env", "path", "state"))   # later steps untouched
 
-    # 3. someone with write access plants the probe as the bug issue's known repro (author stays the bot)
-    state = fp.parse_marker(bug["body"])
-    text = probe(out, "repro", mark)
-    cls = json.loads((first.run_dir / "results.json").read_text())["checks"][0]["failure_class"]
-    block = {"z": known.pack(text), "sha": hashlib.sha256(text.encode()).hexdigest()[:16],
-             "signature": {"failure_class": cls, "verified": True},
-             "record": {"class": cls, "stage": "inductor", "culprit": None, "config": {"diff": [], "minimal": []},
-                        "status": "minimized", "nodes_before": 3, "nodes_after": 1, "capture": None},
-             "minify_seconds": 100.0, "torch": "2.0.0", "check_config": {}}
-    assert state["checks"]
-    make_client(users, "alice-token").get_repo(REPO).get_issue(bug["number"]).edit(
-        body=_with_known_block(bug["body"], block))
-
-    # 4. the next scheduled run finds the known repro and runs it (instead of minifying): the probe
-    #    runs in the minify stage's process tree, and its daemon is left behind again
-    t = time.time()
-    second = runner("schedule", {}, {**inputs, "minify": "true", "minify-budget": "60"}, workspace=ws, token=token,
-                    env=env)
-    print(f"scheduled run 2: {time.time() - t:.1f} s")
-    assert second.rc == 1, second.stdout[-3000:] + second.stderr[-3000:]
-    reports = {p.name.split("-")[0]: json.loads(p.read_text()) for p in out.glob("*-*.json")}
-    assert set(reports) == {"check", "repro"}, sorted(p.name for p in out.iterdir())  # the PR's repro never ran
-    failure = json.loads(next((second.run_dir / "failures").glob("*/failure.json")).read_text())
-    assert failure["repro"]["reused"]["issue"] == bug["number"]
-    for name in out.glob("*-*.json"):
-        r = json.loads(name.read_text())
-        assert r["found"] == [] and r["readable"] >= 4 and len(r["ancestors"]) >= 3, r
-    daemon = [json.loads(line) for line in (out / "daemon.jsonl").read_text().splitlines()]
-    assert daemon and all(d["found"] == [] for d in daemon)  # it ran, and never saw the token
-    time.sleep(0.5)
-    assert not [d for d in {x["pid"] for x in daemon} if Path(f"/proc/{d}").exists()
-                and "Z" not in Path(f"/proc/{d}/stat").read_text().split(")")[-1][:3]]  # none still running
-    for r in (res, first, second):
-        assert_token_not_leaked(r, token)
+    # the report job: another machine in sweep.yml (report-runs-on); here, once the check job's
+    # processes are gone, as its runner ends them
+    _end_processes_marked(mark)
+    shards = tmp_path / "artifacts"
+    shutil.copytree(check.run_dir, shards / "minify-shard-0")
+    report = runner("schedule", {}, {"stage": "report", "shards": str(shards)}, token=BOT_TOKEN)
+    assert report.rc == 1, report.stdout[-3000:] + report.stderr[-3000:]
+    assert len(filed_issues(ghstub)) == 1
+    for res in (check, report):
+        assert_token_not_leaked(res)
 
 
-def test_a_token_under_a_name_that_does_not_look_secret_is_refused_on_comment_events(runner):
-    value = "ghp_" + secrets.token_hex(18)
-    payload = {"action": "created", "issue": {"number": 1, "pull_request": {}}, "comment": {"id": 1}}
-    res = runner("issue_comment", payload, {"stage": "check", "models": "gru"}, token="", env={"GH_PAT": value})
-    assert res.rc == 2, res.stdout + res.stderr
-    assert "refusing to run model code on a issue_comment event while a token is present ($GH_PAT)" in res.stderr
-    assert "minify-bot check" not in res.stdout and not (res.run_dir / "results.json").exists()
-    assert_token_not_leaked(res, value)
+def _end_processes_marked(mark: str) -> None:
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and mark.encode() in Path(f"/proc/{name}/environ").read_bytes():
+                os.kill(int(name), 9)
+        except OSError:
+            pass
 
 
-def test_a_code_snapshot_sees_every_change_an_import_could_pick_up(tmp_path):
-    """Files the report would load: edited (even with its mtime set back), added `.pth`, a module that
-    would shadow one the report imports; bytecode in __pycache__ is not read by the report at all."""
-    import os
-
-    tree, top = tmp_path / "site-packages", tmp_path / "pythonpath"
-    (tree / "pkg").mkdir(parents=True)
-    (tree / "pkg" / "mod.py").write_text("x = 1\n")
-    top.mkdir()
-    (top / "notes.txt").write_text("n")
-    paths = ([str(tree)], [str(top)])
-    before = isolation.snapshot(paths)
-    st = os.stat(tree / "pkg" / "mod.py")
-    (tree / "pkg" / "mod.py").write_text("x = 2\n")
-    os.utime(tree / "pkg" / "mod.py", ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime set back
-    (tree / "evil.pth").write_text("import os\n")
-    (tree / "pkg" / "__pycache__").mkdir()
-    (tree / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"x")
-    (top / "github.py").write_text("raise SystemExit\n")
-    (top / "data").mkdir()
-    (top / "notes.txt").write_text("changed")
-    assert isolation.changed(before, isolation.snapshot(paths)) == sorted(
-        [str(tree / "evil.pth"), str(tree / "pkg" / "mod.py"), str(top / "github.py")])
+def test_templates_planted_beside_an_installed_bot_are_never_rendered(tmp_path):
+    """The bot installed as the action installs it (not editable), then a `templates/` directory
+    planted where the old search path looked (beside the package, in site-packages) and a
+    `pyproject.toml` to go with it: the renderer reads the package's own templates only."""
+    site = tmp_path / "site"
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--target", str(site), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (site / "templates").mkdir()
+    for name in ("issue_title.j2", "issue_body.md.j2", "summary.md.j2"):
+        (site / "templates" / name).write_text("PWNED {{ ''.__class__ }}\n")
+    (site / "pyproject.toml").write_text('[project]\nname = "minify-action"\n')
+    code = ("import json, bot.render as r; t = r.preload(); "
+            "print(json.dumps([r.__file__, t['issue_title.j2'], t['issue_body.md.j2']]))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(site)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    where, title, body = json.loads(res.stdout)
+    assert where.startswith(str(site))   # the installed copy was the one imported
+    assert "PWNED" not in title + body
+    assert title == (ROOT / "templates" / "issue_title.j2").read_text()
 
 
-def test_the_report_gets_no_token_after_the_checked_code_planted_a_module_it_imports(runner, ghstub, tmp_path):
-    """Stage all: the checked program writes a module that would shadow PyGithub in the report's
-    interpreter (a directory on its PYTHONPATH). The report is not started with the token: exit 3,
-    nothing filed, the cause in the summary."""
-    shadow = tmp_path / "pythonpath"
-    shadow.mkdir()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "prog.py").write_text(f"open({str(shadow / 'github.py')!r}, 'w').write('raise SystemExit(42)')\n"
-                                "raise SystemExit('RuntimeError: boom')\n")
-    root = str(Path(__file__).resolve().parents[1])
-    res = runner("schedule", {}, {"suite": "command", "command": f"{sys.executable} prog.py", "minify": "false"},
-                 workspace=ws, env={"PYTHONPATH": os.pathsep.join([root, str(shadow)])})
-    assert res.rc == 3, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "the token is not handed to a process that could run them" in res.summary
-    assert "github.py" in res.summary and ghstub.issues() == []
+def test_run_reads_its_templates_before_the_checked_code_runs(tmp_path):
+    """`minify-bot run` from an installed copy: the checked program rewrites the installed package's
+    own templates; the issue it files is rendered from the templates as they were when run started."""
+    site = tmp_path / "site"
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--target", str(site), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(f"""
+        import glob, sys
+        for path in glob.glob({str(site / "bot" / "templates" / "*.j2")!r}):
+            open(path, "w").write("PWNED\\n")
+        print("accuracy mismatch: max abs error 1.0", file=sys.stderr)
+        sys.exit(1)
+    """))
+    res = subprocess.run([sys.executable, "-m", "bot", "run", "--command", f"{sys.executable} {prog}", "--name",
+                          "planter", "--no-minify", "--out", str(tmp_path / "out"), "--issues-dir",
+                          str(tmp_path / "issues")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**{k: v for k, v in os.environ.items() if "TOKEN" not in k}, "PYTHONPATH": str(site)})
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert (site / "bot" / "templates" / "issue_title.j2").read_text() == "PWNED\n"   # it did plant them
+    (issue,) = [json.loads(p.read_text()) for p in (tmp_path / "issues").glob("*.json")
+                if "dashboard" not in p.read_text()]
+    assert "PWNED" not in issue["title"] and "PWNED" not in issue["body"] and "planter" in issue["body"]
+
+
+def test_run_with_a_token_says_what_it_trusts(tmp_path):
+    """`minify-bot run` on someone's own machine may hold a token: it says that the checked code can
+    read it, and the stages that run model code get neither it nor the runner's file commands."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import json, os\nprint(json.dumps(sorted(k for k in os.environ if k.startswith('GITHUB_')"
+                    " or 'TOKEN' in k)))\n")
+    token = "ghp_" + secrets.token_hex(18)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_TOKEN": token, "GITHUB_ENV": str(tmp_path / "env"),
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    res = subprocess.run([sys.executable, "-m", "bot", "run", "--command", f"{sys.executable} {prog}", "--name", "p",
+                          "--out", str(tmp_path / "out"), "--tracker", "local"], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "this process holds GITHUB_TOKEN" in res.stderr and "run it only on code you trust" in res.stderr
+    log = next((tmp_path / "out" / "checks").glob("*.log")).read_text()
+    assert "GITHUB_TOKEN" not in log and "GITHUB_ENV" not in log and "GITHUB_STEP_SUMMARY" not in log
+    assert token not in res.stdout + res.stderr + log

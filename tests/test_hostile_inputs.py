@@ -180,8 +180,8 @@ CASES: dict[str, Callable] = {
                                                "author_association is not a string", answered=True),
     "payload-association-list": mutated_comment(_set(["comment", "author_association"], ["OWNER"]),
                                                 "author_association is not a string", answered=True),
-    "payload-pull-request-string": payload_case({"pull_request": "x", "number": 1}, "while a token is present",
-                                                event="pull_request", inputs={"models": "gru"}),
+    "payload-pull-request-string": input_case({"stage": "check", "github-token": BOT_TOKEN}, "holds a credential",
+                                              event="pull_request", payload={"pull_request": "x", "number": 1}),
     "payload-push-list": payload_case("[]", "not a JSON object", event="push", inputs={}),
     "event-name-odd": input_case({}, "not an event name", env={"GITHUB_EVENT_NAME": "pull request; rm"}),
     "event-path-missing": input_case({}, "GITHUB_EVENT_PATH is not set", event="issue_comment",
@@ -201,7 +201,8 @@ CASES: dict[str, Callable] = {
     "input-config-no-value": input_case({"config": "novalue"}, "KEY=VALUE"),
     "input-backend-newline": input_case({"backend": "inductor\n::error::pwned"}, "single line"),
     "input-command-newline": input_case({"command": "true\n::warning::x"}, "single line"),
-    "input-token-newline": input_case({}, "single line", token="bot-token\n::error::x"),
+    "input-token-newline": input_case({"stage": "report", "github-token": "bot-token\n::error::x"}, "single line",
+                                      token="bot-token\n::error::x"),
     "input-expected-sha-short": input_case({"stage": "check", "expected-sha": "abc"}, "full 40-hex", token=""),
     "input-check-result": input_case({"stage": "report", "check-result": "pwned"}, "check-result"),
     "input-working-directory": input_case({"working-directory": "nope"}, "is not a directory"),
@@ -330,7 +331,7 @@ DUMP = ("sh -c 'p=$$; while [ \"$p\" -gt 1 ]; do tr \"\\000\" \"\\n\" < /proc/$p
 def test_model_code_on_an_untrusted_event_never_starts_while_a_token_is_present(runner, ghstub, tmp_path):
     out = tmp_path / "environ-dump"
     res = runner("pull_request_target", {"number": 1, "pull_request": {"number": 1}},
-                 {"stage": "check", "suite": "command", "command": DUMP.format(out=out)})
+                 {"stage": "check", "suite": "command", "command": DUMP.format(out=out), "github-token": BOT_TOKEN})
     assert res.rc == 2 and not out.exists()
     assert_token_not_leaked(res)
 

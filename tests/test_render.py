@@ -113,9 +113,29 @@ def test_templates_dir_overrides_and_strict_undefined(tmp_path):
     _, _, body, _, state = render_for(run, c, failure_record(c), templates_dir=str(tdir))
     assert body.startswith("custom ") and state.sig in body
     assert fp.parse_marker(body)["sig"] == state.sig  # the marker is appended even by custom templates
+    # templates are read once per process, before anything runs: a later change is not seen
     (tdir / "issue_body.md.j2").write_text("{{ no_such_variable }}\n")
+    _, _, again, _, _ = render_for(tmp_path / "run2", c, failure_record(c), templates_dir=str(tdir))
+    assert again.startswith("custom ")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "issue_body.md.j2").write_text("{{ no_such_variable }}\n")
     with pytest.raises(UsageError, match="no_such_variable"):
-        render_for(tmp_path / "run2", c, failure_record(c), templates_dir=str(tdir))
+        render_for(tmp_path / "run3", c, failure_record(c), templates_dir=str(bad))
+
+
+def test_templates_are_the_packages_own_and_cannot_run_python(tmp_path):
+    """A template given with --templates formats text but cannot reach Python (a sandboxed
+    environment); the package's own are all there (tests/test_action_token_isolation.py plants
+    templates beside an installed package as an attacker would)."""
+    from bot import render
+
+    assert set(render.TEMPLATE_NAMES) <= set(render.preload())
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "issue_title.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}")
+    with pytest.raises(UsageError, match="issue_title.j2"):
+        render.Renderer(str(evil)).render("issue_title.j2")
 
 
 def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_with_it():

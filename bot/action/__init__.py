@@ -11,18 +11,22 @@
     sticky.py       the results comment on a pull request, updated in place
     ownership.py    handing the run directory back to the workspace's owner (container jobs)
 
-Stages (input `stage`), so one workflow can split privileges over several jobs:
-  all        check -> minify -> report in this job (default)
-  check      check -> minify only: for a GPU job with a read-only token; upload the run directory
-  report     (merge shard run directories, then) report: for a job with issues: write and no GPU
+Stages (input `stage`): the token never shares a job with model code.
+  check      check -> minify (-> bisect): the GPU job, which holds no credential at all (refused
+             otherwise); upload the run directory
+  report     (merge shard run directories, then) report: issues: write, no GPU, no model code
+  known      the open issues' verified repros into known.json, for the check job (issues: read)
   authorize  for `/minify` comments: parse, check permission, pin the head SHA, acknowledge
+  all        check -> minify -> report in this job into a local issue directory; no credential
+The reusable workflow .github/workflows/sweep.yml runs known, check and report as jobs.
 
 Events: schedule, workflow_dispatch and push sweep and file issues; pull_request sweeps and answers
 in the pull request; issue_comment handles `/minify` comments.
 
-Model code never runs next to a token where the code is untrusted (issue_comment,
-pull_request_target, fork pull_request): scrubbing a child's environment is no boundary, since code
-of the same user reads /proc/<pid>/environ of its ancestors. Whatever goes wrong ends with exit 2
-(bad input) or 3 (internal/infrastructure), outputs and a summary, and on /minify an answer in the
-pull request; exit 1 only ever means "failures found".
+Model code never runs next to a credential: code of the same user reads whatever its job holds
+(/proc/<pid>/environ of its ancestors, the checkout's .git/config), so stages check and all refuse
+to start while the step holds one, and stages run with none of the runner's file commands in
+their environment. Whatever goes wrong ends with exit 2 (bad input) or 3 (internal/infrastructure),
+outputs and a summary, and on /minify an answer in the pull request; exit 1 only ever means
+"failures found".
 """

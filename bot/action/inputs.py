@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, fields
 from bot import gha
 from bot.errors import UsageError
 
-STAGES = ("all", "check", "report", "authorize")
+STAGES = ("all", "check", "report", "authorize", "known")
+TOKEN_STAGES = ("report", "authorize", "known")   # the stages that run no model code and may hold a token
 FAIL_ON = ("regression", "failure", "never")
 
 
@@ -66,6 +67,9 @@ class Inputs:
     artifact_url: str = inp()
     pr_issues: bool = inp(False, BOOL)
     working_directory: str = inp()
+    known_file: str = inp()
+    known_public_key: str = inp()
+    signing_key: str = inp()
 
     @classmethod
     def read(cls, env) -> "Inputs":

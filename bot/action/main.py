@@ -18,15 +18,24 @@ from pathlib import Path
 from bot import gha, rundir, slash
 from bot.action import authorize, sticky, summary
 from bot.action.context import Context, default_out
-from bot.action.inputs import STAGES, Inputs
-from bot.action.pullrequest import PRContext, pr_context, react, reply
+from bot.action.inputs import STAGES, TOKEN_STAGES, Inputs
+from bot.action.pullrequest import PRContext, pr_context, react
 from bot.action.results import load
-from bot.action.stages import Runner, guard_model_code, merge_shards, stage_check, stage_report, verify_checkout
+from bot.action.stages import (
+    Runner,
+    guard_model_code,
+    merge_shards,
+    stage_check,
+    stage_known,
+    stage_report,
+    verify_checkout,
+)
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, BotError, InfraError, UsageError
 from bot.records import ReportDoc, ResultsDoc
 
 SWEEP_EVENTS = ("schedule", "workflow_dispatch", "push", "pull_request", "pull_request_target", "repository_dispatch")
 PR_EVENTS = ("pull_request", "pull_request_target")
+JOB_TOKEN = "MINIFY_JOB_TOKEN"   # action.yml: the job's token, set for stages report, authorize and known only
 
 
 def event_kind(ctx: Context) -> str:
@@ -55,31 +64,10 @@ def _authorize(ctx: Context) -> tuple[slash.MinifyRequest, PRContext] | None:
 
 
 def comment_all(ctx: Context, run) -> int:
-    """Stage all on a /minify comment: authorize, then check (+minify) and report in this job."""
-    authorized = _authorize(ctx)
-    if authorized is None:
-        return EXIT_OK
-    request, prc = authorized
-    try:
-        guard_model_code(ctx)
-    except UsageError as exc:
-        from bot import pr
-
-        ctx.output("authorized", "false")
-        react(ctx, prc, pr.REACTION_REJECTED)
-        reply(ctx, prc, f"@{ctx.requester} I did not run `/minify`: this workflow would run the pull "
-                        "request's code in the job that holds the token (stage `all`). It needs the "
-                        "split authorize / check / report jobs (see docs/action.md).")
-        raise exc
-    from bot import pr
-
-    try:
-        stage_check(ctx, run, request.command())
-    except BotError as exc:
-        react(ctx, prc, pr.REACTION_REJECTED)
-        sticky.post(ctx, prc, request, None, None, problem=f"the checks could not run: {exc}")
-        raise
-    return _comment_report(ctx, run, request, prc)
+    """Stage all on a /minify comment: refused. Answering needs a token and checking runs the pull
+    request's code, which never share a job."""
+    raise UsageError("stage `all` runs model code and holds no token: /minify comments run in the "
+                     "authorize, check and report jobs of .github/workflows/minify-comment.yml (docs/action.md)")
 
 
 def comment_check(ctx: Context, run) -> int:
@@ -161,6 +149,11 @@ def sweep_authorize(ctx: Context, run) -> int:
     raise UsageError("stage `authorize` is for issue_comment events")
 
 
+def known(ctx: Context, run) -> int:
+    """Stage known (any event): the open issues' verified repros into known.json for the check job."""
+    return stage_known(ctx)
+
+
 def _sweep_check(ctx: Context, run) -> None:
     try:
         guard_model_code(ctx)
@@ -209,6 +202,7 @@ ROUTES = {
     ("sweep", "report"): sweep_report,
     ("sweep", "authorize"): sweep_authorize,
     **{("other", stage): unhandled for stage in STAGES},
+    **{(kind, "known"): known for kind in ("comment", "sweep", "other")},
 }
 
 
@@ -220,12 +214,7 @@ def execute(ctx: Context) -> int:
 
 
 def run(args) -> int:
-    from bot.action.secrets import isolate
-
-    # first of all: no secret in this process's environment block (it may restart the process);
-    # the secrets live on in memory only, for the report stage (bot/action/secrets.py)
-    held = isolate()
-    env = {**os.environ, **held}
+    env = dict(os.environ)
     cmds = gha.Commands()
     started = time.monotonic()
     ctx: Context | None = None
@@ -236,6 +225,9 @@ def run(args) -> int:
             inputs.stage = args.stage
         if args.dry_run:
             inputs.dry_run = True
+        if inputs.stage in TOKEN_STAGES and not inputs.token:
+            # the job's token, which action.yml hands only to the stages that run no model code
+            inputs.token = env.get(JOB_TOKEN, "")
         # short values are not secrets worth masking: masking `1` would turn outputs into `***`
         secrets = [s for s in dict.fromkeys([inputs.token, *gha.secret_like_env(env).values()]) if gha.is_maskable(s)]
         for s in secrets:

@@ -1,12 +1,17 @@
 """The Action's stages: check (+ minify), merge and report, each in its own process.
 
-Separate processes on purpose: `run` and `selftest` call the stages as functions, but the Action
-runs `minify-bot check / minify / report` as child processes so that the token never reaches the
-process that runs model code. `check` and `minify` get a scrubbed environment (no token, no
-secret-like variables); only `report`, which runs no model code, is handed the token. A scrubbed
-environment is still no boundary against code of the same user (it reads /proc/<pid>/environ of
-its ancestors), which is why ``guard_model_code`` refuses to run model code at all while a token
-is present on events whose code is untrusted.
+The token and model code never share a job: the stages that run model code (check, minify,
+bisect, known repros) run in a job that holds no credential at all, and ``guard_model_code``
+refuses to start them while this step has one (the `github-token` input, a secret-like
+variable, or the job token that ``actions/checkout`` keeps in ``.git/config``). Code of the same
+user reads whatever a job holds (``/proc/<pid>/environ`` of its ancestors, the runner's files), so
+only a job without a token is a boundary; the report stage, which runs no model code, holds the
+token in a job of its own and reads the check job's run directory as untrusted data. The
+reusable workflow (.github/workflows/sweep.yml) is that layout in one `uses:` line.
+
+Every stage runs as a child process whose environment carries none of the runner's file
+commands (GITHUB_ENV, GITHUB_PATH, GITHUB_STATE, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY): outputs and
+the summary are written by this process alone.
 
 The command lines come from the typed stage options (bot/options.py) and nothing else.
 """
@@ -16,9 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from bot import gha, proc, rundir, slash
@@ -28,7 +31,6 @@ from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
 from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
 from bot.records import ReportDoc, ResultsDoc
-from bot.report import known as known_bugs
 
 STAGE_TIMEOUT = 6 * 3600.0
 # `python -c` without the working directory on sys.path: the workspace (maybe a pull request's
@@ -61,26 +63,17 @@ class Runner:
         self.ctx.cmds.stream.write(gha.redact(line, self.ctx.secrets))
 
     def __call__(self, command: str, argv: list[str], *, with_token: bool = False,
-                 timeout: float = STAGE_TIMEOUT) -> int:
+                 timeout: float = STAGE_TIMEOUT, env_extra: dict | None = None) -> int:
         ctx = self.ctx
-        env = dict(os.environ) if with_token else gha.scrubbed_env(os.environ)
-        env.pop("GITHUB_OUTPUT", None)  # only this process writes outputs and the summary
-        env.pop("GITHUB_STEP_SUMMARY", None)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = gha.stage_env(os.environ, env_extra)
         if with_token and ctx.inputs.token:
             env["GITHUB_TOKEN"] = ctx.inputs.token
-        # the token's process reads no bytecode that model code could have left in the tree, and no
-        # user site-packages (bot/action/secrets.py)
-        pycache = tempfile.mkdtemp(prefix="minify-bot-pycache-") if with_token else None
-        isolated = ["-s", "-X", f"pycache_prefix={pycache}"] if pycache else []
-        cmd = [sys.executable, *isolated, "-c", LAUNCH, command, *argv]
+        cmd = [sys.executable, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
         with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
             self.last_error = None
             res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line)
             ctx.cmds.stream.flush()
-        if pycache:
-            shutil.rmtree(pycache, ignore_errors=True)
         if res.error:
             raise InfraError(f"minify-bot {command} could not start: {res.error}")
         if res.timed_out:
@@ -91,59 +84,56 @@ class Runner:
         return rc
 
 
-def run_stage(run: Runner, opts, *, with_token: bool = False) -> int:
+def run_stage(run: Runner, opts, *, with_token: bool = False, env_extra: dict | None = None) -> int:
     """One stage in its own process, its command line from its typed options."""
-    return run(opts.STAGE, to_argv(opts), with_token=with_token)
+    return run(opts.STAGE, to_argv(opts), with_token=with_token, env_extra=env_extra)
 
 
 # ---------------------------------------------------------------- who may run model code
 
 
-# Events whose check job runs code an outsider controls (a pull request's head).
-UNTRUSTED_CODE_EVENTS = ("issue_comment", "pull_request_target")
-
-
 def tokens_present(ctx: Context) -> list[str]:
-    """What in this process's environment is a credential (by name): the `github-token` input and
-    secret-like variables. Model code started from here can read all of it."""
+    """What this step holds that is a credential: the `github-token` input, secret-like variables
+    (by name or by value), and the job token a checkout kept in ``.git/config``. Model code started
+    from here can read all of it."""
     names = ["the github-token input"] if ctx.inputs.token else []
     for key in gha.secret_like_env(ctx.env):
         if key.upper().replace("-", "_") != "INPUT_GITHUB_TOKEN":
             names.append(f"${key}")
-    return names
+    return names + persisted_credentials(ctx.workdir, Path(ctx.env.get("GITHUB_WORKSPACE") or ctx.workdir))
 
 
-def pr_from_fork(ctx: Context) -> bool:
-    """A pull_request event whose head is not this repository (unknown counts as a fork)."""
-    ev = ctx.event
-    head = ev.obj("pull_request", "head", "repo").get("full_name")
-    base = (ev.obj("pull_request", "base", "repo").get("full_name") or ev.obj("repository").get("full_name")
-            or ctx.env.get("GITHUB_REPOSITORY"))
-    return not (isinstance(head, str) and isinstance(base, str) and head == base)
+_GIT_CREDENTIAL_KEYS = r"^(http\..*\.extraheader|remote\..*\.url|url\..*\.insteadof)$"
+_CREDENTIAL_VALUE = re.compile(r"(?i)\bauthorization\s*:|://[^/\s@]+:[^/\s@]+@")
 
 
-def untrusted_code_event(ctx: Context) -> bool:
-    name = ctx.event.name
-    return name in UNTRUSTED_CODE_EVENTS or (name == "pull_request" and pr_from_fork(ctx))
+def persisted_credentials(*dirs: Path) -> list[str]:
+    """Where a git checkout among ``dirs`` keeps a credential in its configuration (with the files it
+    includes): ``actions/checkout`` without ``persist-credentials: false`` leaves the job token as an
+    ``extraheader``; a remote URL can carry one too."""
+    found = []
+    for d in dict.fromkeys(Path(x) for x in dirs):
+        if not (d / ".git").exists():
+            continue
+        res = proc.run(["git", "-C", str(d), "config", "--includes", "--get-regexp", _GIT_CREDENTIAL_KEYS],
+                       timeout=60, capture=1 << 16)
+        if res.returncode == 0 and any(_CREDENTIAL_VALUE.search(line) for line in res.output.splitlines()):
+            found.append(f"the git credentials persisted in {d}/.git/config (actions/checkout: "
+                         "set `persist-credentials: false`)")
+    return found
 
 
 def guard_model_code(ctx: Context) -> None:
-    """Before check runs model code: refuse with a token on events whose code is untrusted; warn
-    whenever stage check has one. Scrubbing the child's environment does not protect a token: code
-    of the same user reads it from /proc/<pid>/environ of this process and of the runner."""
+    """Before a stage runs model code: refuse while this job holds any credential. Scrubbing the
+    child's environment protects nothing: code of the same user reads the token from
+    /proc/<pid>/environ of this process and of the runner, and from the checkout's files."""
     present = tokens_present(ctx)
-    if not present:
-        return
-    what = ", ".join(present)
-    if untrusted_code_event(ctx):
+    if present:
         raise UsageError(
-            f"refusing to run model code on a {ctx.event.name} event while a token is present ({what}): "
-            "the pull request's code could read it from /proc/<pid>/environ. Run the checks in a job "
-            "with `github-token: ''` and no secrets (stage check), and file from a separate job (stage report)")
-    if ctx.inputs.stage == "check":
-        warn(ctx, f"stage check received a token ({what}); the model code in this job can read it "
-                  "(/proc/<pid>/environ), so give the check job `github-token: ''` and no secrets",
-             title="minify-bot: token in the check job")
+            f"refusing to run model code (stage {ctx.inputs.stage}) in a job that holds a credential "
+            f"({', '.join(present)}): the checked code could read it. Run check in a job with no token "
+            "(`github-token: ''`, no secrets, `persist-credentials: false`) and file from a separate job "
+            "(stage report): the reusable workflow .github/workflows/sweep.yml does both (docs/action.md)")
 
 
 def verify_checkout(ctx: Context, expected: str) -> None:
@@ -184,20 +174,13 @@ def minify_options(ctx: Context) -> MinifyOptions:
                          reminify=i.reminify or None)
 
 
-def _action_templates(ctx: Context) -> Path:
-    return Path(ctx.env.get("GITHUB_ACTION_PATH") or "/nonexistent") / "templates"
-
-
 def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOptions:
     i = ctx.inputs
-    action_templates = _action_templates(ctx)
     return ReportStageOptions(
         out=str(ctx.out), dry_run=True if local else None, tracker=None if local else "github",
         repo=None if local else gha.repository(ctx.env), label=i.labels[0] if i.labels else None,
         max_new=i.max_new_issues, bot_login=(i.bot_login or None) if not local else None,
         artifact_url=i.artifact_url or None,
-        # the action's own templates, whatever the install
-        templates=str(action_templates) if action_templates.is_dir() else None,
         run_url=gha.run_url(ctx.env) or None,
         trusted_commands=[i.command] if i.command else [],  # the workflow's own command: shown verbatim in issues
         pr_run=True if pr_run else None)
@@ -207,23 +190,8 @@ def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOpt
 
 
 def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
-    """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors. Whatever
-    model code left running (a detached daemon) is stopped before this returns, so nothing of it
-    is alive when the report stage, the only one given the token, starts."""
-    from bot.action.secrets import record_code
-
-    record_code([_action_templates(ctx)])  # what the report would load, before any model code runs
-    try:
-        return _check_and_minify(ctx, run, request)
-    finally:
-        from bot.action.secrets import reap_strays
-
-        stopped = reap_strays()
-        if stopped:
-            warn(ctx, f"stopped {stopped} process(es) that the checked code left running after its stages ended")
-
-
-def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
+    """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors. Runs in
+    a job without any credential (``guard_model_code`` has refused otherwise)."""
     opts = check_options(ctx, request)
     with ctx.cmds.group("minify-bot check"):
         rc = run_stage(run, opts)
@@ -242,12 +210,13 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
               title="minify-bot: check failed")
 
     if failing(results) and ctx.inputs.minify:
-        # known.json: open issues' verified repros (the token stays here)
-        known_bugs.for_action(ctx.out, ctx.inputs, ctx.env)
+        # known.json: open issues' verified repros, read by the known job (which holds a read token)
+        _known_for_minify(ctx)
         mopts = minify_options(ctx)
+        key = {"MINIFY_BOT_PUBLIC_KEY": ctx.inputs.known_public_key} if ctx.inputs.known_public_key else {}
         try:
             with ctx.cmds.group(f"minify-bot minify ({len(failing(results))} failing)"):
-                mrc = run_stage(run, mopts)
+                mrc = run_stage(run, mopts, env_extra=key)
         except InfraError as exc:
             warn(ctx, f"minification did not run ({exc}); failures are reported without minimized repros")
             return rc
@@ -260,6 +229,45 @@ def _check_and_minify(ctx: Context, run, request: slash.SlashCommand | None = No
     elif failing(results):
         ctx.notes.append("minification is off (input `minify: false`)")
     return rc
+
+
+def _known_for_minify(ctx: Context) -> None:
+    """known.json for the minify stage: the file the known job wrote (input `known-file`, from its
+    artifact), else none (every failure is minified). It is untrusted data either way: minify reads
+    it bounded and runs only repros whose signature verifies (`known-public-key`)."""
+    from bot import known
+
+    src = ctx.inputs.known_file
+    if src and not ctx.inputs.reminify:
+        path = Path(src) / rundir.KNOWN if Path(src).is_dir() else Path(src)
+        if path.is_file() and path.stat().st_size <= rundir.MAX_KNOWN_BYTES:
+            (ctx.out / rundir.KNOWN).write_bytes(path.read_bytes())
+            return
+        warn(ctx, f"input 'known-file': {src} is not a readable known.json; every failure is minified")
+    known.write(ctx.out, [])
+
+
+def stage_known(ctx: Context) -> int:
+    """The known job (a read token, no model code): the open bot issues' verified repros into
+    known.json, for the check job to take as an artifact (input `known-file`)."""
+    from bot.report import known as known_bugs
+    from bot.tracker.github import GitHubTracker
+
+    i = ctx.inputs
+    if not i.token:
+        raise UsageError("stage known reads the bot's issues: it needs a token (issues: read)")
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    labels = list(i.labels or []) or ["minify-bot"]
+    tracker = GitHubTracker(gha.repository(ctx.env), i.token, ctx.env.get("GITHUB_API_URL"),
+                            login=i.bot_login or None)
+    try:
+        with ctx.cmds.group("known bugs"):
+            n = known_bugs.prepare(ctx.out, tracker, labels[0], reminify=i.reminify)
+    finally:
+        tracker.close()
+    ctx.output("known-count", str(n))
+    ctx.summary += ["## minify-bot: known bugs", "", f"{n} open issue(s) with a verified repro", ""]
+    return EXIT_OK
 
 
 def bisect_options(ctx: Context) -> BisectOptions:
@@ -289,7 +297,8 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
     `pr_run`: the results come from an unmerged pull request: report only creates issues or
     comments on them; it never counts them as passing runs, closes or reopens anything."""
     i = ctx.inputs
-    local = i.tracker == "local" or i.dry_run or not file_issues
+    # stage all ran model code in this job: it holds no token, and files into the run directory
+    local = i.stage == "all" or i.tracker == "local" or i.dry_run or not file_issues
     if len(i.labels) > 1:
         warn(ctx, "input 'labels': only the first label (the bot's own) is used by this build's `report`")
     opts = report_options(ctx, local=local, pr_run=pr_run)
@@ -299,16 +308,10 @@ def stage_report(ctx: Context, run, *, file_issues: bool, pr_run: bool = False) 
         (ctx.out / rundir.REPORT).unlink()  # never read a stale (or planted) report as this run's
     except OSError:
         pass
-    if not local:
-        from bot.action.secrets import code_changes
-
-        touched = code_changes()
-        if touched:
-            raise InfraError(
-                f"not filing: {len(touched)} file(s) the report stage would load changed while the checked code ran "
-                f"({', '.join(touched[:3])}); the token is not handed to a process that could run them")
+    # the signing key (a repository secret) signs the known repros written into issues
+    signing = {"MINIFY_BOT_SIGNING_KEY": i.signing_key} if i.signing_key and not local else {}
     with ctx.cmds.group("minify-bot report" + (" (dry run)" if local else "")):
-        rc = run_stage(run, opts, with_token=not local)
+        rc = run_stage(run, opts, with_token=not local, env_extra=signing)
     ctx.produced_results = True
     if rc == EXIT_USAGE:
         raise UsageError("`minify-bot report` rejected its input (see the log above)")

@@ -93,8 +93,11 @@ def run(args) -> int:
 
     resolve_source(args)  # a flag of another source: exit 2 before anything runs
     out = args.out
-    held = _hold_secrets(args)  # may restart this process: nothing before it has side effects
-    token = held.get("GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN")
+    from bot import render
+
+    render.preload(args.templates)   # the report's templates, read before any model code runs
+    token = os.environ.get("GITHUB_TOKEN")
+    held = _says_what_it_trusts(args)
     tracker = args.tracker
     if tracker is None:
         tracker = "github" if (token and args.repo and not args.dry_run) else "local"
@@ -128,10 +131,6 @@ def run(args) -> int:
 
     if args.no_report:
         return rc_check
-    if held:
-        from bot.action.secrets import reap_strays
-
-        reap_strays()  # what the checked code left running does not outlive it into the report
     _stage("report")
     rc_report = call_stage(report)
     if rc_check == EXIT_FAILURES:
@@ -147,31 +146,33 @@ def run(args) -> int:
     return rc_check
 
 
-def _hold_secrets(args) -> dict[str, str]:
-    """No model code may reach a token in this run's environment (GITHUB_TOKEN, or any variable
-    whose name or value looks like a secret): this process restarts with every secret out of its
-    environment block, keeps them in memory only (the process made non-dumpable), and runs check,
-    minify and bisect as separate processes started with none of them (bot/action/secrets.py, as
-    the Action does). {} when there is nothing to hold."""
-    if args.list:
-        return {}
-    from bot.action.secrets import SECRETS_FD, is_secret, isolate
+def _says_what_it_trusts(args) -> list[str]:
+    """The secret-like variables this run holds (GITHUB_TOKEN, or any whose name or value looks like
+    a credential). With any, the stages that run model code (check, minify, bisect) run as
+    processes started without them, and the run says what that does not protect: code of the same
+    user reads this process's environment (/proc/<pid>/environ) and anything else the user can. A
+    token and code you did not write belong in separate jobs (the Action's reusable workflow)."""
+    from bot import gha
 
-    if not any(is_secret(k, v) for k, v in os.environ.items()) and SECRETS_FD not in os.environ:
-        return {}
-    return isolate()
+    if args.list:
+        return []
+    held = sorted(gha.secret_like_env(os.environ))
+    if held:
+        print(f"minify-bot run: this process holds {', '.join(held)}. The checked code runs without them, "
+              "but as your user it can read them from this process: run it only on code you trust; for "
+              "anyone else's code, check and report in separate jobs (docs/action.md)", file=sys.stderr)
+    return held
 
 
 def _stage_without_secrets(opts) -> int:
-    """One model-running stage in a fresh interpreter whose environment holds no secret, its
-    output passed through; its exit code."""
+    """One model-running stage in a fresh interpreter whose environment holds no secret and none of
+    the runner's file commands, its output passed through; its exit code."""
     from bot import gha, proc
     from bot.action.stages import LAUNCH, STAGE_TIMEOUT
     from bot.options import to_argv
 
-    env = gha.scrubbed_env(os.environ)
-    res = proc.run([sys.executable, "-c", LAUNCH, opts.STAGE, *to_argv(opts)], env=env, timeout=STAGE_TIMEOUT,
-                   on_line=lambda line: (sys.stderr.write(line), sys.stderr.flush()))
+    res = proc.run([sys.executable, "-c", LAUNCH, opts.STAGE, *to_argv(opts)], env=gha.stage_env(os.environ),
+                   timeout=STAGE_TIMEOUT, on_line=lambda line: (sys.stderr.write(line), sys.stderr.flush()))
     if res.error or res.timed_out or res.returncode is None or res.returncode < 0:
         print(f"minify-bot {opts.STAGE}: {res.error or 'stopped or killed'}", file=sys.stderr)
         return EXIT_INTERNAL
