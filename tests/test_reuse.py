@@ -1,14 +1,18 @@
 """bot/minify/reuse.py: an open issue's verified repro stands in for minifying the same bug again,
-but only when it still fails the same way in a fresh process. The known repros here are plain
-Python scripts (no torch, nothing compiled) that fail like a repro does, or no longer do."""
+but only when the bot signed it and it still fails the same way in a fresh process. The known
+repros here are plain Python scripts (no torch, nothing compiled) that fail like a repro does, or
+no longer do."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from bot import fingerprint as fp
-from bot import rundir
+from bot import known, rundir, signing
 from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.known import REUSE_VERIFY_RUNS, KnownRepro
@@ -121,3 +125,63 @@ def test_the_stage_reuses_a_matching_known_repro_before_any_localize_or_compile(
     assert doc["repro"]["status"] == "minimized" and doc["culprit"]["ops"] == ["aten.relu.default"]
     assert "localize" not in doc["repro"]["timings"]
     assert not any("localize" in line for line in said)
+
+
+# ---------------------------------------------------------------------------- only what the bot signed runs
+
+PRIVATE, PUBLIC = signing.generate()
+OTHER_PRIVATE, _ = signing.generate()
+
+
+def _sign(entry: KnownRepro, private: str = PRIVATE) -> KnownRepro:
+    msg = known.signed_message(entry.repro, entry.signature, entry.record, entry.record.torch,
+                               entry.record.check_config)
+    return dataclasses.replace(entry, sig=signing.sign(private, msg))
+
+
+def _stage_with_known_json(tmp_path: Path, row: CheckRow, entries: list[KnownRepro], public_key: str | None):
+    """known.json as the trusted side writes it, read back the way minify does, then the stage."""
+    run = tmp_path / "run"
+    known.write(run, entries)
+    said: list[str] = []
+    loaded = known.load(run, public_key, say=said.append)
+    rec = pl.process(row, Settings(), str(run), MinifyOptions(no_localize=True).resolved(), {"torch": "2.13.0"},
+                     said.append, known=loaded)
+    return rec, said
+
+
+FORGERIES = {
+    "unsigned": lambda e: dataclasses.replace(e, sig=None),
+    "signed by another key": lambda e: _sign(e, OTHER_PRIVATE),
+    "the bot's signature, the repro swapped": lambda e: dataclasses.replace(e, repro=e.repro + "# swapped\n"),
+    "the bot's signature, another record": lambda e: dataclasses.replace(e, record=e.record.replace(status="partial")),
+}
+
+
+@pytest.mark.parametrize("what", sorted(FORGERIES))
+def test_a_known_repro_the_bot_did_not_sign_never_runs_and_the_failure_is_minified_afresh(tmp_path, what):
+    """The repro would write a file and fail the same way: it is never run, and the failure takes
+    the usual way (an eager check: it stops at once, without compiling anything)."""
+    row = row_of(check_row("mlp_relu", backend="eager", status="fail_accuracy", failure_class="accuracy"))
+    mark = tmp_path / "ran"
+    writes = f"import pathlib\npathlib.Path({str(mark)!r}).write_text('ran')\n" + FAILS
+    genuine = _sign(_entry(row, writes))
+    rec, said = _stage_with_known_json(tmp_path, row, [FORGERIES[what](genuine)], PUBLIC)
+    assert not mark.exists()
+    assert rec.repro.reused is None and rec.repro.reason == pl.FAILS_WITHOUT_COMPILER
+    assert any(line.startswith("known repro of #17: ") and line.endswith("; minified afresh") for line in said)
+    assert not (tmp_path / "run" / "failures" / row.id / rundir.REPRO).exists()
+
+
+def test_without_a_public_key_even_a_signed_known_repro_never_runs(tmp_path):
+    row = row_of(check_row("mlp_relu", backend="eager", status="fail_accuracy", failure_class="accuracy"))
+    mark = tmp_path / "ran"
+    genuine = _sign(_entry(row, f"import pathlib\npathlib.Path({str(mark)!r}).write_text('ran')\n" + FAILS))
+    rec, said = _stage_with_known_json(tmp_path, row, [genuine], None)
+    assert not mark.exists() and rec.repro.reused is None
+    assert [line for line in said if "known repro" in line] == [
+        "known repros of 1 open issue(s) not run: no public key is configured (MINIFY_BOT_PUBLIC_KEY); "
+        "every failure is minified afresh"]
+
+    rec, said = _stage_with_known_json(tmp_path / "with-key", row, [genuine], PUBLIC)   # the same, with the key
+    assert mark.read_text() == "ran" and rec.repro.reused.issue == 17

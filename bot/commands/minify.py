@@ -165,7 +165,10 @@ def _run(args, run_dir: str, servers) -> int:
     jobs = parallel.jobs_for([row for row, _, _ in todo], args.jobs) if not (args.launcher or args.repro) else 1
     if jobs > 1:
         return _run_parallel(args, run_dir, [row for row, _, _ in todo], jobs, t0)
-    known = kn.load(run_dir) if not (args.launcher or args.repro or args.reminify) else []
+    # only repros the bot signed run: verified with MINIFY_BOT_PUBLIC_KEY (--known-public-key first, once
+    # MinifyOptions carries it)
+    known = kn.load(run_dir, kn.signing.public_key_from_env(os.environ, getattr(args, "known_public_key", None)),
+                    say=_say) if not (args.launcher or args.repro or args.reminify) else []
     servers.start()  # its torch import and warm-up overlap the checks below and the capture
     versions = preflight(servers)
     found = 0

@@ -305,7 +305,13 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     for f in sorted(group, key=lambda f: repro_rank(f.failure)) if trusted else ():  # the best verified repro
         block = known.block_of(f.failure, f.repro_text)
         if block is not None:
-            s.known = known.merge_block(s.known, block)
+            import os
+
+            from bot import signing
+
+            # signed with the bot's key (MINIFY_BOT_SIGNING_KEY; unsigned without it): only a block
+            # the bot signed is ever run (bot/known.py); a block read back from the issue never is signed
+            s.known = known.merge_block(s.known, known.signed(block, signing.signer_from_env(os.environ)))
             break
     return s, events
 
