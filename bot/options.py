@@ -167,6 +167,7 @@ class MinifyOptions(_Options):
     reminify: bool | None = opt(False)
     check_timeout: float | None = opt(900.0)
     jobs: int | None = opt()   # failures minimized at once (None or 0: one per GPU, or per 4 cores)
+    known_public_key: str | None = opt()   # verifies known repros' signatures (else $MINIFY_BOT_PUBLIC_KEY)
 
 
 @dataclass

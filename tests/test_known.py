@@ -275,28 +275,30 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
     assert box in board.body  # unticked again
 
 
-def test_the_action_hands_known_repros_over_only_where_it_holds_the_token(tmp_path):
-    """Against the GitHub stand-in: stage all with the token writes the open issue's repro; a split
-    check job (no token) and --reminify-like input write none."""
+def test_the_known_job_hands_the_open_issues_repros_to_the_check_job(runner, ghstub, tmp_path):
+    """The Action's known job (stage known: a read token, no model code) writes known.json with the
+    open issue's signed repro; --reminify writes none; the check job takes the file as data."""
+    import json
 
+    from bot.action.stages import _known_for_minify
     from bot.tracker.github import GitHubTracker
-    from tests.ghstub.fixtures import BOT_TOKEN, REPO, seeded_stub
+    from tests.ghstub.fixtures import BOT_TOKEN, REPO
 
-    stub = seeded_stub()
-    try:
-        gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
-        state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))], known=_signed())
-        number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
-        env = {"GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": stub.base_url, signing.PUBLIC_KEY_ENV: PUBLIC}
-        inputs = Inputs(stage="all", tracker="github", token=BOT_TOKEN, labels=["minify-bot"])
-        _run_dir(tmp_path)
-        assert trusted.for_action(tmp_path, inputs, env) == 1
-        assert [(k.issue, k.repro) for k in known.load(tmp_path, PUBLIC)] == [(number, REPRO)]
-        for change in ({"stage": "check", "token": ""}, {"reminify": True}):
-            assert trusted.for_action(tmp_path, dataclasses.replace(inputs, **change), env) == 0
-            assert known.load(tmp_path, PUBLIC) == []
-    finally:
-        stub.stop()
+    gh = GitHubTracker(REPO, BOT_TOKEN, ghstub.base_url, seconds_between_requests=0, seconds_between_writes=0)
+    state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))], known=_signed())
+    number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+    res = runner("schedule", {}, {"stage": "known"})
+    assert res.rc == 0, res.stdout + res.stderr
+    assert res.outputs["known-count"] == "1"
+    assert [(k.issue, k.repro) for k in known.load(res.run_dir, PUBLIC)] == [(number, REPRO)]
+    again = runner("schedule", {}, {"stage": "known", "reminify": "true"})
+    assert again.rc == 0 and json.loads((again.run_dir / "known.json").read_text())["known"] == []
+    # the check job: the artifact's known.json copied into its run directory, for minify to verify
+    ctx = type("Ctx", (), {})()
+    ctx.out, ctx.inputs = tmp_path / "check-run", dataclasses.replace(Inputs(), known_file=str(res.run_dir))
+    ctx.out.mkdir()
+    _known_for_minify(ctx)
+    assert [k.issue for k in known.load(ctx.out, PUBLIC)] == [number]
 
 
 # ---------------------------------------------------------------------------- forged known repros

@@ -52,6 +52,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
     p.add_argument("--check-timeout", type=float, default=d("check_timeout"), metavar="SECONDS",
                    help="time limit for each rerun of a check (localize, capture) [900]")
+    p.add_argument("--known-public-key", metavar="BASE64", default=d("known_public_key"),
+                   help="the public key known repros must be signed with to be run instead of minifying "
+                        "[$MINIFY_BOT_PUBLIC_KEY]; without one, no repro from an issue body is run")
     p.add_argument("--jobs", type=int, default=d("jobs"), metavar="N",
                    help="failures minimized at once, each in a process of its own [one per GPU when a failure "
                         "ran on CUDA, else one per 4 cores]")
@@ -165,12 +168,12 @@ def _run(args, run_dir: str, servers) -> int:
     jobs = parallel.jobs_for([row for row, _, _ in todo], args.jobs) if not (args.launcher or args.repro) else 1
     if jobs > 1:
         return _run_parallel(args, run_dir, [row for row, _, _ in todo], jobs, t0)
-    # only repros the bot signed run: verified with MINIFY_BOT_PUBLIC_KEY (--known-public-key first, once
-    # MinifyOptions carries it)
-    known = kn.load(run_dir, kn.signing.public_key_from_env(os.environ, getattr(args, "known_public_key", None)),
+    # only repros the bot signed run: verified with --known-public-key, else MINIFY_BOT_PUBLIC_KEY
+    known = kn.load(run_dir, kn.signing.public_key_from_env(os.environ, args.known_public_key),
                     say=_say) if not (args.launcher or args.repro or args.reminify) else []
     servers.start()  # its torch import and warm-up overlap the checks below and the capture
     versions = preflight(servers)
+    known = _on_this_torch(known, versions.get("torch"))
     found = 0
     records = []
     for i, (row, s, launcher) in enumerate(todo, 1):
@@ -190,6 +193,18 @@ def _run(args, run_dir: str, servers) -> int:
     if known:
         _say(kn.savings(records).line() or "known bugs: none of the failures matched a known repro")
     return EXIT_FAILURES if found else EXIT_OK
+
+
+def _on_this_torch(known: list, torch: str | None) -> list:
+    """A known repro stands in only on the torch it was minified on or a newer one."""
+    from bot import known as kn
+
+    keep = [k for k in known if kn.torch_allows(k, torch)]
+    for k in known:
+        if k not in keep:
+            _say(f"known bug #{k.issue}: minified on torch {k.record.torch or 'unknown'}, this is torch "
+                 f"{torch or 'unknown'}: minified afresh")
+    return keep
 
 
 def _run_parallel(args, run_dir: str, rows: list[CheckRow], jobs: int, t0: float) -> int:

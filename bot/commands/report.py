@@ -98,6 +98,9 @@ def execute(args) -> int:
 
     if not (Path(args.out) / rundir.RESULTS).exists():
         raise UsageError(f"{args.out}/results.json not found (run `minify-bot check --out {args.out}` first)")
+    from bot import signing
+
+    signing.signer_from_env(os.environ)   # a malformed signing key stops here, before anything is filed
     opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
                          run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,

@@ -46,7 +46,8 @@ def collect(tracker, label: str, skip: set[int] = frozenset(), *, torch: str | N
             say(f"warning: issue #{issue.number}: its known repro was ignored ({why}: only repros the bot "
                 "signed are run); its failures are minified afresh")
             continue
-        if not kn.torch_allows(entry, torch):
+        if torch is not None and not kn.torch_allows(entry, torch):   # (the known job runs before any check:
+            #                                                             minify applies the rule with its own torch)
             say(f"known bug #{issue.number}: minified on torch {entry.record.torch or 'unknown'}, this run "
                 f"checked torch {torch or 'unknown'}: minified afresh")
             continue
@@ -89,31 +90,3 @@ def _run_torch(run_dir) -> str | None:
         return results_torch(rundir.read_results(run_dir))
     except (UsageError, OSError):
         return None
-
-
-def for_action(run_dir, inputs, env) -> int:
-    """The action's one call before it starts the (tokenless) minify stage: with a GitHub tracker and
-    the token in this process (stage ``all``), write known.json; otherwise write an empty one (a
-    split check job has no token: every failure is minified there). ``inputs``: the action's inputs
-    (bot.action.inputs.Inputs)."""
-    from bot import gha
-    from bot.errors import BotError
-
-    if (inputs.stage != "all" or inputs.tracker != "github" or inputs.dry_run or not inputs.token
-            or inputs.reminify):
-        write(run_dir, [])
-        return 0
-    labels = list(inputs.labels or []) or ["minify-bot"]
-    try:
-        from bot.tracker.github import GitHubTracker
-
-        tracker = GitHubTracker(gha.repository(env), inputs.token, env.get("GITHUB_API_URL"),
-                                login=inputs.bot_login or None)
-    except (BotError, ValueError) as exc:
-        print(f"known bugs not read (every failure is minified): {exc}", file=sys.stderr)
-        write(run_dir, [])
-        return 0
-    try:
-        return prepare(run_dir, tracker, labels[0], env=env)
-    finally:
-        tracker.close()
