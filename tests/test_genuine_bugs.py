@@ -130,3 +130,30 @@ def test_a_program_whose_own_code_fails_after_compiling_is_not_blamed_on_the_com
     f = _failure(out)
     assert f["stage"] == "eager" and f["repro"]["status"] == "none" and f["culprit"] is None
     assert "fails without the compiler" in f["repro"]["reason"]
+
+
+@pytest.mark.slow
+def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward_and_backward(workdir, bot):
+    """pytorch/pytorch#197622 (benchmarks/genuine/thumbnailer_aa_dynamic.py): a training program whose
+    compile fails in AOTAutograd (the backward of antialiased bicubic interpolate under dynamic
+    shapes). torch's repro-after-AOT wraps inductor only, so the program's dynamo graph is captured
+    with its real inputs and minified with the first failing backend, forward and backward
+    together; the record says training (the program ran a backward), the stage and the capture."""
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "thumbnailer_aa_dynamic.py"
+    out = workdir / "aot-stage"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "thumbnailer", "--out", out,
+               "--issues-dir", workdir / "issues-aot", "--verify-runs", "2")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert (f["class"], f["stage"], f["check"]["mode"]) == ("compile_error", "aot_eager", "training")
+    cap = f["repro"]["capture"]
+    assert cap["repro_after"] == "dynamo" and "forward and backward" in cap["note"], cap
+    assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    assert f["repro"]["verification"]["failed_same_way"] == 2
+    assert f["repro"]["nodes_after"] <= 4 and "interpolate" in json.dumps(f["repro"]["graph"])
+    repro = (Path(f["_dir"]) / "repro.py").read_text()
+    assert "requires_grad=True" in repro and "backend='aot_eager'" in repro   # the backward runs in the repro
+    body = next((workdir / "issues-aot").glob("1.md")).read_text()
+    title = body.split("\n", 1)[0]
+    assert "aot_eager" in title and "interpolate" in title and "inference" not in body
+    assert "captured after dynamo" in body

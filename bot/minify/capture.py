@@ -162,6 +162,36 @@ def run_capture_program(row: CheckRow, settings: Settings, workdir: str, log_pat
     return cap
 
 
+def run_capture_program_dynamo(row: CheckRow, settings: Settings, workdir: str, log_path: str, *,
+                               failure_class: str, backend: str, timeout: float) -> Capture:
+    """Capture a command / harness failure after dynamo: rerun the program with the backend of
+    every compile replaced (the environment hook) by minify-bot's capture backend, which saves each
+    graph dynamo traced with its real inputs (forward and backward stay one graph: what the program
+    differentiates is in its inputs' ``requires_grad``), before it hands the graph to ``backend``, so
+    a failure in AOTAutograd or a decomposition (a compile error) still leaves it. Candidates: for an
+    error the graph compiled last first (the one it stopped in), for accuracy the smallest first."""
+    from bot.minify.localize import rerun_program
+    from bot.torch_adapter.repro import CAPTURE_DIR_ENV, CAPTURE_INNER_ENV
+
+    capdir = os.path.join(workdir, "capture-dynamo")
+    graphs = os.path.join(capdir, "graphs")
+    env = {CAPTURE_DIR_ENV: graphs, CAPTURE_INNER_ENV: backend,
+           "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    cap_row = rerun_program(row, settings, capdir, log_path, "capture-dynamo", timeout, force_backend=CAPTURE_BACKEND,
+                            extra_env=env)
+    found = sorted(glob.glob(os.path.join(graphs, "graph_*.py")), key=lambda p: int(os.path.basename(p)[6:-3]))
+    graph_of = {p: int(os.path.basename(p)[6:-3]) + 1 for p in found}
+    cands = (list(reversed(found)) if failure_class != "accuracy"
+             else sorted(found, key=lambda p: (os.path.getsize(p), p)))
+    note = "captured after dynamo (forward and backward together)" if (row.mode or settings.mode) == "training" \
+        else "captured after dynamo"
+    if cap_row.failure_class == "timeout":
+        note += f"; the capture run hit its {timeout:.0f} s limit"
+    cap = Capture(cands[0] if cands else None, "dynamo", None, "project", note, cap_row.replace(launchers=None), cands)
+    cap.graph_of, cap.graphs = graph_of, cap_row.compiled_graphs
+    return cap
+
+
 def shared_capture(row: CheckRow, level: int, log_path: str) -> CheckRow | None:
     """The capture the check's own rerun made (bot.check.sweep: a failing program's rerun runs with
     repro-after at its class's level and failed the same way), as a capture run's row; None when

@@ -45,6 +45,15 @@ def load_graph(path: str, kind_hint: str | None = None):
     return rf, gm, args
 
 
+def _phase(phase: str, exc: BaseException) -> str:
+    """The phase an exception belongs to: torch.compile compiles at a graph's first call, so an
+    error in the backend's compile (dynamo wraps it in BackendCompilerFailed) is a compile error
+    whenever it is raised."""
+    if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
+        return "compile_error"
+    return phase
+
+
 class Evaluator:
     """Evaluates one candidate graph in this process and returns (fails_same_way, signature)."""
 
@@ -62,6 +71,7 @@ class Evaluator:
         self.queries = 0
         self.last_error = ""
         self.deadline = job.deadline
+        self.training = job.training and kind == "dynamo"
         hook = os.environ.get(CRASH_HOOK_ENV, "")
         self.crash_after = int(hook) if hook.strip().isdigit() else None
 
@@ -86,6 +96,8 @@ class Evaluator:
         if self.job.dynamic and not R.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
+        if self.training:
+            return self._observe_training(gm, args)
         eager_error = None
         try:
             with torch.no_grad():
@@ -106,13 +118,39 @@ class Evaluator:
             if self.cls == "accuracy":
                 return None  # never drift from a wrong result to an error
             self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
-            sig = signature_of_exception(phase, exc)
+            sig = signature_of_exception(_phase(phase, exc), exc)
             return None if eager_error is not None and eager_error.matches(sig) else sig
         if self.cls != "accuracy":
             return None
         # no fp64 reference (an op without a float64 kernel): compared with eager directly, as
         # torch's run_repro does, so that the repro and the worker judge alike
         fp64 = M.fp64_reference(gm, args)
+        if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
+            return Signature("accuracy")
+        return None
+
+    def _observe_training(self, gm, args) -> Signature | None:
+        """A dynamo-level graph of a check that ran a backward: forward and backward together,
+        outputs and gradients judged against eager and fp64 as the check judged the step."""
+        from bot.torch_adapter import minifier as M
+
+        try:
+            ref = M.train_step(lambda xs: gm(*xs), args)
+        except Exception:  # noqa: BLE001 - no eager step to compare with: not a valid candidate
+            return None
+        phase = "compile_error"
+        try:
+            fn = self.compile(gm, args)
+            phase = "runtime_error"   # torch.compile compiles at the first call: a compile error says so itself
+            res = M.train_step(fn, args)
+        except Exception as exc:  # noqa: BLE001 - any failure is data here
+            if self.cls == "accuracy":
+                return None
+            self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
+            return signature_of_exception(_phase(phase, exc), exc)
+        if self.cls != "accuracy":
+            return None
+        fp64 = M.fp64_train_reference(gm, args)
         if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
             return Signature("accuracy")
         return None

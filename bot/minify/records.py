@@ -64,6 +64,8 @@ class MinifyJob(_File):
     isolate: bool = False
     check_config: dict = field(default_factory=dict)
     numerics: dict = field(default_factory=dict)   # the program's numerics flags (bot.torch_adapter.numerics)
+    training: bool = False           # the check ran a backward: a dynamo-level graph is judged by a
+                                     # training step (outputs and gradients, bot.torch_adapter.minifier.train_step)
     bisect: bool = True
     bisect_budget: float = 60.0
     query_timeout: float = 300.0

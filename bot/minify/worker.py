@@ -158,6 +158,10 @@ def load_run(job_path: str) -> Run:
     rf, gm, args = load_graph(job.repro)
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
+    if job.training and rf.kind == "dynamo":
+        # judged by a training step: the repros written from it differentiate its floating inputs too
+        args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.is_leaf
+                else a for a in args]
     run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
     run.result.timings["load"] = round(time.time() - t, 2)
     emit(Loaded(nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job.dynamic))
@@ -264,7 +268,13 @@ def step_final(run: Run) -> bool:
     final_dir = os.path.join(run.workdir, "final")
     os.makedirs(final_dir, exist_ok=True)
     path = os.path.join(final_dir, rundir.REPRO)
-    src = R.repro_source(run.gm, run.args, kind=run.kind, accuracy=acc_mode(run.job),
+    args = run.args
+    if run.job.training and run.kind == "dynamo":   # the repro runs the backward too (torch's run_fwd_maybe_bwd)
+        import torch
+
+        args = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in args]
+    src = R.repro_source(run.gm, args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode)
     if run.job.numerics:

@@ -149,6 +149,38 @@ def fp64_reference(gm, args):
         return None
 
 
+def train_step(fn, args) -> list:
+    """One training step of a graph (``fn`` takes the list of inputs): its outputs, then the
+    gradients of every floating-point input, for the loss that sums its floating outputs (each
+    summed in float64). A bug that only a backward shows (a wrong or NaN gradient, a backward that
+    recomputes an op another way than its forward) is in the second half. Inputs the graph does
+    not differentiate get zeros, so candidates of a minifier compare position by position."""
+    import torch
+
+    inputs = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a in clone_inputs(args)]
+    leaves = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad]
+    with torch.enable_grad():
+        outs = flat_outputs(fn(inputs))
+        terms = [o.to(torch.float64).sum() for o in outs if o.is_floating_point() and o.requires_grad]
+        grads: list = [None] * len(leaves)
+        if terms and leaves:
+            grads = list(torch.autograd.grad(torch.stack(terms).sum(), leaves, allow_unused=True))
+    return [o.detach() for o in outs] + [torch.zeros_like(x) if g is None else g.detach()
+                                         for g, x in zip(grads, leaves)]
+
+
+def fp64_train_reference(gm, args):
+    """:func:`train_step` of ``gm`` in float64 (the check's reference for a training step)."""
+    from torch._dynamo.debug_utils import cast_to_fp64
+
+    try:
+        g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
+        return train_step(lambda xs: g64(*xs), a64)
+    except Exception:  # noqa: BLE001 - a graph that cannot run in float64 has no fp64 reference
+        return None
+
+
 def fp64_values(gm, args, names: set) -> dict:
     """The values the nodes ``names`` take when ``gm`` runs in float64 (as :func:`fp64_reference`);
     {} when the graph cannot run in float64."""

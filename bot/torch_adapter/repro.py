@@ -453,37 +453,29 @@ CAPTURE_INNER_ENV = "MINIFY_BOT_CAPTURE_BACKEND"
 
 
 def capture_backend(gm, example_inputs, **kwargs):
-    """A dynamo backend that saves every graph with its first real inputs, then runs the real
+    """A dynamo backend that saves every graph with its real inputs, then hands it to the real
     backend (``$MINIFY_BOT_CAPTURE_BACKEND``). Files: ``$MINIFY_BOT_CAPTURE_DIR/graph_<k>.py``
-    (after_dynamo format, inputs in ``graph_<k>_inputs/``), written before the graph runs so a
-    crash still leaves them."""
+    (after_dynamo format, inputs in ``graph_<k>_inputs/``), written before the backend compiles
+    the graph (dynamo hands a backend the real tensors the frame was called with), so a compile
+    error in the backend (AOTAutograd, a decomposition, inductor) or a crash still leaves them."""
     torch = _torch()
     out_dir = os.environ.get(CAPTURE_DIR_ENV) or os.getcwd()
     inner_name = os.environ.get(CAPTURE_INNER_ENV, "inductor")
     os.makedirs(out_dir, exist_ok=True)
     k = len([f for f in os.listdir(out_dir) if f.startswith("graph_") and f.endswith(".py")])
-    import copy
+    try:
+        import copy
 
-    saved_gm = copy.deepcopy(gm)
+        real = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) and a.is_leaf
+                else a.detach().clone() if isinstance(a, torch.Tensor) else a for a in example_inputs]
+        src = repro_source(copy.deepcopy(gm), real, kind="dynamo", accuracy="",
+                           save_dir=os.path.join(out_dir, f"graph_{k}_inputs"), command="run", backend=inner_name)
+        with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
+            fh.write(src)
+    except Exception as exc:  # noqa: BLE001 - best-effort capture must never change the outcome
+        with open(os.path.join(out_dir, f"graph_{k}.error"), "w") as fh:
+            fh.write(f"{type(exc).__name__}: {exc}\n")
     from torch._dynamo.backends.registry import lookup_backend
 
-    inner = (lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs
-             else lookup_backend(inner_name)(gm, example_inputs))
-    state = {"saved": False}
-
-    def run(*args):
-        if not state["saved"]:
-            state["saved"] = True
-            try:
-                save_dir = os.path.join(out_dir, f"graph_{k}_inputs")
-                real = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
-                src = repro_source(saved_gm, real, kind="dynamo", accuracy="", save_dir=save_dir,
-                                   command="run", backend=inner_name)
-                with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
-                    fh.write(src)
-            except Exception as exc:  # noqa: BLE001 - best-effort capture must never change the outcome
-                with open(os.path.join(out_dir, f"graph_{k}.error"), "w") as fh:
-                    fh.write(f"{type(exc).__name__}: {exc}\n")
-        return inner(*args)
-
-    return run
+    return lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs else \
+        lookup_backend(inner_name)(gm, example_inputs)
