@@ -25,6 +25,7 @@ COMMANDS = {
     "merge": "bot.commands.merge",
     "bisect": "bot.commands.bisect",
     "action": "bot.commands.action",
+    "upstream": "bot.commands.upstream",
     "keygen": "bot.commands.keygen",
 }
 

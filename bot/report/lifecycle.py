@@ -14,6 +14,7 @@ from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
 from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc, ResultsDoc
 from bot.render import Renderer
+from bot.report import upstream
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
 from bot.report.state import IssueState, PassingRun, is_flaky, labels_for, merge_state, read, with_passing_run
@@ -267,6 +268,7 @@ class Lifecycle:
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
+        body = upstream.carry_box(issue.body, body)  # a ticked or done "upstream report" box stays so
         labels = labels_for(new_state, group, issue.labels, self.opts.label)
         self.tracker.edit_issue(issue.number, body=body, state="open" if reopen else None,
                                 labels=labels if reopen or set(labels) != set(issue.labels) else None)
@@ -375,6 +377,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
             board = dashboard.before_report(tracker, results, failures, passing, rep.run_id)
             failures, passing = board.failures, board.passing
         rep.run(results, failures, passing)
+        upstream.answer_ticks(rep, failures)  # ticked "write an upstream report" boxes
         if board is not None:
             dashboard.after_report(board, rep, results)
     except Exception as exc:  # noqa: BLE001 - the cause goes to report.json (the action's summary shows it)

@@ -56,6 +56,17 @@ class Tracker(abc.ABC):
     def comment(self, number: int, body: str, tag: str) -> str:
         """Comment on an issue; ``tag`` is a hidden string contained in ``body``. Returns the comment URL."""
 
+    def get_issue(self, number: int) -> Issue:
+        """One issue (or pull request) by its number; TrackerError when there is none (its message says
+        "does not exist" or "HTTP 404") or the tracker cannot say."""
+        raise TrackerError(f"the {self.name} tracker cannot read one issue")
+
+    def upstream_search(self, api_url: str | None = None):
+        """The search of *other* repositories' issues this tracker can offer, at ``api_url`` (default
+        github.com's API): a ``bot.tracker.github.IssueSearch``, or None when the tracker uses no
+        network (bot/report/upstream.py: possibly related upstream issues)."""
+        return None
+
     def ensure_label(self, name: str, color: str, description: str) -> None:  # noqa: B027
         """Make sure a label exists (optional: labels are also created when first used)."""
 

@@ -1,7 +1,9 @@
 """GitHub (or GitHub Enterprise) issues through PyGithub.
 
 Safety rules (see docs/reporting.md):
-- No Search API (its index lags): candidates come from listing issues by the bot's label.
+- No Search API for the bot's own issues (its index lags): candidates come from listing issues by
+  the bot's label. ``IssueSearch`` searches *other* repositories (possibly related upstream issues,
+  bot/report/upstream.py), read-only; what it finds is only ever listed, never matched or written to.
 - POSTs are never replayed blindly. PyGithub's retry is limited to idempotent methods; a create or
   comment whose reply was a 5xx or a timeout is followed by a re-list, and only repeated when the
   issue (matched by its marker) or the comment (matched by its hidden tag) is not there.
@@ -12,6 +14,8 @@ Safety rules (see docs/reporting.md):
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 
 import github
@@ -255,6 +259,18 @@ class GitHubTracker(Tracker):
                 last = exc
         raise self._fail(f"commenting on #{number} ({self.create_attempts} attempts)", last)
 
+    def get_issue(self, number) -> Issue:
+        def go():
+            return self._to_issue(self.repo.get_issue(int(number)))
+        return self._with_rate_limit(f"reading issue #{number}", go)
+
+    def upstream_search(self, api_url: str | None = None) -> "IssueSearch":
+        """A read-only search of issues at ``api_url`` (default github.com's API), with this tracker's
+        token only when that is this tracker's own API: a GitHub Enterprise token is never sent to
+        github.com (that search is anonymous, with GitHub's lower anonymous limit)."""
+        url = (api_url or DEFAULT_API_URL).rstrip("/")
+        return IssueSearch(url, self._token if url == self.api_url else None)
+
     def ensure_label(self, name, color, description) -> None:
         """Create the label, or update its colour and description when they differ.
 
@@ -281,3 +297,115 @@ class GitHubTracker(Tracker):
 
     def close(self) -> None:
         self.gh.close()
+
+
+# ---------------------------------------------------------------------------- issue search
+
+SEARCH_PAGE = 5  # results asked for per query
+
+
+class SearchFailed(Exception):
+    """A search that gave no usable answer. ``reason`` is a few words for a report line
+    ("rate limited", "invalid query (HTTP 422)", "malformed answer", "timed out", ...)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclasses.dataclass
+class FoundIssue:
+    """One search result: an issue of ``repo`` (owner/name, from its URL)."""
+
+    number: int
+    title: str
+    state: str  # open | closed
+    url: str
+    repo: str
+
+
+_ISSUE_URL = re.compile(r"https?://[^/\s]+/([A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100})/issues/(\d{1,12})")
+
+
+class IssueSearch:
+    """``GET /search/issues`` through PyGithub's requester: read-only, anonymous without a token.
+
+    The tracker's conventions, for a rate-limited endpoint (30 searches a minute with a token, 10
+    without): GETs are retried on 5xx with backoff (never a read timeout: a slow search is slow
+    again), 403/429 rate limits are waited out only when the wait (Retry-After, or the reset time)
+    fits in ``max_rate_wait`` (default 10 s), and any answer that is not a search result raises
+    ``SearchFailed`` with a short reason. Nothing is ever written."""
+
+    def __init__(self, api_url: str | None = None, token: str | None = None, *, timeout: float = 10,
+                 max_rate_wait: float = 10.0, sleep=time.sleep, retry_backoff: float = 0.5,
+                 seconds_between_requests: float = 0.25):
+        from urllib3.util.retry import Retry
+
+        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        self.authenticated = bool(token)
+        self.max_rate_wait = max_rate_wait
+        self._sleep = sleep
+        retry = Retry(total=2, read=0, backoff_factor=retry_backoff, status_forcelist=(500, 502, 503, 504),
+                      allowed_methods=frozenset({"GET"}), raise_on_status=False, respect_retry_after_header=False)
+        self.gh = github.Github(auth=Auth.Token(token) if token else None, base_url=self.api_url,
+                                timeout=max(1, int(timeout)), retry=retry, per_page=SEARCH_PAGE,
+                                seconds_between_requests=seconds_between_requests, lazy=True)
+
+    # the tracker's reading of a 403/429 (Retry-After, X-RateLimit-Reset, GitHub's wording); it uses no state
+    _rate_wait = GitHubTracker._rate_wait
+
+    def search(self, query: str, limit: int = SEARCH_PAGE) -> tuple[int, list[FoundIssue]]:
+        """(total_count, the first ``limit`` results) for the query ``q`` (GitHub's search syntax)."""
+        waited = 0.0
+        while True:
+            try:
+                _, data = self.gh.requester.requestJsonAndCheck(
+                    "GET", "/search/issues", parameters={"q": query, "per_page": max(1, min(100, limit))})
+                return _search_answer(data, limit)
+            except GithubException as exc:
+                wait = self._rate_wait(exc)
+                if wait is None:
+                    raise SearchFailed(_search_error(exc)) from None
+                if waited + wait > self.max_rate_wait:
+                    raise SearchFailed("rate limited") from None
+                self._sleep(wait)
+                waited += wait
+            except SearchFailed:
+                raise
+            except ValueError:  # a body that starts like JSON and is not
+                raise SearchFailed("malformed answer") from None
+            except Exception as exc:  # noqa: BLE001 - requests' timeouts and connection errors
+                name = type(exc).__name__  # a read timeout the retry gave up on is a ConnectionError
+                timed_out = "Timeout" in name or "timed out" in str(exc).lower()
+                raise SearchFailed("timed out" if timed_out else f"unreachable ({name})") from None
+
+    def close(self) -> None:
+        self.gh.close()
+
+
+def _search_error(exc: GithubException) -> str:
+    if exc.status == 422:
+        return "invalid query (HTTP 422)"
+    if exc.status in (401, 403):
+        return f"not allowed (HTTP {exc.status})"
+    return f"HTTP {exc.status}"
+
+
+def _search_answer(data, limit: int) -> tuple[int, list[FoundIssue]]:
+    """A search document read strictly: ``total_count`` and ``items`` with number, title, state and
+    an issue URL; an item that is not one is skipped, a document that is not one raises."""
+    if not isinstance(data, dict) or not isinstance(data.get("items"), list) \
+            or not isinstance(data.get("total_count"), int):
+        raise SearchFailed("malformed answer")
+    found = []
+    for item in data["items"]:
+        if not isinstance(item, dict):
+            continue
+        number, title, state, url = (item.get(k) for k in ("number", "title", "state", "html_url"))
+        m = _ISSUE_URL.fullmatch(url) if isinstance(url, str) else None
+        if isinstance(number, int) and isinstance(title, str) and state in ("open", "closed") and m \
+                and int(m.group(2)) == number:
+            found.append(FoundIssue(number, title[:300], state, url, m.group(1)))
+    if data["items"] and not found:
+        raise SearchFailed("malformed answer")
+    return data["total_count"], found[:limit]

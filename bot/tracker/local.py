@@ -130,5 +130,9 @@ class LocalTracker(Tracker):
             self._save(rec)
             return f"{self._issue(rec).url}#comment-{cid}"
 
+    def get_issue(self, number) -> Issue:
+        with self._locked():
+            return self._issue(self._load(int(number)))
+
     def comments(self, number: int) -> list[dict]:
         return self._load(number)["comments"]

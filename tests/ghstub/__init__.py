@@ -54,6 +54,13 @@ Endpoints (also under the ``prefix``, e.g. /api/v3, for GHES)
     POST /repos/{o}/{r}/issues/{n}/labels                          {"labels": [...]} or a bare list
     GET  /repos/{o}/{r}/pulls/{n}                                  head.sha, head.ref, user, state ...
     GET  /repos/{o}/{r}/collaborators/{user}/permission            permission (legacy), role_name
+    GET  /search/issues               q (required; repo:, is:, state:, label:, author: qualifiers, words,
+                                      "phrases", OR, NOT/-word), sort, order, per_page, page ->
+                                      {total_count, incomplete_results, items (+ score), search_type};
+                                      422 for a missing/over-256-character q, >5 operators, an unknown
+                                      repo: or sort; the search rate limit (stub.search_limits, per
+                                      minute: 30 authenticated, 10 anonymous) answers 403 "API rate
+                                      limit exceeded" with X-RateLimit-Remaining: 0 (tests/ghstub/search.py)
     Bodies of issues and comments over 65,536 characters -> 422 "body is too long (maximum is 65536
     characters)" (``enforce_body_limit=False`` to disable).
 
@@ -65,8 +72,10 @@ Fault injection (``stub.inject(...)`` -> Fault; consumed in order, first match w
     inject(status=429, retry_after=1)                           too many requests
     inject(method="PATCH", status=422, message="body is too long (maximum is 65536 characters)")
     inject(status=None, delay=0.5)                              a slow (but otherwise normal) response
+    inject(path=r"/search/issues", status=200, body="<html>")   a body that is not JSON (sent as it is)
     Fault fields: method ("*"), path (regex searched in the path without the prefix), status, message,
-    after_store, retry_after, delay, times (how many matching requests it hits), headers.
+    after_store, retry_after, delay, times (how many matching requests it hits), headers (they replace
+    the default X-RateLimit-* headers of the same name), body (raw text instead of the JSON error).
     stub.delay = seconds                                        slow every response
     stub.clear_faults()
 

@@ -42,6 +42,8 @@ class Fault:
     retry_after: seconds, sent as a ``Retry-After`` header.
     delay: seconds to sleep before answering (a slow response); with status None the request
         is otherwise served normally.
+    body: answer with this text as the body instead of a JSON error (garbage, HTML, a cut-off
+        document): what a proxy or an overloaded GitHub sometimes sends.
     """
 
     method: str = "*"
@@ -53,6 +55,7 @@ class Fault:
     delay: float = 0.0
     times: int = 1
     headers: dict = dataclasses.field(default_factory=dict)
+    body: str | None = None
     hits: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -71,6 +74,10 @@ class RequestRecord:
     login: str | None = None  # authenticated user, None when anonymous
     started: float = 0.0
     finished: float = 0.0
+
+
+class RawBody(str):
+    """A response body sent as it is, not as JSON (Fault.body)."""
 
 
 class HttpError(Exception):
@@ -101,6 +108,11 @@ class GitHubStub:
         self.requests: list[RequestRecord] = []
         self.faults: list[Fault] = []
         self.delay = 0.0  # seconds added to every response
+        # GET /search/issues: GitHub's search rate limit, requests per minute (its documented
+        # 30 authenticated, 10 anonymous); over it, 403 "API rate limit exceeded" with the
+        # X-RateLimit-* headers of the search resource
+        self.search_limits = {"authenticated": 30, "anonymous": 10}
+        self._search_times: dict[str, list[float]] = {}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -560,6 +572,8 @@ class GitHubStub:
         h = dict(fault.headers)
         if fault.retry_after is not None:
             h["Retry-After"] = str(fault.retry_after)
+        if fault.body is not None:
+            return fault.status, RawBody(fault.body), h
         msg = fault.message
         if fault.status == 403 and msg == "Server Error":
             msg = SECONDARY_RATE_MESSAGE
@@ -899,10 +913,21 @@ class GitHubStub:
         u["role_name"] = perm
         return 200, {"permission": legacy, "role_name": perm, "user": u}, {}
 
+    def ep_search_issues(self, login, query, body, full):
+        """GET /search/issues (tests/ghstub/search.py has the rules)."""
+        from tests.ghstub import search
+
+        found, headers = search.search(self, login, query)
+        chunk, links = self._paginate(found, query, full)
+        items = [dict(self._issue_json(r, i), score=float(s)) for r, i, s in chunk]
+        doc = {"total_count": len(found), "incomplete_results": False, "items": items, "search_type": "lexical"}
+        return 200, doc, {**headers, **links}
+
 
 _SEG = r"([^/]+)"
 _ROUTES = [
     (r"/user", "GET", GitHubStub.ep_user),
+    (r"/search/issues", "GET", GitHubStub.ep_search_issues),
     (rf"/repos/{_SEG}/{_SEG}", "GET", GitHubStub.ep_repo),
     (rf"/repos/{_SEG}/{_SEG}/issues", "GET", GitHubStub.ep_list_issues),
     (rf"/repos/{_SEG}/{_SEG}/issues", "POST", GitHubStub.ep_create_issue),
@@ -936,15 +961,18 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         status, headers, payload, _ = self.server_stub.handle(self.command, self.path, self.headers, body)
-        data = b"" if payload is None else json.dumps(payload).encode()
+        raw = isinstance(payload, RawBody)
+        data = b"" if payload is None else payload.encode() if raw else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", "text/html; charset=utf-8" if raw else "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("X-GitHub-Media-Type", "github.v3; format=json")
-        self.send_header("X-RateLimit-Limit", "5000")
-        self.send_header("X-RateLimit-Remaining", "4999")
-        self.send_header("X-RateLimit-Reset", str(int(time.time()) + 3600))
-        self.send_header("X-RateLimit-Resource", "core")
+        rate = {"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+                "X-RateLimit-Reset": str(int(time.time()) + 3600), "X-RateLimit-Resource": "core"}
+        own = {k.lower() for k in headers}
+        for k, v in rate.items():  # a response's own rate-limit headers (search, a fault) replace these
+            if k.lower() not in own:
+                self.send_header(k, v)
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
