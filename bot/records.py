@@ -237,6 +237,26 @@ class Reused(Record):
 
 
 @dataclass
+class PlainRepro(Record):
+    """``repro_plain.py``: the minimized graph as a plain function of aten ops, its inputs (inline
+    when small) and eager vs ``torch.compile`` judged like the check, public torch APIs only;
+    verified in fresh processes like the launcher-format repro."""
+
+    path: str | None = None              # None: not written (``reason`` says why)
+    reason: str | None = None
+    inputs_inline: bool = False          # the inputs are in the file (else ``inputs_file``)
+    inputs_file: str | None = None       # relative to the failure's directory
+    inputs_sha256: str | None = None     # sha256 of the inputs' storages (raw bytes, in order of first use)
+    inputs_bytes: int = 0                # the inputs' encoded (base64) size
+    runs: int = 0                        # fresh-process runs ...
+    failed_same_way: int = 0             # ... and how many failed the way the launcher-format repro does
+
+    @property
+    def reproduces(self) -> bool:
+        return bool(self.path) and self.failed_same_way > 0
+
+
+@dataclass
 class Repro(Record):
     """The minimized repro: status, where its files are, its numbers."""
 
@@ -255,6 +275,7 @@ class Repro(Record):
     capture: Capture | None = None
     timings: dict[str, float] = field(default_factory=dict)
     reused: Reused | None = None
+    plain: PlainRepro | None = None      # repro_plain.py, when minify wrote one
 
     def add_time(self, name: str, seconds: float) -> None:
         self.timings[name] = round(self.timings.get(name, 0) + seconds, 2)

@@ -63,6 +63,8 @@ WORK_DIR = "minify-work"              # minify's scratch space, one directory pe
 REPRO = "repro.py"
 INPUTS_DIR = "inputs"
 STANDALONE = "repro_standalone.py"
+PLAIN = "repro_plain.py"              # the plain repro: a function of aten ops, torch.compile, public APIs only
+PLAIN_INPUTS = "plain_inputs.pt"      # its inputs (torch.save of a list) under inputs/, when too large to inline
 MINIFIER_LOG = "minifier.log"
 
 RESULTS_SCHEMA = "minify-action/results/v1"

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
+from bot import rundir
 from bot.check.settings import Settings
-from bot.records import Culprit
+from bot.records import Culprit, PlainRepro
 from bot.render import Renderer
 from bot.report.context import issue_context
 from bot.report.load import ReportOptions, load_run
@@ -225,3 +226,90 @@ def test_a_repro_too_large_to_inline_points_to_the_artifacts(tmp_path):
     repro = section(body, "Minimized repro")
     assert "too large to inline" in repro and f"`failures/{row.id}/repro.py`" in repro
     assert "https://example.invalid/a/1" in repro and "x = 1" not in body
+
+
+# --------------------------------------------------------------------------- plain or launcher-format repro
+
+PLAIN = ("import torch\n\n\ndef fn(arg0_1):\n    relu = torch.ops.aten.relu.default(arg0_1)\n    return (relu,)\n"
+         "\n\ndef main():\n    torch.compile(fn)\n")
+SHA = "ab" * 32
+
+
+def plain_issue(tmp_path, plain: PlainRepro, text: str | None = PLAIN, *, opts: ReportOptions | None = None):
+    """(the "Minimized repro" section, the check's id, the body) of the issue for a verified failure
+    whose record names ``plain`` (its file written with ``text``)."""
+    row = rundirs.check()
+    rec = rundirs.failure(row, culprit=RELU)
+    rec.repro.plain = plain
+    run = rundirs.write(tmp_path / "run", [row], [rec])
+    if text is not None:
+        (run / "failures" / row.id / rundir.PLAIN).write_text(text)
+    group = load_run(run)[1]
+    state, _ = merge_state(None, group, "run-1", "t")
+    ctx = issue_context(group, state, opts or ReportOptions(), run)
+    body = Renderer().body(ctx, state.to_json())[0]
+    return section(body, "Minimized repro"), row.id, body
+
+
+def verified_plain(**kw) -> PlainRepro:
+    return PlainRepro(**{"path": rundir.PLAIN, "inputs_inline": True, "inputs_sha256": SHA, "runs": 3,
+                         "failed_same_way": 3, **kw})
+
+
+def test_a_plain_repro_that_reproduced_is_the_one_inlined_and_the_launcher_is_named(tmp_path):
+    repro, rid, body = plain_issue(tmp_path, verified_plain())
+    assert "def fn(arg0_1):" in repro and "class Repro(" not in repro
+    assert "Save as `repro_plain.py` and run `python repro_plain.py`: its inputs are inline, it needs no other " \
+           "file." in repro
+    assert "This is the plain repro" in repro and "public torch APIs only" in repro
+    assert "failed the same way in 3 of 3 fresh runs" in repro
+    assert f"torch's launcher-format repro (`run_repro`) is `failures/{rid}/repro.py` in the artifacts" in repro
+    assert "next to the `inputs/` directory" not in repro
+    assert reproduce(body)[0] == "python repro_plain.py    # from the failure's directory in the artifacts"
+
+
+def test_a_plain_repro_whose_inputs_are_in_the_artifacts_names_them_with_their_hash(tmp_path):
+    plain = verified_plain(inputs_inline=False, inputs_file=f"{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS}")
+    repro, _, _ = plain_issue(tmp_path, plain)
+    assert "def fn(arg0_1):" in repro
+    assert (f"run `python repro_plain.py` next to the `inputs/` directory from the artifacts "
+            f"(`inputs/plain_inputs.pt`, the sha256 of its storages `{SHA}`: the repro checks it).") in repro
+
+
+def test_a_plain_repro_that_did_not_reproduce_leaves_the_launcher_inlined_and_says_so(tmp_path):
+    repro, rid, body = plain_issue(tmp_path, verified_plain(failed_same_way=0))
+    assert "class Repro(torch.nn.Module)" in repro and "def fn(arg0_1)" not in repro
+    assert "Save as `repro.py` and run `python repro.py`." in repro
+    assert "This is torch's launcher-format repro (`run_repro`, private torch APIs)." in repro
+    assert reproduce(body)[0] == "python repro.py    # from the failure's directory in the artifacts"
+    assert (f"The plain repro (public torch APIs only), `failures/{rid}/repro_plain.py` in the artifacts, did not "
+            "fail the same way in its fresh runs (0 of 3).") in repro
+
+
+def test_a_plain_repro_not_written_says_why_escaped(tmp_path):
+    plain = PlainRepro(reason="the graph's code reads `_evil` @someone <b>x</b>")
+    repro, _, _ = plain_issue(tmp_path, plain, text=None)
+    assert "class Repro(torch.nn.Module)" in repro
+    line = next(ln for ln in repro.splitlines() if "No plain repro" in ln)
+    assert "@someone" not in line and "<b>" not in line and "\\`\\_evil\\`" in line
+
+
+def test_a_plain_repro_too_large_to_inline_leaves_the_launcher_inlined(tmp_path):
+    repro, rid, _ = plain_issue(tmp_path, verified_plain(), text="x = 1\n" * 10000)
+    assert "class Repro(torch.nn.Module)" in repro and "x = 1" not in repro
+    assert f"The plain repro (public torch APIs only) is too large to inline: it is `failures/{rid}/repro_plain.py`" \
+           in repro
+
+
+def test_a_plain_repro_outside_the_failures_directory_is_never_read(tmp_path):
+    (tmp_path / "secret.py").write_text("TOKEN = 'x'\n")
+    for path in ("../../../secret.py", "/etc/passwd"):
+        repro, _, _ = plain_issue(tmp_path / path.strip("/").replace("/", "_"), verified_plain(path=path), text=None)
+        assert "TOKEN" not in repro and "class Repro(torch.nn.Module)" in repro
+
+
+def test_a_record_without_a_plain_repro_inlines_the_launcher_as_before(tmp_path):
+    _, body = issue(tmp_path, relu_failure())
+    repro = section(body, "Minimized repro")
+    assert "Save as `repro.py` and run `python repro.py`." in repro
+    assert "This is torch's launcher-format repro" in repro and "plain repro" not in repro

@@ -96,7 +96,8 @@ def execute(opts) -> int:
     cache = bl.BuildCache(opts.cache_dir, log=say)
     for fdir, rec in todo:
         sig = rec.signature
-        repro = fdir / (rec.repro.path or rundir.REPRO)
+        plain = rec.repro.plain   # public APIs only: it runs on builds whose private repro API differs
+        repro = fdir / (plain.path if plain is not None and plain.reproduces else rec.repro.path or rundir.REPRO)
         if sig is None or not repro.is_file():
             say(f"{fdir.name}: no verified signature or repro.py; skipped")
             continue

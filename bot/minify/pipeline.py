@@ -29,10 +29,21 @@ from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
 from bot.minify import package as pkg
+from bot.minify import plain as plainmod
 from bot.minify import procs, reuse
 from bot.minify import reduce as red
 from bot.minify import verify as ver
-from bot.minify.records import CHECK_TOLERANCE, Checkpoint, Final, Loaded, Localized, MinifyJob, Pinned, WorkerResult
+from bot.minify.records import (
+    CHECK_TOLERANCE,
+    Checkpoint,
+    Final,
+    Judge,
+    Loaded,
+    Localized,
+    MinifyJob,
+    Pinned,
+    WorkerResult,
+)
 from bot.options import MinifyOptions
 from bot.records import Capture, CheckRow, ConfigDiff, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
@@ -395,7 +406,7 @@ class _Progress:
             self.pinned = e.signature
         elif isinstance(e, Final) and e.bisects and self.early is None and self.pinned is not None:
             f.say(f"verify: {_verify_plan(f.opts, e.random_inputs_reproduce)} (while the bisector runs)")
-            self.early = _EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps)
+            self.early = _EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps, _plain_job(f, e.judge))
 
 
 def _reduce_and_verify(f: Failure, candidates: list[str], c: cap.Capture | None, work: str) -> None:
@@ -469,11 +480,13 @@ def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interp
     begun while the bisector ran when it verified this very repro); then the config fallbacks."""
     sig, rnd_known = result.signature, result.random_inputs_reproduce
     judge_lines = (result.judge.config if result.judge else None) or None
+    plain = _plain_job(f, result.judge)
     config = _repro_config(f.rec.config.minimal, f.rec.config.diff)
     done = early.outcome(result.final, config, rnd_known, f.log, judge_lines) if early is not None else None
     if done is None:
         f.say(f"verify: {_verify_plan(f.opts, rnd_known)}")
-        done = _package_and_verify(result.final, config, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines)
+        done = _package_and_verify(result.final, config, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines,
+                                   plain)
     v = done
     f.repro.timings["package"] = v.package_seconds
     f.repro.timings["verify"] = v.seconds
@@ -481,7 +494,8 @@ def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interp
         if v.failed_same_way:
             break
         f.log(f"the repro did not reproduce with {why}; retrying with {_config_words(fallback)}")
-        v = _package_and_verify(result.final, fallback, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines)
+        v = _package_and_verify(result.final, fallback, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines,
+                                plain)
         f.repro.add_time("verify", v.seconds)
         if v.failed_same_way:
             config = fallback
@@ -508,6 +522,26 @@ def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, co
     if v.random_inputs_reproduce:
         pkg.write_standalone(f.fdir, config, result.final, judge_lines)
         r.standalone_path = rundir.STANDALONE
+    r.plain = v.plain
+    if v.plain is not None:
+        r.timings["plain"] = v.plain_seconds
+        f.say(f"verify: plain repro: {_plain_words(v.plain)}")
+
+
+def _plain_words(p) -> str:
+    if p.path is None:
+        return f"not written ({p.reason})"
+    return (f"{p.failed_same_way}/{p.runs} fresh runs fail the same way; inputs "
+            + ("inline" if p.inputs_inline else f"in {p.inputs_file} (sha256 {p.inputs_sha256})"))
+
+
+def _plain_job(f: Failure, judge: Judge | None) -> plainmod.PlainJob:
+    """How the plain repro (repro_plain.py) is written: compiled with the failure's backend under the
+    program's numerics flags, judged as the worker learned to judge (``judge``)."""
+    j = judge or Judge(f.failure_class or "accuracy")
+    return plainmod.PlainJob(out_dir=f.fdir, failure_class=j.failure_class, backend=f.stage_backend or "inductor",
+                             tolerance=j.tolerance or CHECK_TOLERANCE, compare_non_fp=bool(j.compare_non_fp),
+                             numerics=f.row.numerics or {}, training=(f.row.mode or f.settings.mode) == "training")
 
 
 def _repro_config(minimal: list | None, diff: list | None) -> list:
@@ -541,9 +575,10 @@ def _verify_plan(opts: MinifyOptions, random_known) -> str:
 
 
 def _package_and_verify(final: str, config, sig: Signature, random_known, opts: MinifyOptions, fdir: str, vlog,
-                        interps, judge_lines=None) -> ver.VerifyRuns:
+                        interps, judge_lines=None, plain: plainmod.PlainJob | None = None) -> ver.VerifyRuns:
     """Write failures/<id>/repro.py (+ inputs) from the worker's final repro and verify it in fresh
-    processes; the packaging time in ``package_seconds``."""
+    processes; the packaging time in ``package_seconds``. When it reproduces and ``plain`` says how,
+    repro_plain.py is written and verified the same way (``v.plain``)."""
     from bot.torch_adapter.repro import parse_repro_file
 
     t = time.time()
@@ -551,7 +586,24 @@ def _package_and_verify(final: str, config, sig: Signature, random_known, opts: 
     package_seconds = round(time.time() - t, 2)
     v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=random_known, interpreters=interps)
     v.package_seconds = package_seconds
+    if plain is not None and v.failed_same_way:
+        t = time.time()
+        v.plain = _plain_and_verify(plain.replace(final=final, config=config), sig, opts, fdir, vlog, interps)
+        v.plain_seconds = round(time.time() - t, 2)
     return v
+
+
+def _plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOptions, fdir: str, vlog, interps):
+    """Write repro_plain.py beside repro.py and run it in fresh processes like repro.py: it counts
+    only where it fails the same way (:class:`bot.records.PlainRepro`)."""
+    rec = plainmod.write_plain(job, interps)
+    if rec.path is None:
+        vlog(f"plain repro: not written: {rec.reason}")
+        return rec
+    pv = ver.verify(os.path.join(fdir, rec.path), sig, opts.verify_runs, log=lambda m: vlog(f"plain repro: {m}"),
+                    random_known=False, interpreters=interps)
+    rec.runs, rec.failed_same_way = pv.runs, pv.failed_same_way
+    return rec
 
 
 def _digest(path: str) -> str | None:
@@ -570,7 +622,8 @@ class _EarlyVerify:
     bisector: it runs in the background while the worker bisects. Its log lines are held until
     the outcome is taken, so that they do not interleave with the worker's."""
 
-    def __init__(self, event: Final, sig: Signature, opts: MinifyOptions, fdir: str, interps):
+    def __init__(self, event: Final, sig: Signature, opts: MinifyOptions, fdir: str, interps,
+                 plain: plainmod.PlainJob | None = None):
         from bot import proc
 
         self.event = event
@@ -581,7 +634,7 @@ class _EarlyVerify:
         self.judge_lines = judge_lines = (event.judge.config if event.judge else None) or None
         self.job = proc.background(lambda: _package_and_verify(
             event.path, config, sig, event.random_inputs_reproduce, opts, fdir, self.lines.append,
-            interps, judge_lines), name="verify")
+            interps, judge_lines, plain), name="verify")
 
     def outcome(self, final: str, config, random_known, vlog, judge_lines=None) -> ver.VerifyRuns | None:
         """The verification, when it verified this very repro; None (and what it wrote is gone)
@@ -605,8 +658,9 @@ class _EarlyVerify:
         """Wait for it and remove the repro it packaged."""
         self.job.wait()
         shutil.rmtree(os.path.join(self.fdir, rundir.INPUTS_DIR), ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(self.fdir, rundir.REPRO))
+        for name in (rundir.REPRO, rundir.PLAIN):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.fdir, name))
 
 
 def _class_of_launcher(path: str) -> str:

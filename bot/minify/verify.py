@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from bot import proc
 from bot.minify import procs
 from bot.minify.procs import Interpreters
-from bot.records import Verification
+from bot.records import PlainRepro, Verification
 from bot.signature import Signature
 
 
@@ -48,6 +48,8 @@ class VerifyRuns:
     exits: list = field(default_factory=list)   # each saved-input run's exit code (-signal, None: timeout)
     last_output_tail: str = ""
     package_seconds: float = 0.0                # set by the caller that packaged the repro first
+    plain: PlainRepro | None = None             # repro_plain.py beside it, and its own runs (set by the caller)
+    plain_seconds: float = 0.0
 
     @property
     def record(self) -> Verification:

@@ -21,6 +21,7 @@ from bot.records import (
     ConfigDiff,
     Culprit,
     HarnessFacts,
+    PlainRepro,
     Repro,
     Spec,
 )
@@ -143,16 +144,17 @@ def _source_part(check: CheckRow, spec: Spec, models: list[str], trusted_command
         return Reproduce(args=list(models))
 
 
-def reproduce_command(check: CheckRow, has_repro: bool, trusted_commands=()) -> str:
+def reproduce_command(check: CheckRow, has_repro: bool, trusted_commands=(), repro_file: str = rundir.REPRO) -> str:
     """`minify-bot check ...` for the issue's "Reproduce locally", built only from fields that pass
     strict patterns. A run directory may come from a pull request's job: its strings (above all a
     command suite's `spec.command`) are never offered as something to copy and paste, unless the
-    command is one this report was configured with (``trusted_commands``)."""
+    command is one this report was configured with (``trusted_commands``). ``repro_file``: the repro
+    the issue shows (a file name of the failure's directory that passed a strict pattern)."""
     from bot import slash
 
     lines = []
     if has_repro:
-        lines.append("python repro.py    # from the failure's directory in the artifacts")
+        lines.append(f"python {repro_file}    # from the failure's directory in the artifacts")
     cmd = ["minify-bot", "check"]
     notes = []
     spec = check.spec if isinstance(check.spec, Spec) else Spec()
@@ -216,10 +218,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     accuracy = (f.accuracy if f else None) or check.accuracy
     accuracy = accuracy.to_json() if accuracy else None
     rel_dir = f"failures/{check.id}"
-    inline = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
-    status_words = {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
-        repro.status, "Captured")
     ver = repro.verification
+    repro_ctx = _repro_context(rep, repro, rel_dir)
     versions = f.versions if f else {}
     versions_table = [(k, v if not isinstance(v, (list, dict)) else json.dumps(v)) for k, v in versions.items()
                       if v not in (None, "", [])] + _harness_versions(check)
@@ -237,15 +237,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "culprit": _culprit(f.culprit if f else None), "bisect_words": _bisect_words(f),
         "graph_role": capture.role if capture.role in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
-        "repro": {"status": repro.status, "status_words": status_words, "reason": repro.reason,
-                  "inline": inline, "too_big": bool(rep.repro_text) and inline is None,
-                  "size": len(rep.repro_text or ""),
-                  "artifact_path": f"{rel_dir}/{repro.path or rundir.REPRO}",
-                  "needs_inputs": bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
-                  "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
-                  "queries": repro.queries, "reused": repro.reused is not None,
-                  "graph": _count(capture.graph), "graphs": _count(capture.graphs),
-                  "capture_note": _capture_note(capture)},
+        "repro": repro_ctx,
         "ablation": [a.to_json() for a in (f.ablation if f else None) or []],
         "config_minimal": [d.to_json() for d in cfg.minimal or []], "config_diff": [d.to_json() for d in cfg.diff],
         "versions": versions,
@@ -255,9 +247,64 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "torch_versions": state.torch or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
         "builds": builds_context(state, f),
         "failure_dir": rel_dir,
-        "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands),
+        "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands,
+                                               repro_ctx["file"] if repro_ctx["kind"] == "plain" else rundir.REPRO),
         "log_excerpt": None, "overflow": [],
     }
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")   # a file of the failure's own directory
+MAX_PLAIN_CHARS = 1_000_000   # a plain repro is read only up to this size (an artifact's file)
+
+
+def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
+    """The "Minimized repro" section: which repro the issue inlines and what the text says about the
+    other. The plain repro (repro_plain.py: public APIs only, inputs inline when small) when it
+    failed the same way in its fresh runs and fits; else torch's launcher-format repro.py."""
+    ver, capture = repro.verification, repro.capture or Capture()
+    plain = repro.plain if repro.plain is not None and rep.failure is not None else PlainRepro()
+    plain_path = safe(plain.path, _FILE, None)
+    plain_text = _plain_text(rep, plain_path) if plain.reproduces and plain_path else None
+    launcher = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
+    use_plain = plain_text is not None and len(plain_text) <= INLINE_REPRO_LIMIT
+    shown = plain_text if use_plain else rep.repro_text
+    name = plain_path if use_plain else repro.path or rundir.REPRO
+    inputs_file = safe((plain.inputs_file or "").rsplit("/", 1)[-1], _FILE, None)   # inputs/<its file name>
+    return {"status": repro.status, "reason": repro.reason,
+            "status_words": {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
+                repro.status, "Captured"),
+            "kind": "plain" if use_plain else "launcher" if launcher else None,
+            "inline": plain_text if use_plain else launcher, "too_big": bool(shown) and not (use_plain or launcher),
+            "size": len(shown or ""), "file": name.rsplit("/", 1)[-1], "artifact_path": f"{rel_dir}/{name}",
+            "launcher_path": f"{rel_dir}/{repro.path or rundir.REPRO}",
+            "plain_path": f"{rel_dir}/{plain_path}" if plain_path else None,
+            "plain_runs": f"{plain.failed_same_way} of {plain.runs}" if plain.runs else None,
+            "plain_reason": (plain.reason or "")[:500] or None,
+            "plain_too_big": plain_text is not None and not use_plain,
+            "needs_inputs": (not plain.inputs_inline) if use_plain
+            else bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
+            "inputs_file": f"{rundir.INPUTS_DIR}/{inputs_file}" if inputs_file else None,
+            "inputs_sha256": safe(plain.inputs_sha256, _SHA256, None),
+            "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
+            "queries": repro.queries, "reused": repro.reused is not None,
+            "graph": _count(capture.graph), "graphs": _count(capture.graphs),
+            "capture_note": _capture_note(capture)}
+
+
+def _plain_text(rep: Failure, rel: str) -> str | None:
+    """The plain repro's text: a file of the failure's own directory (an artifact names it), bounded."""
+    if rep.dir is None:
+        return None
+    base = Path(rep.dir).resolve()
+    path = (base / rel).resolve()
+    try:
+        path.relative_to(base)
+        if not path.is_file() or path.stat().st_size > MAX_PLAIN_CHARS:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (ValueError, OSError):
+        return None
 
 
 def _error_context(error: CheckError) -> dict:

@@ -1,0 +1,567 @@
+"""The plain repro, ``repro_plain.py``: the minimized graph as a plain Python function of aten ops,
+its inputs, and eager against ``torch.compile(fn, backend=...)`` judged the way the check judges,
+with public torch APIs only (``import torch``, ``torch.ops.*``, ``torch.compile``; the config
+modules only for the settings the failure needs). It is what an upstream bug report holds; it runs
+on torch builds whose private repro API differs (a bisection over builds); and when its inputs are
+small (:data:`INLINE_LIMIT` bytes, base64-encoded) it carries them bit-exact, so that it runs from
+a copy-paste of the issue. Larger inputs go to ``inputs/plain_inputs.pt`` (``torch.save`` of a
+list), named by the sha256 of their storages, which the repro checks when it loads them.
+
+The file is written in a process that has torch (``python -m bot.minify.plain JOB``: a fork of
+the minify command's fork server, :func:`write_plain` in the parent) from the worker's final
+torch-format repro; the parent verifies it in fresh processes like ``repro.py``. Its parts:
+
+- the graph (:func:`graph_function`): FX's own code for it, as ``def fn(<placeholders>)``; the
+  graph's tensor constants become inputs; dtype arguments that torch's fp64 reference rewrites
+  (``cast_dtype_args_to_fp64``) read ``torch.float64 if fp64 else <dtype>``, so the reference is
+  the same function called with ``fp64=True``;
+- the inputs (:func:`encode_inputs`, :func:`inline_inputs_source`): each distinct storage's raw
+  bytes, and each input a ``torch.as_strided`` view of one (dtype, size, stride, storage offset,
+  requires_grad as saved): shared storages, views larger than their data, nan / inf / -0.0 /
+  denormals and integer edges come back bit for bit;
+- the judge (:data:`ACCURACY_JUDGE`): torch's ``same()`` rule as the check applies it (allclose at
+  the tolerance, else the RMSE against the fp64 reference within a multiple of eager's), a few
+  lines of plain torch; an accuracy failure prints ``AccuracyError`` with the numbers and exits 1;
+  an error just propagates from the compiled call.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from string import Template
+
+from bot import rundir
+from bot.records import ConfigEntry, PlainRepro, Record
+
+INLINE_LIMIT = 64 * 1024    # bytes of base64 the inputs may take inline, together
+B64_LINE = 100              # characters of base64 per source line
+
+
+# --- what the generated file runs, as text: this module imports no torch when imported (the minify
+#     command's own process never does); the writer runs the same text to hash what it encodes.
+#     Each part is a string.Template ($name is filled in).
+
+STORAGE_HELPERS = '''
+
+def _storage(device, data):
+    """One storage's raw bytes (base64) as a flat uint8 tensor on ``device``."""
+    raw = bytearray(base64.b64decode(data))
+    flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+    return flat.to(device)
+
+
+def _view(storage, dtype, size, stride, offset, requires_grad=False):
+    """An input as it was saved: a view of a storage's bytes with its dtype, size, stride and offset."""
+    t = torch.as_strided(storage.view(dtype), size, stride, offset)
+    return t.requires_grad_() if requires_grad else t
+'''
+
+SHA256_HELPER = '''
+
+def _sha256(inputs):
+    """sha256 of the inputs' storages: each distinct storage's raw bytes, in order of first use."""
+    digest, seen = hashlib.sha256(), set()
+    for t in inputs:
+        if not isinstance(t, torch.Tensor):
+            continue
+        s = t.untyped_storage()
+        key = (s.data_ptr(), s.nbytes(), str(s.device))
+        if key in seen:
+            continue
+        seen.add(key)
+        raw = bytearray(s.nbytes())
+        if raw:
+            flat = torch.empty(0, dtype=torch.uint8, device=s.device).set_(s)
+            torch.frombuffer(raw, dtype=torch.uint8).copy_(flat.cpu())
+        digest.update(raw)
+    return digest.hexdigest()
+'''
+
+FILE_INPUTS = '''
+INPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inputs", "$file")
+INPUTS_SHA256 = "$sha"
+
+
+def make_inputs():
+    """A fresh copy of the saved inputs: inputs/$file from the failure's artifacts."""
+    inputs = torch.load(INPUTS, weights_only=True)
+    found = _sha256(inputs)
+    if found != INPUTS_SHA256:
+        print(f"{INPUTS}: its storages' sha256 is {found}, not {INPUTS_SHA256}: not this repro's inputs",
+              file=sys.stderr)
+        sys.exit(2)
+    return inputs
+''' + SHA256_HELPER
+
+ACCURACY_MAIN = '''
+
+# judged like the check: torch's accuracy rule (torch._dynamo.utils.same, as the check applies it)
+TOLERANCE = $tol
+COMPARE_NON_FLOAT = $compare   # True: integer and bool outputs are compared too
+
+
+def _flat(x):
+    return [z for y in x for z in _flat(y)] if isinstance(x, (list, tuple)) else [x]
+
+
+def _rmse(reference, x):
+    return torch.sqrt(torch.mean(torch.square(reference.double() - x.double()))).item()
+
+
+def _wrong(expected, actual, reference):
+    """The compiled output is wrong: not within the tolerance of eager's, and further from the fp64
+    reference than a small multiple of eager's own error."""
+    if not isinstance(expected, torch.Tensor):
+        return COMPARE_NON_FLOAT and expected != actual
+    if expected.dtype != actual.dtype:
+        return True
+    if expected.dtype == torch.bool:
+        expected, actual = expected.to(torch.uint8), actual.to(torch.uint8)
+        return COMPARE_NON_FLOAT and not torch.allclose(expected, actual, atol=TOLERANCE, rtol=TOLERANCE)
+    if torch.allclose(expected, actual, atol=TOLERANCE, rtol=TOLERANCE, equal_nan=True):
+        return False
+    if reference.dtype != torch.float64:   # an integer output, or no fp64 reference
+        return COMPARE_NON_FLOAT
+    if (not reference.isnan().any() and not actual.isnan().any() and expected.isnan().any()
+            and torch.allclose(reference.to(actual.dtype), actual, atol=0.04, rtol=0.04, equal_nan=True)):
+        return False   # eager has nan where compiled and fp64 agree
+    eager, compiled = _rmse(reference, expected), _rmse(reference, actual)
+    small = reference.numel() < 1000 or (expected.ndim == 4 and expected.shape[-1] == expected.shape[-2] == 1)
+    multiplier = 3.0 if small or TOLERANCE >= 2e-2 or actual.dtype in (torch.float16, torch.bfloat16) else 2.0
+    return not (compiled <= multiplier * eager + TOLERANCE / 10 or (math.isnan(eager) and math.isnan(compiled)))
+
+
+def _describe(i, expected, actual, reference):
+    if not isinstance(expected, torch.Tensor) or expected.dtype != actual.dtype:
+        return f"output {i}: compiled {actual!r}, eager {expected!r}"
+    diff = (actual.double() - expected.double()).abs()
+    line = (f"output {i} ({str(actual.dtype).replace('torch.', '')} {list(actual.shape)}): max abs error "
+            f"{diff.max().item() if diff.numel() else 0.0:.6g} against eager")
+    if reference.dtype == torch.float64 and actual.is_floating_point():
+        line += f"; RMSE against fp64: compiled {_rmse(reference, actual):.6g}, eager {_rmse(reference, expected):.6g}"
+    return line
+
+
+def main():
+    compiled = torch.compile(fn, backend=$backend$dynamic)
+    with torch.no_grad():
+        expected = fn(*make_inputs())
+        try:   # the fp64 reference: floating inputs and dtype arguments in float64
+            reference = fn(*[x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                             for x in make_inputs()]$fp64)
+        except Exception:   # an op without a float64 kernel: compared with eager directly
+            reference = expected
+        actual = compiled(*make_inputs())
+    outputs = list(zip(_flat(expected), _flat(actual), _flat(reference)))
+    wrong = [i for i, (e, a, r) in enumerate(outputs) if _wrong(e, a, r)]
+    for i in wrong:
+        print(_describe(i, *outputs[i]))
+    if wrong:
+        print(f"AccuracyError: {len(wrong)} of {len(outputs)} outputs of torch.compile(fn, backend=$backend) "
+              f"are wrong (tolerance {TOLERANCE}; RMSE against fp64 at most 2-3x eager's)")
+        sys.exit(1)
+    print("the compiled outputs agree with eager: the failure did not reproduce")
+'''
+
+ERROR_MAIN = '''
+
+def main():
+    compiled = torch.compile(fn, backend=$backend$dynamic)
+    with torch.no_grad():
+        compiled(*make_inputs())   # the failure: this raises (or the process dies)
+    print("the compiled function ran without error: the failure did not reproduce")
+'''
+
+# globals FX's code for a graph may read, and the line that defines each (any other is refused)
+PREAMBLE = {"torch": None, "math": None, "operator": None, "device": "from torch import device",
+            "inf": "inf = float('inf')", "nan": "nan = float('nan')", "NoneType": "NoneType = type(None)"}
+
+
+class NotPlain(Exception):
+    """The graph or its inputs cannot be written as a plain program (the message says why)."""
+
+
+@dataclass
+class PlainJob(Record):
+    """What the writer needs (``python -m bot.minify.plain JOB RESULT``): the worker's final repro,
+    where to write, and how the failure is compiled and judged."""
+
+    final: str = ""                   # the worker's final torch-format repro (its inputs beside it)
+    out_dir: str = ""                 # failures/<id>/
+    failure_class: str = "accuracy"
+    backend: str = "inductor"         # a dynamo-level graph's backend (an after-AOT graph is inductor's)
+    tolerance: float = 1e-4
+    compare_non_fp: bool = False
+    config: list[ConfigEntry] | None = None   # None: every setting the final repro's file carries
+    numerics: dict = field(default_factory=dict)
+    training: bool = False
+    inline_limit: int = INLINE_LIMIT
+
+
+# --- the graph --------------------------------------------------------------------------------------
+
+
+class _RefDtype:
+    """A dtype argument torch's fp64 reference rewrites (``cast_dtype_args_to_fp64``), written so
+    that the same function computes the reference: ``(torch.float64 if fp64 else torch.float16)``."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"(torch.float64 if fp64 else {self.dtype})"
+
+
+def graph_function(gm) -> tuple[str, list, bool]:
+    """``def fn(...)`` for an FX graph, from FX's own code for it: (source, the graph's tensor
+    constants, now inputs after the placeholders, whether ``fn`` takes ``fp64``). Raises
+    :class:`NotPlain` for a graph that calls submodules or anything but public torch APIs."""
+    import copy
+
+    gm = copy.deepcopy(gm)
+    if any(n.op == "call_module" for n in gm.graph.nodes):
+        raise NotPlain("the graph calls submodules")
+    constants = _constants_as_inputs(gm)
+    fp64 = _mark_reference_dtypes(gm.graph)
+    gm.recompile()
+    params = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    forward = next(n for n in ast.parse(gm.graph.python_code("self").src).body if isinstance(n, ast.FunctionDef))
+    body = [ast.unparse(st) for st in forward.body if not _frees(st)]
+    src = f"def fn({', '.join(params + (['*', 'fp64=False'] if fp64 else []))}):\n" + "".join(
+        f"    {line}\n" for st in body for line in st.splitlines())
+    problems = _not_public(src) + [f"reads {n!r}" for n in _free_names(src) if n not in PREAMBLE]
+    if problems:
+        raise NotPlain("the graph's code is not public torch API only: " + "; ".join(problems[:5]))
+    return src, constants, fp64
+
+
+def _frees(st: ast.stmt) -> bool:
+    """FX's ``x = y = None``: it frees values no later node reads (noise in a repro)."""
+    return isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is None
+
+
+def _constants_as_inputs(gm) -> list:
+    """The graph's ``get_attr`` tensors, each made an input (a placeholder after the others, named
+    after it), in order; the values are returned."""
+    import operator
+
+    import torch
+
+    g = gm.graph
+    values = []
+    for node in [n for n in g.nodes if n.op == "get_attr"]:
+        value = operator.attrgetter(node.target)(gm)
+        if not isinstance(value, torch.Tensor):
+            raise NotPlain(f"the graph reads a {type(value).__name__} attribute")
+        last = [n for n in g.nodes if n.op == "placeholder"]
+        with (g.inserting_after(last[-1]) if last else g.inserting_before(next(iter(g.nodes)))):
+            ph = g.placeholder("c_" + node.target.replace(".", "_").lstrip("_"))
+        node.replace_all_uses_with(ph)
+        g.erase_node(node)
+        values.append(value.detach())
+    return values
+
+
+def _mark_reference_dtypes(g) -> bool:
+    """Mark the dtype arguments torch's fp64 reference rewrites to float64: the dtype of a
+    ``prims.convert_element_type`` and any floating ``dtype=`` keyword. True when there is one."""
+    import torch
+
+    def floating(d) -> bool:
+        return isinstance(d, torch.dtype) and d.is_floating_point and d != torch.float64
+
+    found = False
+    for n in g.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is torch.ops.prims.convert_element_type.default and len(n.args) == 2 and floating(n.args[1]):
+            n.args, found = (n.args[0], _RefDtype(n.args[1])), True
+        if floating(n.kwargs.get("dtype")):
+            n.kwargs, found = {**n.kwargs, "dtype": _RefDtype(n.kwargs["dtype"])}, True
+    return found
+
+
+def _not_public(src: str) -> list[str]:
+    """``torch._x`` in the code (``torch.ops.<namespace>.<op>`` is public, higher-order ops are not)."""
+    found = []
+    inner = set()
+    for n in ast.walk(ast.parse(src)):
+        if not isinstance(n, ast.Attribute) or id(n) in inner:
+            continue
+        chain, v = [n.attr], n.value
+        while isinstance(v, ast.Attribute):
+            inner.add(id(v))
+            chain.append(v.attr)
+            v = v.value
+        chain.reverse()
+        if not (isinstance(v, ast.Name) and v.id == "torch"):
+            continue
+        if chain[0] == "ops" and (len(chain) < 2 or chain[1] != "higher_order"):
+            continue
+        if chain[0] == "ops" or any(p.startswith("_") and not p.startswith("__") for p in chain):
+            found.append("torch." + ".".join(chain))
+    return sorted(set(found))
+
+
+def _free_names(src: str) -> list[str]:
+    """The names the function reads that it does not bind and Python does not define."""
+    tree = ast.parse(src)
+    fn = tree.body[0]
+    bound = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return sorted({n for n in read if n not in bound and not hasattr(builtins, n)})
+
+
+# --- the inputs -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Encoded:
+    """The inputs as the plain repro rebuilds them inline: each distinct storage (device, raw
+    bytes), in order of first use, and each input's source (a ``_view`` of a storage, or a literal)."""
+
+    storages: list[tuple[str, bytes]]
+    items: list[str]
+
+    @property
+    def size(self) -> int:
+        """Characters of base64 the storages take."""
+        return sum(4 * math.ceil(len(raw) / 3) for _, raw in self.storages)
+
+
+def storage_bytes(storage) -> bytes:
+    """A storage's raw bytes (public API only; ``bytes(storage)`` reads one byte at a time)."""
+    import torch
+
+    raw = bytearray(storage.nbytes())
+    if raw:
+        flat = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+        torch.frombuffer(raw, dtype=torch.uint8).copy_(flat.cpu())
+    return bytes(raw)
+
+
+def encode_inputs(args) -> Encoded | None:
+    """The inputs as inline data; None when a tensor is not a plain strided one (sparse, quantized,
+    a conjugate or negative view: ``torch.save`` keeps those). Raises :class:`NotPlain` for an
+    input that is neither a tensor nor a literal."""
+    import torch
+
+    storages: list[tuple[str, bytes]] = []
+    index: dict[tuple, int] = {}
+    items = []
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            items.append(literal(a))
+            continue
+        if a.layout != torch.strided or a.is_quantized or a.is_conj() or a.is_neg() or a.device.type == "meta":
+            return None
+        s = a.untyped_storage()
+        key = (s.data_ptr(), s.nbytes(), str(s.device))
+        if key not in index:
+            index[key] = len(storages)
+            storages.append((str(s.device), storage_bytes(s)))
+        grad = ", requires_grad=True" if a.requires_grad else ""
+        items.append(f"_view(s{index[key]}, {a.dtype}, {tuple(a.shape)!r}, {tuple(a.stride())!r}, "
+                     f"{a.storage_offset()}{grad})")
+    return Encoded(storages, items)
+
+
+def literal(value) -> str:
+    """The source of a non-tensor input (an int of a symbolic size, a float, a dtype...)."""
+    import torch
+
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value) if isinstance(value, torch.dtype) else f"torch.device({str(value)!r})"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(literal(v) for v in value) + ("," if isinstance(value, tuple) and len(value) == 1 else "")
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    raise NotPlain(f"an input is a {type(value).__name__}")
+
+
+def inline_inputs_source(enc: Encoded) -> str:
+    """``make_inputs()`` over the inline storages, and the two helpers it uses."""
+    lines = ["def make_inputs():",
+             '    """A fresh copy of the saved inputs, bit-exact: each storage\'s raw bytes (base64), viewed',
+             '    with the saved dtype, size, stride and storage offset."""']
+    for i, (device, raw) in enumerate(enc.storages):
+        data = base64.b64encode(raw).decode("ascii")
+        chunks = [data[j:j + B64_LINE] for j in range(0, len(data), B64_LINE)] or [""]
+        lines.append(f"    s{i} = _storage({device!r}," + (" " if len(chunks) == 1 else "\n        ")
+                     + "\n        ".join(f'"{c}"' for c in chunks) + ")")
+    lines += ["    return [", *[f"        {item}," for item in enc.items], "    ]"]
+    return "\n".join(lines) + "\n" + STORAGE_HELPERS
+
+
+def inputs_sha256(args) -> str:
+    """The inputs' content hash, by the very function the plain repro checks them with."""
+    import hashlib
+
+    import torch
+
+    ns = {"torch": torch, "hashlib": hashlib}
+    exec(SHA256_HELPER, ns)  # noqa: S102 - our own helper's text, defined once for both sides
+    return ns["_sha256"](list(args))
+
+
+# --- the file ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Parts:
+    """What one plain repro is made of."""
+
+    fn: str                                # def fn(...)
+    inputs: str                            # def make_inputs() and its helpers
+    inline: bool
+    backend: str
+    accuracy: bool
+    tolerance: float = 1e-4
+    compare_non_fp: bool = False
+    dynamic: bool = False
+    fp64: bool = False                     # fn takes fp64= (dtype arguments of the reference)
+    constants: int = 0                     # the graph's constants, the last inputs
+    config: list[ConfigEntry] = field(default_factory=list)
+    numerics: dict = field(default_factory=dict)
+
+
+def plain_source(p: Parts) -> str:
+    """The text of repro_plain.py."""
+    from bot.torch_adapter import numerics
+    from bot.torch_adapter.config import MODULES, config_line
+
+    where = "inline" if p.inline else f"./{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS} from the artifacts"
+    head = [f"# Minimized by minify-bot. Run: python {rundir.PLAIN}   (inputs: {where})"] + (
+        [f"# The failing graph as a plain function, run eagerly and with torch.compile(backend={p.backend!r}),",
+         "# judged like the check: exit 1 when the compiled result is wrong. Public torch APIs only."] if p.accuracy
+        else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
+              "# called: the error propagates, as in the check. Public torch APIs only."])
+    used = set(_free_names(p.fn))
+    std = {"base64": p.inline, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
+           "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
+    lines = head + [f"import {m}" for m, needed in std.items() if needed] + ["", "import torch"]
+    prefixes = list(dict.fromkeys(e.key.partition(".")[0] for e in p.config))
+    lines += [f"import {MODULES[x]}" for x in MODULES if x in prefixes]
+    if p.config:
+        lines += ["", "# the settings the failure needs"] + [config_line(e.key, e.value) for e in p.config]
+    extra = numerics.lines(p.numerics)
+    if extra:
+        lines += ["# the program's numerics settings (process state, not part of the graph)"] + extra
+    lines += [""] + [PREAMBLE[n] for n in PREAMBLE if n in used and PREAMBLE[n]]
+    if p.constants:
+        lines += [f"# the graph's {p.constants} tensor constant(s) are its last inputs"]
+    values = {"backend": repr(p.backend), "dynamic": ", dynamic=True" if p.dynamic else "",
+              "fp64": ", fp64=True" if p.fp64 else "", "tol": repr(float(p.tolerance)),
+              "compare": repr(bool(p.compare_non_fp))}
+    main = Template(ACCURACY_MAIN if p.accuracy else ERROR_MAIN).substitute(values)
+    text = "\n".join(lines).rstrip("\n") + "\n\n\n" + p.fn + "\n\n" + p.inputs.strip("\n") + "\n" + main
+    return text + '\n\nif __name__ == "__main__":\n    main()\n'
+
+
+def _config_of(job: PlainJob, rf) -> list[ConfigEntry]:
+    """The settings to write: the job's, or (None) every setting the final repro's file carries."""
+    from bot.torch_adapter import repro as R
+
+    if job.config is not None:
+        return list(job.config)
+    return [ConfigEntry(k, None, v) for k, v in rf.config.items()
+            if k not in R.CAPTURE_KEYS and not isinstance(v, R._Unparsed)]
+
+
+def write(job: PlainJob) -> PlainRepro:
+    """Write failures/<id>/repro_plain.py from the worker's final repro (and inputs/plain_inputs.pt
+    when the inputs do not fit inline). Runs in a process that has torch."""
+    import torch
+
+    from bot.minify.predicate import load_graph
+
+    rf, gm, args = load_graph(job.final)
+    if job.training and rf.kind == "dynamo":
+        return PlainRepro(reason="the graph is judged by a training step (outputs and gradients): no plain repro")
+    try:
+        fn_src, constants, fp64 = graph_function(gm)
+        args = [*args, *constants]
+        enc = encode_inputs(args)
+    except NotPlain as exc:
+        return PlainRepro(reason=str(exc))
+    rec = PlainRepro(path=rundir.PLAIN, inputs_sha256=inputs_sha256(args), inputs_bytes=enc.size if enc else 0)
+    rec.inputs_inline = enc is not None and enc.size <= job.inline_limit
+    if rec.inputs_inline:
+        inputs_src = inline_inputs_source(enc)
+    else:
+        os.makedirs(os.path.join(job.out_dir, rundir.INPUTS_DIR), exist_ok=True)
+        torch.save(list(args), os.path.join(job.out_dir, rundir.INPUTS_DIR, rundir.PLAIN_INPUTS))
+        rec.inputs_file = f"{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS}"
+        inputs_src = Template(FILE_INPUTS).substitute(file=rundir.PLAIN_INPUTS, sha=rec.inputs_sha256)
+    accuracy = job.failure_class == "accuracy"
+    parts = Parts(fn_src, inputs_src, rec.inputs_inline, "inductor" if rf.kind == "aot" else job.backend, accuracy,
+                  job.tolerance, job.compare_non_fp, dynamic=rf.kind == "aot" and rf.dynamic, fp64=fp64,
+                  constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
+    with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
+        fh.write(plain_source(parts))
+    return rec
+
+
+# --- the writer's process ---------------------------------------------------------------------------
+
+
+def write_plain(job: PlainJob, interpreters=None, timeout: float = 300) -> PlainRepro:
+    """Write the plain repro in a process of its own: a fork of ``interpreters`` (the minify
+    command's fork server, which imported torch) when given, else a fresh interpreter. Its record;
+    one with a reason (and no path) when it could not be written."""
+    import tempfile
+
+    from bot.minify import procs
+
+    with tempfile.TemporaryDirectory(prefix="minify-plain-") as tmp:
+        job_path, result_path, log_path = (os.path.join(tmp, n) for n in ("job.json", "result.json", "writer.log"))
+        with open(job_path, "w", encoding="utf-8") as fh:
+            json.dump(job.to_json(), fh)
+        args = [job_path, result_path]
+        out = (interpreters.run_module(MODULE, args, cwd=tmp, log_path=log_path, timeout=timeout,
+                                       env=procs.child_env()) if interpreters is not None else None)
+        if out is None:   # no server, or it is gone
+            out = procs.run_logged([procs.python(), "-m", MODULE, *args], cwd=tmp, log_path=log_path, timeout=timeout)
+        try:
+            with open(result_path, encoding="utf-8") as fh:
+                return PlainRepro.from_json(json.load(fh))
+        except (OSError, ValueError):
+            tail = " | ".join((out.output or out.tail or "").strip().splitlines()[-3:])[-1000:]
+            return PlainRepro(reason=f"the plain repro's writer ended without a result "
+                                     f"({'timed out' if out.timed_out else f'exit {out.returncode}'}): {tail}")
+
+
+MODULE = "bot.minify.plain"
+
+
+def main(argv: list[str]) -> int:
+    """``python -m bot.minify.plain JOB RESULT``: write the plain repro; its record to RESULT."""
+    import traceback
+
+    job_path, result_path = argv
+    with open(job_path, encoding="utf-8") as fh:
+        job = PlainJob.from_json(json.load(fh))
+    try:
+        rec = write(job)
+    except Exception as exc:  # noqa: BLE001 - the launcher-format repro stands; the reason is recorded
+        traceback.print_exc()
+        rec = PlainRepro(reason=f"the plain repro could not be written: {type(exc).__name__}: {exc}"[:2000])
+    with open(result_path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(rec.to_json(), fh)
+    os.replace(result_path + ".tmp", result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
