@@ -361,6 +361,7 @@ with open(os.environ["MINIFY_BOT_HOOK_STATE"], "a") as fh:
     fh.write(json.dumps({"event": "graph", "graph": 1, "devices": ["cuda:0", "cpu"],
                          "dtypes": {"bfloat16": 4096, "int64": 16}, "grad": True,
                          "numerics": {"torch.backends.cuda.matmul.allow_tf32": True}}) + "\\n")
+    fh.write(json.dumps({"event": "backward"}) + "\\n")
 print("loss 0.5 vs fp64 0.25 (eager 0.2501): accuracy mismatch")
 sys.exit(1)
 """

@@ -20,7 +20,8 @@ EVENTS = [hook.Started(pid=41), hook.Compiling(graph=2), hook.Exited(graphs=3, i
           hook.Forced(backend="eager"), hook.ConfigSet(keys=["dynamo.verbose"]),
           hook.Unsupported(what="torch._dynamo.optimize"),
           hook.GraphFacts(graph=1, devices=["cuda:0", "cpu"], dtypes={"bfloat16": 4096, "int64": 8}, grad=True,
-                          autocast=None, numerics={"torch.backends.cuda.matmul.allow_tf32": True})]
+                          autocast=None, numerics={"torch.backends.cuda.matmul.allow_tf32": True}),
+          hook.BackwardRan()]
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)
@@ -121,7 +122,7 @@ def test_a_gpu_programs_graphs_name_its_device_dtype_and_mode(state):
              hook.GraphFacts(graph=2, devices=["cuda:0"], dtypes={"float16": 100, "int64": 64}, grad=True,
                              numerics={"torch.backends.cuda.matmul.allow_tf32": True,
                                        "float32_matmul_precision": "high"})]
-    state.write_text("".join(json.dumps(f.to_json()) + "\n" for f in facts))
+    state.write_text("".join(json.dumps(f.to_json()) + "\n" for f in facts + [hook.BackwardRan()]))
     got = hook.read_state(str(state))
     assert got.devices == ["cuda:0", "cpu"] and got.dtypes == {"float16": 2148, "float32": 1, "int64": 64}
     assert got.configuration() == {"device": "cuda", "dtype": "float16", "mode": "training"}
@@ -130,6 +131,9 @@ def test_a_gpu_programs_graphs_name_its_device_dtype_and_mode(state):
     state.write_text(json.dumps(facts[0].replace(autocast="bfloat16").to_json()) + "\n")
     assert hook.read_state(str(state)).configuration() == {"device": "cuda", "dtype": "amp", "mode": "inference"}
     assert hook.HookState().configuration() == {}
+    # a graph compiled with grad enabled, but no backward ever ran: a forward-only program (no no_grad)
+    state.write_text(json.dumps(facts[1].to_json()) + "\n")
+    assert hook.read_state(str(state)).configuration()["mode"] == "inference"
 
 
 PROGRAM = """\

@@ -175,8 +175,27 @@ def _process(f: Failure) -> None:
     if f.rec.stage == "dynamo":
         return f.stop(IN_DYNAMO)
     _capture_and_minify(f)
-    if provisional and f.repro.status in ("none", "not_reproduced") and not f.rec.flaky:
+    if f.repro.status not in ("none", "not_reproduced") or f.rec.flaky:
+        return
+    if provisional:
         _localize_after(f)
+    if f.program and f.rec.stage not in ("eager", "dynamo") and (f.repro.capture or Capture()).repro_after == "aot":
+        _capture_after_dynamo(f)
+
+
+def _capture_after_dynamo(f: Failure) -> None:
+    """No graph captured after AOT fails on its own (a bug across the forward and backward
+    graphs, or one only the whole dynamo graph shows): the program's dynamo graphs, judged with
+    the first failing backend (a training step when the check ran a backward)."""
+    before = (f.repro.reason or "").rstrip(".")
+    f.say(f"capture: no graph captured after AOT fails on its own ({before}); capturing after dynamo")
+    f.repro.status, f.repro.reason = None, None
+    captured = _capture_program_dynamo(f, os.path.join(f.work, "dynamo"))
+    if captured is not None:
+        _reduce_and_verify(f, captured[0], captured[1], os.path.join(f.work, "dynamo"))
+    f.repro.capture.add_note(f"after-AOT capture first: {before}")
+    if f.repro.status in ("none", "not_reproduced"):   # what neither capture could do, and why
+        f.repro.reason = f"after dynamo: {f.repro.reason}; after AOT: {before}"
 
 
 def _not_minified(f: Failure) -> bool:
@@ -234,9 +253,10 @@ def _localize_after(f: Failure) -> None:
     f.say(f"first failing stage: {f.rec.stage}")
     if f.rec.stage == "eager":
         f.stop(FAILS_WITHOUT_COMPILER, "none")
+    elif f.rec.stage == "dynamo":
+        f.stop(IN_DYNAMO, "none")
     elif f.rec.stage != "inductor":
-        f.stop(f"the program already fails at stage {f.rec.stage}: the graphs inductor received do not fail on "
-               f"their own ({f.repro.reason})", "none")
+        f.stage_backend = lz.first_failing   # the dynamo graphs are judged with the first failing backend
 
 
 def capture_levels(fclass: str | None, opts: MinifyOptions) -> list[int | None]:
@@ -276,11 +296,8 @@ def _capture_program(f: Failure, work: str, level: int | None) -> tuple[list[str
     """Capture a command / harness failure through the environment: (launchers, capture), or None
     (reason set) when there is no graph."""
     if f.rec.stage != "inductor" or f.stage_backend != "inductor" or f.opts.repro_after == "dynamo":
-        f.stop(f"first failing stage {f.rec.stage} (backend {f.stage_backend}): a program is captured with "
-               "TORCHDYNAMO_REPRO_AFTER=aot, which wraps inductor only; capture this one by hand with "
-               "TORCHDYNAMO_REPRO_AFTER=dynamo and `minify-bot minify --repro`")
-        f.say(f.repro.reason)
-        return None
+        # torch's repro-after aot wraps inductor only: a failure before inductor, after dynamo
+        return _capture_program_dynamo(f, work)
     level = level or f.opts.repro_level or cap.level_for(f.failure_class)
     f.say(f"capture: rerunning the program with TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL={level}")
     t = time.time()
@@ -294,6 +311,26 @@ def _capture_program(f: Failure, work: str, level: int | None) -> tuple[list[str
     f.say(f"capture: {len(c.candidates)} launcher(s) from {c.graphs if c.graphs is not None else '?'} "
           "compiled graph(s)")
     return c.candidates[:CANDIDATES.get(level, CANDIDATES[None])], c
+
+
+def _capture_program_dynamo(f: Failure, work: str) -> tuple[list[str], cap.Capture] | None:
+    """Capture a program's dynamo graphs (bot.minify.capture.run_capture_program_dynamo):
+    (graphs, capture), or None (reason set) when the run saved none."""
+    backend = f.stage_backend or "inductor"
+    f.say(f"capture: rerunning the program with every compile's graph saved after dynamo (backend {backend})")
+    t = time.time()
+    c = cap.run_capture_program_dynamo(f.row, f.settings, work, f.log_path, failure_class=f.failure_class,
+                                       backend=backend, timeout=f.opts.check_timeout)
+    f.repro.add_time("capture", time.time() - t)
+    f.stage_backend = backend
+    f.repro.capture = Capture("dynamo", None, "environment", c.note, graphs=c.graphs)
+    if c.launcher is None:
+        _no_graph_captured(f, c.row, "program", f"the capture run (status {c.row.status if c.row else None}) "
+                           "saved no graph after dynamo: the program compiled none through the environment it was "
+                           "given, or it failed before compiling")
+        return None
+    f.say(f"capture: {len(c.candidates)} graph(s) after dynamo")
+    return c.candidates[:CANDIDATES[None]], c
 
 
 def _no_launcher_reason(c: cap.Capture, level: int) -> str:
@@ -382,6 +419,7 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
         tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
         isolate=f.opts.isolate or aborts, check_config=f.row.config or {}, numerics=f.row.numerics or {},
+        training=(f.row.mode or f.settings.mode) == "training",
         bisect=not f.opts.no_bisect and f.rec.stage == "inductor", backend=f.stage_backend or "inductor")
 
 

@@ -31,6 +31,7 @@ Events, one JSON line each in the state file, each a :class:`HookEvent` (written
                      enabled and a tensor that requires grad), the autocast dtype in force, and the
                      process's numerics flags that differ from torch's defaults
                      (bot.torch_adapter.numerics),
+        BackwardRan  {"event": "backward"}  the program ran a backward (once per process),
         Forced       {"event": "forced", "backend": ...},
         ConfigSet    {"event": "config", "keys": [...]},
         Unsupported  {"event": "unsupported", "what": ...}.
@@ -91,6 +92,10 @@ class GraphFacts(HookEvent, kind="graph"):
     numerics: dict[str, bool | str] = field(default_factory=dict)
 
 
+class BackwardRan(HookEvent, kind="backward"):
+    pass
+
+
 class Forced(HookEvent, kind="forced"):
     backend: str
 
@@ -142,6 +147,7 @@ def on_import(name: str, module) -> None:
         _apply_config()
         _count_graphs()
         _watch_graphs()
+        _watch_backward()
         import atexit
 
         atexit.register(lambda: _emit(Exited(_graphs_now(), _cpu_isa())))
@@ -284,6 +290,30 @@ def _watch_graphs() -> None:
 
     call_user_compiler._minify_bot = True
     OutputGraph.call_user_compiler = call_user_compiler
+
+
+def _watch_backward() -> None:
+    """One :class:`BackwardRan` event the first time the program runs a backward
+    (``torch.autograd.backward``, which ``Tensor.backward`` calls, or ``torch.autograd.grad``): a
+    graph compiled with grad enabled is a training graph only if the program differentiates it
+    (a forward-only benchmark that forgot ``torch.no_grad()`` is still inference)."""
+    import torch.autograd as autograd
+
+    for name in ("backward", "grad"):
+        original = getattr(autograd, name, None)
+        if original is None or getattr(original, "_minify_bot", False):
+            continue
+
+        def wrapper(*args, _original=original, **kwargs):
+            # AOTAutograd differentiates while it traces a joint graph: only the program's own count
+            if not _STATE.get("backward") and not _STATE["compiling"] and not _STATE["dumping"]:
+                _STATE["backward"] = True
+                _emit(BackwardRan())
+            return _original(*args, **kwargs)
+
+        wrapper._minify_bot = True
+        wrapper.__doc__, wrapper.__name__ = original.__doc__, original.__name__
+        setattr(autograd, name, wrapper)
 
 
 def graph_facts(gm, example_inputs, graph: int | None) -> GraphFacts:
@@ -465,7 +495,7 @@ class HookState(Record):
     isa: str | None = None
     devices: list[str] = field(default_factory=list)     # of the compiled graphs' tensors ("cuda:0")
     dtypes: dict[str, int] = field(default_factory=dict)  # elements per dtype over those tensors
-    training: bool | None = None     # a graph was compiled for a backward (None: no graph seen)
+    training: bool | None = None     # a graph was compiled for a backward that ran (None: no graph seen)
     autocast: str | None = None      # the autocast dtype some graph was compiled under
     numerics: dict[str, bool | str] = field(default_factory=dict)  # the last graph's numerics flags
 
@@ -495,6 +525,7 @@ class HookState(Record):
 def read_state(path: str) -> HookState:
     """Summarize a state file (:func:`read_events`)."""
     out = HookState()
+    backward = False
     starts = exits = 0
     exited = False
     counting = False  # unknown unless a hook loaded in some Python process of the program
@@ -512,10 +543,14 @@ def read_state(path: str) -> HookState:
             out.launchers.append(Launcher(ev.graph, ev.path))
         elif isinstance(ev, GraphFacts):
             _add_graph(out, ev)
+        elif isinstance(ev, BackwardRan):
+            backward = True
         elif isinstance(ev, Forced):
             out.forced = ev.backend
         elif isinstance(ev, Unsupported):
             out.unsupported.append(ev.what)
+    if out.training is not None:
+        out.training = out.training and backward
     if out.counting_unsupported():
         counting = False
     # graphs dynamo produced (summed over the program's processes that exited normally); else
