@@ -23,6 +23,7 @@ from bot.records import (
     Culprit,
     GraphBisect,
     KnownRecord,
+    Readout,
     Record,
     Repro,
     StageVerdict,
@@ -62,8 +63,9 @@ class FailureRecord(Record):
     schema: str = FAILURE_SCHEMA
     builds: BuildsFound | None = None    # `minify-bot bisect`'s answer over torch builds
     collect_env: str | None = None       # torch's collect_env output, when the record carries it
+    readout: Readout | None = None       # accuracy failures: the minimized graph's numerics per op
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("builds", "collect_env")   # written only when set
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("builds", "collect_env", "readout")   # written only when set
 
     def to_json(self) -> dict:
         doc = super().to_json()

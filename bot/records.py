@@ -202,6 +202,38 @@ class Culprit(Record):
 
 
 @dataclass
+class ReadoutNode(Record):
+    """One op of the minimized graph in the numerics readout: its value compiled and eager, each
+    against the graph run in float64 (max abs error, RMSE); ``diverges``: compiled fails the
+    check's rule (torch's ``same``) where eager passes."""
+
+    op: str
+    name: str | None = None           # the FX node's name (the op may occur twice)
+    shape: list[int] = field(default_factory=list)
+    dtype: str | None = None
+    max_abs_compiled: float | None = None   # None: no fp64 value, or not finite
+    rmse_compiled: float | None = None
+    max_abs_eager: float | None = None
+    rmse_eager: float | None = None
+    diverges: bool = False
+
+
+@dataclass
+class Readout(Record):
+    """failure.json's ``readout`` (accuracy failures): which op of the minimized graph first
+    diverges from the fp64 reference, by how much, and whether the compiled graph is deterministic
+    (bot/minify/readout.py). ``nodes`` holds at most 30 rows; empty with a ``note`` when it could
+    not be made."""
+
+    nodes: list[ReadoutNode] = field(default_factory=list)
+    first_diverging: str | None = None
+    deterministic: bool | None = None        # None: not checked
+    max_nondeterminism: float | None = None  # the largest difference of two runs, when not deterministic
+    note: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
 class Verification(Record):
     """Fresh-process runs of the packaged repro and how many failed the same way."""
 

@@ -488,6 +488,7 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
     if result.signature is not None and (f.launcher is not None or job.class_uncertain):
         rec.failure_class = result.signature.failure_class  # learned from the graph: the check could not tell
     rec.bisect, rec.culprit = result.bisect, result.culprit
+    rec.readout = result.readout
     if result.graph_role:
         r.capture.role = result.graph_role
     if result.dynamic:

@@ -14,7 +14,17 @@ import sys
 from dataclasses import dataclass, field
 
 from bot import records
-from bot.records import CheckError, ConfigEntry, ConfigSetting, Culprit, GraphBisect, GraphOp, Record, StageVerdict
+from bot.records import (
+    CheckError,
+    ConfigEntry,
+    ConfigSetting,
+    Culprit,
+    GraphBisect,
+    GraphOp,
+    Readout,
+    Record,
+    StageVerdict,
+)
 from bot.signature import Signature
 
 CHECK_TOLERANCE = 1e-4   # the check's tolerance when its row names none (bot/check/judge.py's default)
@@ -111,6 +121,7 @@ class WorkerResult(_File):
     random_inputs_reproduce: bool | None = None
     bisect: GraphBisect | None = None
     culprit: Culprit | None = None
+    readout: Readout | None = None   # accuracy failures: the final graph's numerics per op (bot.minify.readout)
     # how it ran
     isolated: bool = False           # every query in a fresh process
     timings: dict[str, float] = field(default_factory=dict)

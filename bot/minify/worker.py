@@ -9,7 +9,8 @@ reduce.py); the command line is the fresh-process variant. JOB.json is written b
 The steps, in order, each a function over one :class:`Run`: :func:`step_sanity` (does the captured
 graph fail on its own, the way the check did), :func:`step_reduce` (the culprit search and the
 reduction passes), :func:`step_config` (the minimal config diff), :func:`step_final` (the repro,
-announced so the parent verifies it while) :func:`step_bisect` runs torch's bisector. How a
+announced so the parent verifies it while) :func:`bot.minify.readout.step_readout` (accuracy
+failures: each op against fp64) and :func:`step_bisect` (torch's bisector) run. How a
 candidate is judged is :mod:`bot.minify.predicate`'s.
 """
 
@@ -37,6 +38,7 @@ from bot.minify.predicate import (
     sanity,
     with_config,
 )
+from bot.minify.readout import step_readout
 from bot.minify.records import (
     Checkpoint,
     Done,
@@ -120,6 +122,7 @@ def cmd_minify(job_path: str) -> int:
             step_config(run)
         bisects = step_final(run)
         with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
+            step_readout(run)
             step_bisect(run, bisects)
     except Stop as stop:
         return _finish(run, stop.status, stop.reason)

@@ -22,6 +22,7 @@ from bot.records import (
     Culprit,
     HarnessFacts,
     PlainRepro,
+    Readout,
     Repro,
     Spec,
 )
@@ -235,6 +236,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "status": check.status, "ops_summary": _ops_summary(parts, f if f and f.repro_verified else None),
         "flaky": state.flaky,
         "culprit": _culprit(f.culprit if f else None), "bisect_words": _bisect_words(f),
+        "readout": _readout(f.readout if f else None),
         "graph_role": capture.role if capture.role in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
         "repro": repro_ctx,
@@ -328,6 +330,26 @@ def _culprit(c: Culprit | None) -> dict | None:
         return None
     return {"ops": ops, "method": c.method if c.method in CULPRIT_METHODS else "graph",
             "bisect": c.bisect if isinstance(c.bisect, str) else None}
+
+
+def _readout(r: Readout | None) -> dict | None:
+    """The numerics readout's table (accuracy failures): allowlisted op names, the numbers as the
+    record has them (shown through the num filter; "n/a" where none), at most 30 rows; None when
+    the record has no rows."""
+    rows = r.nodes[:30] if r is not None and isinstance(r.nodes, list) else []
+    if not rows:
+        return None
+
+    def n(v):
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
+
+    return {"rows": [{"op": safe(x.op, _OP, "unknown"), "diverges": x.diverges is True,
+                      "max_abs_compiled": n(x.max_abs_compiled), "rmse_compiled": n(x.rmse_compiled),
+                      "max_abs_eager": n(x.max_abs_eager), "rmse_eager": n(x.rmse_eager)} for x in rows],
+            "first_diverging": safe(r.first_diverging, _OP, None) if r.first_diverging else None,
+            "deterministic": r.deterministic if isinstance(r.deterministic, bool) else None,
+            "max_nondeterminism": n(r.max_nondeterminism) if r.max_nondeterminism is not None else None,
+            "note": r.note[:500] if isinstance(r.note, str) else None}
 
 
 _GIT = re.compile(r"[0-9a-f]{7,40}")

@@ -206,6 +206,42 @@ def fp64_values(gm, args, names: set) -> dict:
     return kept
 
 
+def eager_node_values(gm, args, names: set) -> dict:
+    """The values the nodes ``names`` take when ``gm`` runs eagerly in its own dtypes (no grad),
+    recorded by an ``fx.Interpreter`` as :func:`fp64_values` records them in float64; {} when the
+    graph raises on its inputs."""
+    import torch
+    import torch.fx as fx
+
+    kept: dict = {}
+
+    class _Rec(fx.Interpreter):
+        def run_node(self, n):
+            v = super().run_node(n)
+            if n.name in names:
+                kept[n.name] = v
+            return v
+
+    try:
+        with torch.no_grad():
+            _Rec(gm, garbage_collect_values=True).run(*clone_inputs(args))
+    except Exception:  # noqa: BLE001 - a graph that raises eagerly has no eager values
+        return {}
+    return kept
+
+
+def node_op_name(node) -> str:
+    """A call node's op as :func:`graph_ops` names it (``aten.relu.default``)."""
+    import torch
+
+    target = node.target
+    if node.op != "call_function":
+        return str(target)
+    if isinstance(target, torch._ops.OpOverload):
+        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
+    return getattr(target, "__name__", str(target))
+
+
 def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:
     """The check's criterion: ``same(ref, res, fp64_ref, tol)`` (fp64 RMSE), inverted."""
     from torch._dynamo.utils import same
