@@ -27,6 +27,7 @@ from bot.records import (
     Record,
     Repro,
     StageVerdict,
+    Trace,
     key,
 )
 from bot.signature import (
@@ -64,8 +65,9 @@ class FailureRecord(Record):
     builds: BuildsFound | None = None    # `minify-bot bisect`'s answer over torch builds
     collect_env: str | None = None       # torch's collect_env output, when the record carries it
     readout: Readout | None = None       # accuracy failures: the minimized graph's numerics per op
+    trace: Trace | None = None           # the verified repro's traced rerun: trace, tlparse, generated code
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("builds", "collect_env", "readout")   # written only when set
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("builds", "collect_env", "readout", "trace")   # written only when set
 
     def to_json(self) -> dict:
         doc = super().to_json()

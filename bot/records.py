@@ -314,6 +314,25 @@ class Repro(Record):
 
 
 @dataclass
+class Trace(Record):
+    """failure.json's ``trace``: the verified repro run once more with torch's structured trace on
+    and the compiled-graph caches off (bot/minify/trace.py). Paths are relative to the failure's
+    directory; None where that part is missing (``note`` says why)."""
+
+    repro: str | None = None            # the repro that ran (repro_plain.py or repro.py)
+    exit_code: int | None = None        # its exit status (-N: signal N; None: timed out)
+    trace_dir: str | None = None        # "trace": torch's trace files (.log, or .log.gz when large)
+    trace_bytes: int = 0                # what trace_dir holds
+    trace_cut: bool = False             # the trace was cut at the size bound
+    tlparse: str | None = None          # "tlparse.zip": tlparse's HTML report (None: no tlparse, or it failed)
+    output_code: str | None = None      # "output_code.py": the modules inductor generated
+    output_code_chars: int = 0          # their full length (the file is cut at a bound)
+    output_code_modules: int = 0
+    seconds: float = 0.0
+    note: str | None = None
+
+
+@dataclass
 class ConfigSetting(Record):
     """One torch config setting a repro carries: its key (``inductor.cpp.x``) and value."""
 

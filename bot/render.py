@@ -281,5 +281,13 @@ def _step_traceback_1k(ctx):
     return _error_field(ctx, "traceback", 1000)
 
 
-_BUDGET_STEPS = [_step_traceback_20k, _step_collect_env, _step_full_diff, _step_traceback_4k,
+def _step_generated_code(ctx):
+    """The generated code's block goes first: the body says it is in the artifacts instead."""
+    gen = ctx.get("generated_code") or {}
+    if not gen.get("code"):
+        return ctx
+    return _with(ctx, "generated code", generated_code={**gen, "code": None})
+
+
+_BUDGET_STEPS = [_step_generated_code, _step_traceback_20k, _step_collect_env, _step_full_diff, _step_traceback_4k,
                  _step_affected, _step_message, _step_minifier_log, _step_repro_link, _step_traceback_1k]

@@ -66,6 +66,9 @@ STANDALONE = "repro_standalone.py"
 PLAIN = "repro_plain.py"              # the plain repro: a function of aten ops, torch.compile, public APIs only
 PLAIN_INPUTS = "plain_inputs.pt"      # its inputs (torch.save of a list) under inputs/, when too large to inline
 MINIFIER_LOG = "minifier.log"
+TRACE_DIR = "trace"                   # torch's structured trace of the verified repro's traced rerun (TORCH_TRACE)
+TLPARSE_REPORT = "tlparse.zip"        # tlparse's HTML report of that trace (zipped: its file names are not safe names)
+OUTPUT_CODE = "output_code.py"        # the modules inductor generated in that rerun
 
 RESULTS_SCHEMA = "minify-action/results/v1"
 REPORT_SCHEMA = "minify-action/report/v1"

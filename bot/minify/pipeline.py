@@ -32,6 +32,7 @@ from bot.minify import package as pkg
 from bot.minify import plain as plainmod
 from bot.minify import procs, reuse
 from bot.minify import reduce as red
+from bot.minify import trace as tracemod
 from bot.minify import verify as ver
 from bot.minify.records import (
     CHECK_TOLERANCE,
@@ -540,6 +541,7 @@ def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interp
             config = fallback
             f.rec.config.minimal = None
     _record_verification(f, result, v, config, judge_lines)
+    tracemod.trace_verified(f.rec, f.fdir, f.say)   # the verified repro rerun with TORCH_TRACE
 
 
 def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, config, judge_lines) -> None:

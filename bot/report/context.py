@@ -249,6 +249,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "torch_versions": state.torch or ["unknown"], "artifact_url": opts.artifact_url, "run_url": opts.run_url,
         "builds": builds_context(state, f),
         "failure_dir": rel_dir,
+        "generated_code": generated_code_context(rep, rel_dir),
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands,
                                                repro_ctx["file"] if repro_ctx["kind"] == "plain" else rundir.REPRO),
         "log_excerpt": None, "overflow": [],
@@ -407,3 +408,54 @@ def _summary(parts, check, accuracy, err, group) -> str:
         what = md(CLASS_WORDS.get(parts["class"], parts["class"]))
     return f"{where} on {who}: {what}"
 
+
+INLINE_CODE_LIMIT = 8000         # the generated code the body shows: the kernels, at most this much
+_KERNEL_START = re.compile(r"^(?:(?:cpp_fused|triton)_\w*\s*=|@triton\.jit)", re.MULTILINE)
+_KERNEL_END = re.compile(r"^'''", re.MULTILINE)
+
+
+def generated_code_context(rep: Failure, rel_dir: str) -> dict | None:
+    """The "Trace and generated code" section: where the trace and tlparse's report are in the
+    artifacts, and the kernels of output_code.py (untrusted text: only ever fenced). Paths are
+    the record's only when they pass the file pattern and resolve inside the failure's directory."""
+    tr = rep.failure.trace if rep.failure is not None else None
+    if tr is None:
+        return None
+    trace_dir = _present(rep, safe(tr.trace_dir, _FILE, None))
+    tlparse = _present(rep, safe(tr.tlparse, _FILE, None))
+    code_file = safe(tr.output_code, _FILE, None)
+    text = _plain_text(rep, code_file) if code_file else None
+    if not (trace_dir or text):
+        return None
+    code, cut = _kernels(text or "")
+    return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None,
+            "trace_cut": tr.trace_cut is True,
+            "tlparse_path": f"{rel_dir}/{tlparse}" if tlparse else None,
+            "code": code or None, "code_cut": cut, "code_path": f"{rel_dir}/{code_file}" if text else None,
+            "repro": safe(tr.repro, _FILE, None), "note": tr.note[:500] if isinstance(tr.note, str) else None}
+
+
+def _present(rep: Failure, name: str | None) -> str | None:
+    """``name`` when it is a file or directory directly in the failure's own directory."""
+    if name is None or rep.dir is None:
+        return None
+    base = Path(rep.dir).resolve()
+    path = base / name
+    return name if not path.is_symlink() and path.resolve().parent == base and path.exists() else None
+
+
+def _kernels(text: str) -> tuple[str, int]:
+    """The kernels of inductor's generated code: from the first kernel's definition to the end of
+    the last one (the whole text when none is found), at most INLINE_CODE_LIMIT characters at a
+    line boundary. Returns (excerpt, characters left out)."""
+    starts = list(_KERNEL_START.finditer(text))
+    if starts:
+        end = _KERNEL_END.search(text, starts[-1].end())
+        stop = text.find("\n", end.end()) if end else -1
+        part = text[starts[0].start():stop if stop >= 0 else len(text)]
+    else:
+        part = text
+    part = part.strip("\n")
+    if len(part) > INLINE_CODE_LIMIT:
+        part = part[:INLINE_CODE_LIMIT].rsplit("\n", 1)[0]
+    return part, len(text.strip("\n")) - len(part)
