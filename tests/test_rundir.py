@@ -147,6 +147,7 @@ JSON_READERS = {
     "bot/gha.py": "the GitHub event payload",
     "bot/fingerprint.py": "the issue-body marker",
     "bot/tracker/local.py": "the local tracker's issue files",
+    "bot/minify/plain.py": "the plain repro writer's job and result files (a temporary directory)",
 }
 RUN_DIR_FILES = {rundir.RESULTS, rundir.FAILURE, rundir.REPORT, rundir.MERGE}
 

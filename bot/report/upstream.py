@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import json
 import re
 from pathlib import Path
 
-from bot import rundir
+from bot import rundir, safejson
 from bot import signature as sg
 from bot.failure import FailureRecord
 from bot.records import CheckError, CheckRow, Repro
@@ -223,7 +222,7 @@ def _versions_table(section: str) -> dict:
         key, value = _unescape(m.group(1)).strip(), m.group(3).replace(ZWSP, "")
         if key and re.fullmatch(r"[A-Za-z0-9_ .-]{1,40}", key):
             try:
-                out[key] = json.loads(value) if key == "gpus" and value.startswith("[") else value
+                out[key] = safejson.loads(value) if key == "gpus" and value.startswith("[") else value
             except ValueError:
                 out[key] = value
     return out
