@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,81 +139,3 @@ def filed_issues(stub) -> list[dict]:
 def users(ghstub):
     ghstub.add_user("walt", token="walt-token", permission="write")
     return ghstub
-
-
-# A probe that plays the attacker (issue 22): run as a checked program or a repro, it reads the
-# environment block and command line of itself and every ancestor, and of every process of the job
-# (those carrying MARK), for a GitHub token; it leaves a detached daemon that keeps looking while
-# later stages run. Findings go to OUT/<role>-<pid>.json and OUT/daemon.jsonl.
-PROBE = r'''
-import json, os, re, sys, time
-OUT = {out!r}
-ROLE = {role!r}
-MARK = {mark!r}.encode()
-TOKEN_RX = re.compile(rb"gh[pousr]_[A-Za-z0-9]{{20,}}")
-
-
-def read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def parent(pid):
-    stat = read(f"/proc/{{pid}}/stat") or b") X 0"
-    return int(stat[stat.rfind(b")") + 2:].split()[1])
-
-
-def scan(where):
-    chain, pid = [], os.getpid()
-    while pid > 1:
-        chain.append(pid)
-        pid = parent(pid)
-    found, readable = [], 0
-    for p in chain:
-        for what in ("environ", "cmdline"):
-            data = read(f"/proc/{{p}}/{{what}}")
-            readable += data is not None
-            if data and TOKEN_RX.search(data):
-                found.append(f"ancestor {{p}} {{what}}")
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            data = read(f"/proc/{{name}}/environ")
-            if data and MARK in data and TOKEN_RX.search(data):
-                found.append(f"process {{name}} environ")
-    return {{"where": where, "pid": os.getpid(), "ancestors": chain, "readable": readable, "found": found,
-            "parent": (read(f"/proc/{{os.getppid()}}/cmdline") or b"").decode(errors="replace")[:300]}}
-
-
-if sys.argv[1:2] == ["daemon"]:
-    end = time.time() + 120
-    while time.time() < end:
-        with open(os.path.join(OUT, "daemon.jsonl"), "a") as fh:
-            fh.write(json.dumps(scan("daemon")) + "\n")
-        time.sleep(0.1)
-    sys.exit(0)
-
-with open(os.path.join(OUT, f"{{ROLE}}-{{os.getpid()}}.json"), "w") as fh:
-    json.dump(scan(ROLE), fh)
-if os.fork() == 0:  # a daemon that detaches itself and outlives this program
-    os.setsid()
-    if os.fork() == 0:
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "daemon"])
-    os._exit(0)
-os.wait()
-if ROLE == "check":
-    import torch
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))  # a compiled frame: a compiler check
-print("RuntimeError: probe", file=sys.stderr)
-sys.exit(1)
-'''
-
-
-def probe(out: Path, role: str, mark: str) -> str:
-    return textwrap.dedent(PROBE).format(out=str(out), role=role, mark=mark)
