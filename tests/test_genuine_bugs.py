@@ -48,7 +48,8 @@ def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_ver
     assert "repro_tolerance = 0.0001" in repro and len(repro) < 4000, len(repro)
     body = next((workdir / "issues4").glob("1.md")).read_text()
     assert "index_put" in body.split("\n", 1)[0]                          # the title
-    assert "class Repro(" in body and "level-4 accuracy check" in body   # inlined; says which capture
+    # inlined (the plain repro, which reproduces: a function of aten ops); says which capture
+    assert "def fn(" in body and "torch.ops.aten.index_put" in body and "level-4 accuracy check" in body
     assert "unlocalized" not in body
 
 
