@@ -184,32 +184,24 @@ def fp64_train_reference(gm, args):
 def fp64_values(gm, args, names: set) -> dict:
     """The values the nodes ``names`` take when ``gm`` runs in float64 (as :func:`fp64_reference`);
     {} when the graph cannot run in float64."""
-    import torch
-    import torch.fx as fx
     from torch._dynamo.debug_utils import cast_to_fp64
-
-    kept: dict = {}
-
-    class _Rec(fx.Interpreter):
-        def run_node(self, n):
-            v = super().run_node(n)
-            if n.name in names:
-                kept[n.name] = v
-            return v
 
     try:
         g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
-        with torch.no_grad():
-            _Rec(g64, garbage_collect_values=True).run(*a64)
     except Exception:  # noqa: BLE001 - no fp64 reference: the analysis gives no hint
         return {}
-    return kept
+    return _node_values(g64, a64, names)
 
 
 def eager_node_values(gm, args, names: set) -> dict:
     """The values the nodes ``names`` take when ``gm`` runs eagerly in its own dtypes (no grad),
-    recorded by an ``fx.Interpreter`` as :func:`fp64_values` records them in float64; {} when the
-    graph raises on its inputs."""
+    recorded as :func:`fp64_values` records them in float64; {} when the graph raises on its inputs."""
+    return _node_values(gm, clone_inputs(args), names)
+
+
+def _node_values(gm, args, names: set) -> dict:
+    """Run ``gm`` on ``args`` (no grad) with an ``fx.Interpreter`` that keeps the values of the nodes
+    ``names``; {} when it raises."""
     import torch
     import torch.fx as fx
 
@@ -224,8 +216,8 @@ def eager_node_values(gm, args, names: set) -> dict:
 
     try:
         with torch.no_grad():
-            _Rec(gm, garbage_collect_values=True).run(*clone_inputs(args))
-    except Exception:  # noqa: BLE001 - a graph that raises eagerly has no eager values
+            _Rec(gm, garbage_collect_values=True).run(*args)
+    except Exception:  # noqa: BLE001 - a graph that raises (or cannot run in float64) gives no values
         return {}
     return kept
 
