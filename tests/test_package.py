@@ -154,14 +154,14 @@ def test_this_machines_own_home_and_temp_directories_are_machine_paths_wherever_
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     rx = pkg.machine_comment(["/var/lib/builder", str(tmp_path / "link"), "/"])
-    assert rx.match("# saved from /var/lib/builder/work/model.py")
+    assert rx.match("# saved from /var/lib/builder/src/model.py")
     assert rx.match(f"# cache in {tmp_path}/real/x") and rx.match(f"# cache in {tmp_path}/link/x")
     assert rx.match("# saved from /home/someone/model.py")          # the usual ones stay
     assert not rx.match("# see https://github.com/pytorch/pytorch/issues/1")   # a root home is no sign
 
 
 def test_a_comment_naming_a_home_or_temp_directory_is_dropped_and_other_comments_kept():
-    source = ("import torch\n# saved from /home/builder/work/model.py\n# torch version: 2.13.0\n"
+    source = ("import torch\n# saved from /home/builder/src/model.py\n# torch version: 2.13.0\n"
               "x = '/opt/data/weights/w.bin'\nclass Repro(torch.nn.Module):\n    pass\n"
               "mod = Repro()\n")
     text = pkg.clean_source(source, None, standalone=False, name="repro.py")
