@@ -447,3 +447,56 @@ def test_the_cleanup_passes_run_as_a_list_to_a_fixed_point_and_say_what_each_did
     assert sum(stats.queries.values()) == oracle.asked          # every query is accounted to a pass
     assert sum(stats.removed.values()) == len(P.call_nodes(gm)) - len(P.call_nodes(st.gm))
     assert stats.rounds == 2                                     # the second round removed nothing
+
+
+class _TwoBranches(nn.Module):
+    """A reduction on one branch and a relu on another: nothing joins them until the end."""
+
+    def __init__(self, layers: int = 12):
+        super().__init__()
+        self.a = nn.ModuleList([nn.Linear(16, 16) for _ in range(layers)])
+        self.b = nn.ModuleList([nn.Linear(16, 16) for _ in range(layers)])
+
+    def forward(self, x, y):
+        for lin in self.a:
+            x = torch.tanh(lin(x))
+        s = x.exp().sum(-1, keepdim=True)
+        for i, lin in enumerate(self.b):
+            y = lin(y)
+            y = torch.relu(y) if i == len(self.b) - 2 else torch.sigmoid(y)
+        return s * y
+
+
+def _has(g, target) -> bool:
+    return any(n.op == "call_function" and n.target is target for n in g.graph.nodes)
+
+
+@pytest.mark.parametrize("layers", [12, 40])
+def test_a_compile_error_that_needs_an_unrelated_node_compiled_beside_it_stays_within_the_query_bound(layers):
+    """A compile error of the kind a fused kernel raises (two reductions in one kernel): it needs
+    the exp on one branch and the relu on the other in the same compiled graph, and neither is the
+    other's ancestor, so the relu's own output does not show it. The window search finds where it
+    shows and how far back it reaches without the prefix search or torch's delta debugging:
+    within 2*ceil(log2 N) + 2*(final nodes) + 4 queries, 1-minimal."""
+    from bot.minify.worker import reduce_graph
+
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    st = P.State(_trace(_TwoBranches(layers), x, y), [x, y])
+    fails = lambda g, a: _has(g, torch.ops.aten.exp.default) and _has(g, torch.ops.aten.relu.default)  # noqa: E731
+    asked = []
+
+    class Ev:
+        kind, deadline, queries = "aot", None, 0
+
+        def __call__(self, g, a):
+            asked.append(1)
+            return fails(g, a)
+
+    gm, args, culprit = reduce_graph(_job("error", use_hints=False), st.gm, st.args, Ev(),
+                                     lambda g, a: None, "/nonexistent")
+    n, final_nodes = len(st.gm.graph.nodes), len(gm.graph.nodes)
+    assert fails(gm, args)
+    assert sorted(P.culprit_ops(P.State(gm, args))) == ["aten.exp.default", "aten.relu.default"]
+    assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
+    assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))

@@ -13,7 +13,10 @@ The order, and why:
    The search first compiles only the half of the range still in question, fed the eager values
    it reads (:func:`window_state`: compiles that shrink with every query); when the node it ends on
    does not fail alone (a failure that needs its surroundings), it searches over graph prefixes,
-   which holds for any failure that shows at a prefix's outputs. This runs first because it is
+   which holds for any failure that shows at a prefix's outputs, then :func:`reach_back` finds
+   how far back from there it reaches (log N again). Errors and crashes skip the window search:
+   their cost is the number of compiles, and a miss would add log N to the two searches (the
+   bound is 2*ceil(log2 N) + 2*(final nodes) + 4 queries in all). This runs first because it is
    the only step whose cost grows with log N rather than N; everything after it works on a graph
    that is already small.
 2. :func:`remove_dead` - drop call nodes whose results nobody uses, including those FX keeps
@@ -292,7 +295,7 @@ def prefix_state(st: State, k: int, kinds: dict):
     return State(gm, _args_for(sources, st.args, []))
 
 
-def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | None = None
+def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | None = None, windows: bool = True
                  ) -> tuple[State, Culprit] | None:
     """Binary search for the first call node whose compiled prefix fails, then that node alone.
 
@@ -305,7 +308,11 @@ def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | Non
     ``hint`` (what is known before searching) goes first: its node is tried compiled alone (one
     query), and its range [lo, hi) replaces the whole graph as the search range. When the search
     inside the hinted range does not end on a node that fails alone, the plain search runs (the
-    oracle's cache answers what was already asked)."""
+    oracle's cache answers what was already asked).
+
+    ``windows=False`` skips the window search: for errors and crashes, whose cost is the number
+    of compiles rather than their size, a window search that misses (the failure needs nodes
+    before the culprit) would add log2 N queries to the prefix search's."""
     calls = call_nodes(st.gm)
     asked0 = oracle.asked
     if hint is not None and hint.node is not None:
@@ -326,7 +333,7 @@ def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | Non
         log("culprit search: not in the hinted range; searching the whole graph")
         return _search(st, oracle, log, calls, 0, len(calls), asked0)
     # the window search is tried once: a failure it misses is not local, and prefixes decide
-    return _search(st, oracle, log, calls, 0, len(calls), asked0, windows=True)
+    return _search(st, oracle, log, calls, 0, len(calls), asked0, windows=windows)
 
 
 def window_state(st: State, lo: int, k: int, kinds: dict):
@@ -445,22 +452,30 @@ def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> 
     binary search for the latest cut point: the ancestors of ``end`` from there on, fed the eager
     values of what they read from before, still fail (log2 of the ancestors). The result is the
     connected piece of data flow the failure needs, plus at most the nodes between its first node
-    and ``end`` that also feed ``end``; the cleanup makes it 1-minimal. None when ``end``'s output
-    alone does not show the failure (the caller falls back to torch's delta debugging)."""
+    and ``end`` that also feed ``end``; the cleanup makes it 1-minimal. When ``end``'s own output
+    does not show the failure (it needs a node that does not feed ``end``: a kernel that fuses
+    ``end`` with a sibling), the same cut runs over the whole prefix, its outputs kept. None when
+    no cut of it fails (the caller falls back to torch's delta debugging)."""
     end = next((n for n in call_nodes(st.gm) if n.name == end_name), None)
     if end is None:
         return None
     end = _multi_output_source(end) or end
     outs = [u for u in end.users if _multi_output_source(u) is end] or [end]
     cand = _restrict(st, outs)
-    if not oracle(cand):
-        log(f"culprit search: {end_name}'s own output does not show the failure")
-        return None
+    own = oracle(cand)
+    if not own:
+        # it needs a node that does not feed ``end`` (a kernel that fuses ``end`` with a
+        # sibling): the prefix cut from the front, what the kept part reads fed eager values
+        log(f"culprit search: {end_name}'s own output does not show the failure; cutting the prefix from the front")
+        cand = st
     anc = call_nodes(cand.gm)
     # cut before the first (fails) .. before the end node (did not fail alone): the latest cut
     # that still fails; a failing cut moves the lower end up
     _, kinds = eager_values(cand.gm, cand.args, lambda n: False)
-    good, _, best = _bisect(0, len(anc) - 1, lambda j: _cut_before(cand, anc, j, kinds), oracle, fails_move="lo")
+    cut = (lambda j: _cut_before(cand, anc, j, kinds)) if own else (lambda j: window_state(cand, j, len(anc), kinds))
+    good, _, best = _bisect(0, len(anc) - 1, cut, oracle, fails_move="lo")
+    if best is None and not own:
+        return None  # no cut of the prefix fails: the caller falls back to torch's delta debugging
     best = best or cand
     log(f"culprit search: the failure reaches back {len(anc) - good} of {len(anc)} call nodes before "
         f"{end_name}")
@@ -545,14 +560,15 @@ def error_hint(gm, text: str | None) -> Hint | None:
     return None
 
 
-def all_outputs_state(st: State) -> tuple[State, list[str]]:
-    """The graph with every floating-point tensor intermediate as an output (and the names, in
-    output order): compiled once, it shows each node's compiled value. (torch's post-AOT
-    ``analyze`` reads them through inductor's intermediate hooks, which on the C++ backend only
-    see extern kernels' buffers; outputs are materialized by every backend.)"""
+def all_outputs_state(st: State, integers: bool = False) -> tuple[State, list[str]]:
+    """The graph with every floating-point tensor intermediate as an output (``integers``: every
+    integer and bool one too), and the names, in output order: compiled once, it shows each node's
+    compiled value. (torch's post-AOT ``analyze`` reads them through inductor's intermediate hooks,
+    which on the C++ backend only see extern kernels' buffers; outputs are materialized by every
+    backend.)"""
     vals, kinds = eager_values(st.gm, st.args, lambda n: False)
     outs = [n for n in call_nodes(st.gm) if kinds.get(n.name) == "tensor"
-            and getattr(n.meta.get("val"), "is_floating_point", lambda: True)()]
+            and (integers or getattr(n.meta.get("val"), "is_floating_point", lambda: True)())]
     gm, sources = _rebuild(st.gm, call_nodes(st.gm), outs)
     return State(gm, _args_for(sources, st.args, [])), [n.name for n in outs]
 

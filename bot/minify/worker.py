@@ -355,7 +355,8 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
         t = time.time()
         try:
             hint = known_hint(job, evaluator, st) if job.use_hints and os.environ.get(NO_HINTS_ENV) != "1" else None
-            found = staged("culprit_search", lambda: P.find_culprit(st, oracle, log=log, hint=hint), st)
+            found = staged("culprit_search", lambda: P.find_culprit(
+                st, oracle, log=log, hint=hint, windows=job.failure_class == "accuracy"), st)
         except BudgetExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
