@@ -164,6 +164,7 @@ class MinifyOptions(_Options):
     budget: float | None = opt(600.0)
     no_localize: bool | None = opt(False)
     no_bisect: bool | None = opt(False)
+    no_trace: bool | None = opt(False)     # no TORCH_TRACE rerun of the verified repro (no tlparse, no kernels)
     reminify: bool | None = opt(False)
     check_timeout: float | None = opt(900.0)
     jobs: int | None = opt()   # failures minimized at once (None or 0: one per GPU, or per 4 cores)

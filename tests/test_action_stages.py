@@ -48,6 +48,7 @@ def test_minify_command_line(tmp_path):
     assert to_argv(minify_options(ctx)) == ["--out", str(tmp_path / "out"), "--repro-after", "aot",
                                             "--repro-level", "3", "--verify-runs", "2", "--budget", "60"]
     assert to_argv(minify_options(make_ctx(tmp_path))) == ["--out", str(tmp_path / "out")]
+    assert to_argv(minify_options(make_ctx(tmp_path, trace=False))) == ["--out", str(tmp_path / "out"), "--no-trace"]
 
 
 def test_report_command_line_local_and_github(tmp_path):

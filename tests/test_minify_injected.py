@@ -157,10 +157,13 @@ def test_a_crashing_worker_resumes_isolated_from_its_checkpoint(sweep, bot, work
     run, rows_by_bug, _, _ = sweep
     fdir = run / "failures" / rows_by_bug["relu-accuracy"]["mlp_relu"]["id"]
     out = workdir / "again"
-    p = bot("minify", "--repro", fdir / "repro.py", "--out", out, "--verify-runs", "1", "--no-bisect",
+    p = bot("minify", "--repro", fdir / "repro.py", "--out", out, "--verify-runs", "1", "--no-bisect", "--no-trace",
             env={"MINIFY_BOT_WORKER_CRASH_AFTER": "0"})  # the worker dies on its first query
     rec = json.loads((out / "failures" / "repro" / "failure.json").read_text())
     assert rec["repro"]["status"] == "minimized", p.stderr[-3000:]
+    # --no-trace: the verified repro is not rerun with TORCH_TRACE
+    assert "trace" not in rec and "trace: skipped (--no-trace)" in p.stderr
+    assert not (out / "failures" / "repro" / "trace").exists()
     assert "one process per query" in (rec["repro"]["capture"]["note"] or "")
     assert [g["op"] for g in rec["repro"]["graph"]] == ["aten.relu.default"]
 

@@ -46,6 +46,7 @@ class Inputs:
     timeout: str = inp()
     minify: bool = inp(True, BOOL)
     reminify: bool = inp(False, BOOL)
+    trace: bool = inp(True, BOOL)
     verification_runs: int | None = inp(kind=INT)
     minify_budget: str = inp()
     builds: list[str] = inp(kind=LINES)

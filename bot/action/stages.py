@@ -171,7 +171,7 @@ def minify_options(ctx: Context) -> MinifyOptions:
     return MinifyOptions(out=str(ctx.out), repro_after=i.repro_after or None,
                          repro_level=number_input("repro-level", i.repro_level, int),
                          verify_runs=i.verification_runs, budget=number_input("minify-budget", i.minify_budget),
-                         reminify=i.reminify or None)
+                         reminify=i.reminify or None, no_trace=None if i.trace else True)
 
 
 def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOptions:

@@ -50,6 +50,9 @@ def add_arguments(p) -> None:
     p.add_argument("--reminify", action="store_true",
                    help="minify every failure, even one whose open issue has a verified repro (known.json)")
     p.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector on inductor failures")
+    p.add_argument("--no-trace", action="store_true",
+                   help="skip the TORCH_TRACE rerun of each verified repro (about 15 s each): issues then carry "
+                        "no tlparse report and no generated code")
     p.add_argument("--check-timeout", type=float, default=d("check_timeout"), metavar="SECONDS",
                    help="time limit for each rerun of a check (localize, capture) [900]")
     p.add_argument("--known-public-key", metavar="BASE64", default=d("known_public_key"),

@@ -36,6 +36,8 @@ def add_arguments(p) -> None:
     m.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
     m.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
     m.add_argument("--no-bisect", action="store_true", help="skip torch's CompilerBisector")
+    m.add_argument("--no-trace", action="store_true",
+                   help="skip the TORCH_TRACE rerun of each verified repro (no tlparse report, no generated code)")
     m.add_argument("--jobs", type=int, default=dm("jobs"), metavar="N",
                    help="failures minimized at once (default: one per GPU when a failure ran on CUDA, "
                         "else one per 4 cores)")
@@ -69,7 +71,7 @@ def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, Repo
     check = CheckOptions.from_args(args)
     minify = MinifyOptions(out=args.out, budget=args.budget, verify_runs=args.verify_runs,
                            repro_after=args.repro_after, repro_level=args.repro_level, no_bisect=args.no_bisect,
-                           reminify=args.reminify, jobs=args.jobs)
+                           no_trace=args.no_trace, reminify=args.reminify, jobs=args.jobs)
     report = ReportStageOptions(out=args.out, tracker=tracker, issues_dir=args.issues_dir, repo=args.repo,
                                 api_url=args.api_url, label=args.label, max_new=args.max_new,
                                 close_after=args.close_after, templates=args.templates, dry_run=args.dry_run,

@@ -541,7 +541,10 @@ def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interp
             config = fallback
             f.rec.config.minimal = None
     _record_verification(f, result, v, config, judge_lines)
-    tracemod.trace_verified(f.rec, f.fdir, f.say)   # the verified repro rerun with TORCH_TRACE
+    if f.opts.no_trace:
+        f.say("trace: skipped (--no-trace)")
+    else:
+        tracemod.trace_verified(f.rec, f.fdir, f.say)   # the verified repro rerun with TORCH_TRACE
 
 
 def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, config, judge_lines) -> None:
@@ -582,7 +585,8 @@ def _plain_job(f: Failure, judge: Judge | None) -> plainmod.PlainJob:
     j = judge or Judge(f.failure_class or "accuracy")
     return plainmod.PlainJob(out_dir=f.fdir, failure_class=j.failure_class, backend=f.stage_backend or "inductor",
                              tolerance=j.tolerance or CHECK_TOLERANCE, compare_non_fp=bool(j.compare_non_fp),
-                             numerics=f.row.numerics or {}, training=(f.row.mode or f.settings.mode) == "training")
+                             numerics=f.row.numerics or {}, training=(f.row.mode or f.settings.mode) == "training",
+                             dynamic=bool(f.row.dynamic or f.settings.dynamic))
 
 
 def _repro_config(minimal: list | None, diff: list | None) -> list:
