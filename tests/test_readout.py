@@ -202,6 +202,45 @@ def test_without_the_bug_nothing_diverges():
     assert "no op diverges" in r.note
 
 
+def _int32_overflow_graph():
+    """The genuine int32 bug of benchmarks/genuine/ranker_int32.py (pytorch/pytorch#190764):
+    ``ids + 16 > ids`` is signed overflow in the generated C++, folded to true by the compiler."""
+    import torch
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    ids = torch.tensor([2**31 - 10, 5, 2**31 - 1, 0, 7, 2**31 - 3, 1, 2], dtype=torch.int32)
+    w = torch.randn(8, generator=torch.Generator().manual_seed(0))
+
+    def f(ids, w):
+        return (torch.where(ids + 16 > ids, w, torch.zeros_like(w)) * 2,)
+
+    return make_fx(f, decomposition_table=select_decomp_table())(ids, w), [ids, w]
+
+
+@pytest.mark.slow
+def test_a_genuine_integer_bug_that_only_a_fused_kernel_shows_is_found_by_prefixes():
+    """Integer and bool ops are read too, exactly; materializing every op hides this bug (the add
+    is stored, nothing is folded), so the readout searches the graph's prefixes compiled as the
+    repro fuses them and names the op where the wrong values first appear."""
+    import torch
+
+    from bot.minify.predicate import Evaluator
+    from bot.minify.records import MinifyJob
+
+    gm, args = _int32_overflow_graph()
+    ev = Evaluator(MinifyJob(repro="", workdir="", failure_class="accuracy", budget=60), "aot", None)
+    with torch.no_grad():
+        if torch.equal(ev.compile(gm, args)(list(args))[0], gm(*args)[0]):
+            pytest.skip(f"the int32 overflow bug is fixed in torch {torch.__version__}")
+        r = RO.numerics_readout(ev, gm, args)
+    by_op = {n.op: n for n in r.nodes}
+    assert by_op["aten.add.Tensor"].dtype == "int32" and by_op["aten.gt.Tensor"].dtype == "bool"
+    assert not by_op["aten.add.Tensor"].diverges
+    assert r.first_diverging in ("aten.gt.Tensor", "aten.where.self"), r
+    assert by_op[r.first_diverging].diverges and "prefix" in r.note
+
+
 PROGRAM = """\
 import torch
 import torch._inductor.config as ic

@@ -68,9 +68,9 @@ def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
     from bot.torch_adapter import minifier as M
 
     deadline = time.time() + budget
-    probe, names = P.all_outputs_state(P.State(gm, list(args)))
+    probe, names = P.all_outputs_state(P.State(gm, list(args)), integers=True)
     if not names:
-        return Readout(note="not made: the graph has no floating-point op")
+        return Readout(note="not made: the graph has no op with a tensor result")
     if len(names) > MAX_NODES:
         return Readout(note=f"not made: {len(names)} op nodes (the readout reads at most {MAX_NODES})")
     compiled = dict(zip(names, M.flat_outputs(evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args)))))
@@ -83,6 +83,13 @@ def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
     notes = []
     if not fp64:
         notes.append("the graph does not run in float64: errors are not measured, divergence is against eager")
+    if first is None and time.time() < deadline:
+        fused = fused_divergence(evaluator, gm, args, eager, fp64, deadline)
+        if fused is not None:
+            first, rows[names.index(fused.name)] = names.index(fused.name), fused
+            notes.append(f"no op diverges with every intermediate as an output (that changes inductor's fusion); "
+                         f"{fused.op} is the last op of the shortest prefix of the graph that diverges compiled "
+                         "as the repro fuses it, and its row is measured there")
     if first is None:
         notes.append("no op diverges with every intermediate as an output (materializing them changes "
                      "inductor's fusion: a bug of a fused kernel may not show per op)")
@@ -98,9 +105,50 @@ def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
                    deterministic=det, max_nondeterminism=diff, note="; ".join(notes) or None)
 
 
+def fused_divergence(evaluator, gm, args, eager: dict, fp64: dict, deadline: float) -> ReadoutNode | None:
+    """When no op diverges with every intermediate materialized: a binary search over the graph's
+    prefixes, each compiled with only its frontier as outputs (the values later ops read, fused as
+    they are in the repro), for the shortest that diverges; its last op's row, measured there.
+    log2(ops) + 1 compiles; None when the whole graph does not diverge this way either or the time
+    runs out."""
+    from bot.minify import passes as P
+    from bot.torch_adapter import minifier as M
+
+    calls = P.call_nodes(gm)
+    _, kinds = P.eager_values(gm, args, lambda n: False)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    rows: dict[int, ReadoutNode | None] = {}
+
+    def diverges(k: int) -> bool:
+        st = P.prefix_state(P.State(gm, list(args)), k, kinds)
+        if st is None or time.time() > deadline:
+            return False
+        outs = [a.name for a in next(n for n in st.gm.graph.nodes if n.op == "output").args[0]]
+        values = M.flat_outputs(evaluator.compile(st.gm, st.args)(M.clone_inputs(st.args)))
+        last = calls[k - 1].name
+        for name, value in zip(outs, values):
+            if name in nodes and name in eager:
+                row = node_row(M.node_op_name(nodes[name]), name, eager[name], value, fp64.get(name), evaluator.tol)
+                if row.diverges:
+                    rows[k] = row if name == last else rows.get(k) or row
+        return k in rows
+
+    if not calls or not diverges(len(calls)):
+        return None
+    lo, hi = 0, len(calls)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if diverges(mid):
+            hi = mid
+        else:
+            lo = mid
+    return rows[hi]
+
+
 def node_row(op: str, name: str, eager, compiled, ref, tol: float) -> ReadoutNode:
     """One op's row: its errors against the fp64 value ``ref`` and whether compiled diverges (the
-    check's rule, ``same(eager, compiled, fp64, tol)``, fails)."""
+    check's rule, ``same(eager, compiled, fp64, tol)``, fails; an integer or bool value diverges
+    when it is not exactly eager's: a wrong index or mask has no tolerance)."""
     import torch
 
     from bot.torch_adapter.minifier import accuracy_fails
@@ -115,6 +163,9 @@ def node_row(op: str, name: str, eager, compiled, ref, tol: float) -> ReadoutNod
     if isinstance(ref, torch.Tensor) and ref.shape == eager.shape:
         row.max_abs_compiled, row.rmse_compiled = errors(compiled, ref)
         row.max_abs_eager, row.rmse_eager = errors(eager, ref)
+    if not eager.is_floating_point() and not eager.is_complex():
+        row.diverges = compiled.dtype != eager.dtype or not torch.equal(compiled, eager)
+        return row
     row.diverges = accuracy_fails(eager, compiled, ref if isinstance(ref, torch.Tensor) else None,
                                   tol=tol, ignore_non_fp=True)
     return row
