@@ -354,3 +354,46 @@ def test_the_launcher_and_the_plain_repro_both_reproduce(filed, tmp_path):
     assert launcher.returncode != 0 and ("AccuracyError" if rec["class"] == "accuracy"
                                          else rec["signature"]["exc_type"]) in out, out[-3000:]
     _fails_like(rec, _run(fdir / rundir.PLAIN, tmp_path))
+
+
+@pytest.mark.slow
+def test_a_dynamo_graph_judged_by_a_training_step_gets_a_plain_repro_that_fails_on_a_gradient(tmp_path):
+    """A dynamo-level graph of a check that ran a backward (the genuine avg_pool2d ``ceil_mode``
+    backward bug of benchmarks/genuine/cnn_train_avgpool.py, pytorch/pytorch#198119: the forward
+    agrees, the gradient does not): the plain repro runs forward and backward together, eager,
+    fp64 and compiled, and names the wrong gradient; the forward alone would pass."""
+    import torch
+    import torch.nn.functional as F
+
+    from bot.torch_adapter import repro as R
+
+    graphs = []
+
+    def keep(gm, example_inputs):   # the graph as dynamo hands it to a backend
+        graphs.append(gm)
+        return gm.forward
+
+    x = torch.randn(2, 4, 10, 10, generator=torch.Generator().manual_seed(0))
+    torch._dynamo.reset()
+    torch.compile(lambda x: F.avg_pool2d(x, 3, stride=2, ceil_mode=True), backend=keep)(x)
+    gm = graphs[0]
+    final = tmp_path / "work" / "final"
+    final.mkdir(parents=True)
+    (final / rundir.REPRO).write_text(R.repro_source(gm, [x], kind="dynamo", accuracy="accuracy",
+                                                     save_dir=str(final / "inputs"), backend="inductor"))
+    rec, text = _write(tmp_path, str(final / rundir.REPRO), training=True, config=[])
+    assert rec.path == rundir.PLAIN and rec.inputs_inline, rec
+    assert "as a training step (forward and backward)" in text and "torch.autograd.grad" in text
+    assert not _private_uses(text), _private_uses(text)
+    p = _run(tmp_path / "failure" / rundir.PLAIN, tmp_path / "failure")
+    out = p.stdout + p.stderr
+    if p.returncode == 0 and "did not reproduce" in out:
+        pytest.skip(f"the avg_pool2d ceil_mode backward bug is fixed in torch {torch.__version__}")
+    assert p.returncode == 1, out[-3000:]
+    assert re.search(r"gradient of input 0 \(float32 \[2, 4, 10, 10\]\): max abs error", out), out[-3000:]
+    assert "output 0 (" not in out, out[-3000:]   # the forward agrees: only the backward is wrong
+    assert "AccuracyError: 1 of 2 outputs and gradients of torch.compile(fn, backend='inductor')" in out, out[-3000:]
+    # the same graph judged by its forward alone passes
+    rec, text = _write(tmp_path, str(final / rundir.REPRO), training=False, config=[])
+    p = _run(tmp_path / "failure" / rundir.PLAIN, tmp_path / "failure")
+    assert p.returncode == 0 and "did not reproduce" in p.stdout, (p.stdout + p.stderr)[-3000:]

@@ -100,15 +100,47 @@ def make_inputs():
     return inputs
 ''' + SHA256_HELPER
 
+FORWARD_STEP = '''
+
+def _flat(x):
+    return [z for y in x for z in _flat(y)] if isinstance(x, (list, tuple)) else [x]
+
+
+def step(f, inputs, **kw):
+    """A forward, as the check ran it (no grad): {label: value} of every output."""
+    with torch.no_grad():
+        return {f"output {i}": v for i, v in enumerate(_flat(f(*inputs, **kw)))}
+'''
+
+TRAINING_STEP = '''
+
+def _flat(x):
+    return [z for y in x for z in _flat(y)] if isinstance(x, (list, tuple)) else [x]
+
+
+def step(f, inputs, **kw):
+    """A training step, as the check ran it: forward and backward together. {label: value} of
+    every output, then the gradient of every floating-point input for the loss that sums the
+    floating outputs (each in float64)."""
+    inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+              for x in inputs]
+    leaves = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
+    outs = [o for o in _flat(f(*inputs, **kw)) if isinstance(o, torch.Tensor)]
+    terms = [o.double().sum() for o in outs if o.is_floating_point() and o.requires_grad]
+    grads = [None] * len(leaves)
+    if terms and leaves:
+        grads = torch.autograd.grad(torch.stack(terms).sum(), [inputs[i] for i in leaves], allow_unused=True)
+    values = {f"output {i}": o.detach() for i, o in enumerate(outs)}
+    for i, g in zip(leaves, grads):
+        values[f"gradient of input {i}"] = torch.zeros_like(inputs[i]) if g is None else g.detach()
+    return values
+'''
+
 ACCURACY_MAIN = '''
 
 # judged like the check: torch's accuracy rule (torch._dynamo.utils.same, as the check applies it)
 TOLERANCE = $tol
 COMPARE_NON_FLOAT = $compare   # True: integer and bool outputs are compared too
-
-
-def _flat(x):
-    return [z for y in x for z in _flat(y)] if isinstance(x, (list, tuple)) else [x]
 
 
 def _rmse(reference, x):
@@ -138,11 +170,11 @@ def _wrong(expected, actual, reference):
     return not (compiled <= multiplier * eager + TOLERANCE / 10 or (math.isnan(eager) and math.isnan(compiled)))
 
 
-def _describe(i, expected, actual, reference):
+def _describe(label, expected, actual, reference):
     if not isinstance(expected, torch.Tensor) or expected.dtype != actual.dtype:
-        return f"output {i}: compiled {actual!r}, eager {expected!r}"
+        return f"{label}: compiled {actual!r}, eager {expected!r}"
     diff = (actual.double() - expected.double()).abs()
-    line = (f"output {i} ({str(actual.dtype).replace('torch.', '')} {list(actual.shape)}): max abs error "
+    line = (f"{label} ({str(actual.dtype).replace('torch.', '')} {list(actual.shape)}): max abs error "
             f"{diff.max().item() if diff.numel() else 0.0:.6g} against eager")
     if reference.dtype == torch.float64 and actual.is_floating_point():
         line += f"; RMSE against fp64: compiled {_rmse(reference, actual):.6g}, eager {_rmse(reference, expected):.6g}"
@@ -151,20 +183,21 @@ def _describe(i, expected, actual, reference):
 
 def main():
     compiled = torch.compile(fn, backend=$backend$dynamic)
-    with torch.no_grad():
-        expected = fn(*make_inputs())
-        try:   # the fp64 reference: floating inputs and dtype arguments in float64
-            reference = fn(*[x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                             for x in make_inputs()]$fp64)
-        except Exception:   # an op without a float64 kernel: compared with eager directly
-            reference = expected
-        actual = compiled(*make_inputs())
-    outputs = list(zip(_flat(expected), _flat(actual), _flat(reference)))
-    wrong = [i for i, (e, a, r) in enumerate(outputs) if _wrong(e, a, r)]
-    for i in wrong:
-        print(_describe(i, *outputs[i]))
+    expected = step(fn, make_inputs())
+    try:   # the fp64 reference: floating inputs and dtype arguments in float64
+        reference = step(fn, [x.detach().to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                              else x for x in make_inputs()]$fp64)
+    except Exception:   # an op without a float64 kernel: compared with eager directly
+        reference = expected
+    actual = step(compiled, make_inputs())
+    if list(actual) != list(expected):
+        print(f"AccuracyError: the compiled step gives {list(actual)}, eager {list(expected)}")
+        sys.exit(1)
+    wrong = [k for k in expected if _wrong(expected[k], actual[k], reference.get(k, expected[k]))]
+    for k in wrong:
+        print(_describe(k, expected[k], actual[k], reference.get(k, expected[k])))
     if wrong:
-        print(f"AccuracyError: {len(wrong)} of {len(outputs)} outputs of torch.compile(fn, backend=$backend) "
+        print(f"AccuracyError: {len(wrong)} of {len(expected)} $what of torch.compile(fn, backend=$backend) "
               f"are wrong (tolerance {TOLERANCE}; RMSE against fp64 at most 2-3x eager's)")
         sys.exit(1)
     print("the compiled outputs agree with eager: the failure did not reproduce")
@@ -174,9 +207,8 @@ ERROR_MAIN = '''
 
 def main():
     compiled = torch.compile(fn, backend=$backend$dynamic)
-    with torch.no_grad():
-        compiled(*make_inputs())   # the failure: this raises (or the process dies)
-    print("the compiled function ran without error: the failure did not reproduce")
+    step(compiled, make_inputs())   # the failure: this raises (or the process dies)
+    print("the compiled $run ran without error: the failure did not reproduce")
 '''
 
 # globals FX's code for a graph may read, and the line that defines each (any other is refused)
@@ -201,7 +233,8 @@ class PlainJob(Record):
     compare_non_fp: bool = False
     config: list[ConfigEntry] | None = None   # None: every setting the final repro's file carries
     numerics: dict = field(default_factory=dict)
-    training: bool = False
+    training: bool = False            # the check ran a backward (a dynamo-level graph is judged by a training step)
+    dynamic: bool = False             # the check compiled with dynamic shapes
     inline_limit: int = INLINE_LIMIT
 
 
@@ -230,9 +263,10 @@ def graph_function(gm) -> tuple[str, list, bool]:
         raise NotPlain("the graph calls submodules")
     constants = _constants_as_inputs(gm)
     fp64 = _mark_reference_dtypes(gm.graph)
+    _public_ops(gm.graph)
     gm.recompile()
-    params = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     forward = next(n for n in ast.parse(gm.graph.python_code("self").src).body if isinstance(n, ast.FunctionDef))
+    params = [a.arg for a in forward.args.args[1:]]   # as FX's code names them (dynamo's ``L_x_``)
     body = [ast.unparse(st) for st in forward.body if not _frees(st)]
     src = f"def fn({', '.join(params + (['*', 'fp64=False'] if fp64 else []))}):\n" + "".join(
         f"    {line}\n" for st in body for line in st.splitlines())
@@ -240,6 +274,18 @@ def graph_function(gm) -> tuple[str, list, bool]:
     if problems:
         raise NotPlain("the graph's code is not public torch API only: " + "; ".join(problems[:5]))
     return src, constants, fp64
+
+
+def _public_ops(g) -> None:
+    """A dynamo-level graph calls torch's C bindings (``torch._C._nn.avg_pool2d`` for
+    ``F.avg_pool2d``): each becomes the aten op it binds, ``torch.ops.aten.avg_pool2d``."""
+    from bot.torch_adapter.minifier import public_op
+
+    for n in g.nodes:
+        if n.op == "call_function":
+            op = public_op(n.target, n.kwargs)
+            if op is not None:
+                n.target = op
 
 
 def _frees(st: ast.stmt) -> bool:
@@ -430,6 +476,7 @@ class Parts:
     tolerance: float = 1e-4
     compare_non_fp: bool = False
     dynamic: bool = False
+    training: bool = False                 # judged by a training step: outputs and input gradients
     fp64: bool = False                     # fn takes fp64= (dtype arguments of the reference)
     constants: int = 0                     # the graph's constants, the last inputs
     config: list[ConfigEntry] = field(default_factory=list)
@@ -442,11 +489,13 @@ def plain_source(p: Parts) -> str:
     from bot.torch_adapter.config import MODULES, config_line
 
     where = "inline" if p.inline else f"./{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS} from the artifacts"
+    run = "training step (forward and backward)" if p.training else "function"
     head = [f"# Minimized by minify-bot. Run: python {rundir.PLAIN}   (inputs: {where})"] + (
         [f"# The failing graph as a plain function, run eagerly and with torch.compile(backend={p.backend!r}),",
-         "# judged like the check: exit 1 when the compiled result is wrong. Public torch APIs only."] if p.accuracy
+         f"# as a {run}, judged like the check: exit 1 when the compiled result is wrong. Public torch APIs only."]
+        if p.accuracy
         else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
-              "# called: the error propagates, as in the check. Public torch APIs only."])
+              f"# run as a {run}: the error propagates, as in the check. Public torch APIs only."])
     used = set(_free_names(p.fn))
     std = {"base64": p.inline, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
            "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
@@ -463,8 +512,10 @@ def plain_source(p: Parts) -> str:
         lines += [f"# the graph's {p.constants} tensor constant(s) are its last inputs"]
     values = {"backend": repr(p.backend), "dynamic": ", dynamic=True" if p.dynamic else "",
               "fp64": ", fp64=True" if p.fp64 else "", "tol": repr(float(p.tolerance)),
-              "compare": repr(bool(p.compare_non_fp))}
-    main = Template(ACCURACY_MAIN if p.accuracy else ERROR_MAIN).substitute(values)
+              "compare": repr(bool(p.compare_non_fp)), "run": "training step" if p.training else "function",
+              "what": "outputs and gradients" if p.training else "outputs"}
+    main = Template((TRAINING_STEP if p.training else FORWARD_STEP) + (ACCURACY_MAIN if p.accuracy else ERROR_MAIN)
+                    ).substitute(values)
     text = "\n".join(lines).rstrip("\n") + "\n\n\n" + p.fn + "\n\n" + p.inputs.strip("\n") + "\n" + main
     return text + '\n\nif __name__ == "__main__":\n    main()\n'
 
@@ -487,8 +538,6 @@ def write(job: PlainJob) -> PlainRepro:
     from bot.minify.predicate import load_graph
 
     rf, gm, args = load_graph(job.final)
-    if job.training and rf.kind == "dynamo":
-        return PlainRepro(reason="the graph is judged by a training step (outputs and gradients): no plain repro")
     try:
         fn_src, constants, fp64 = graph_function(gm)
         args = [*args, *constants]
@@ -506,7 +555,8 @@ def write(job: PlainJob) -> PlainRepro:
         inputs_src = Template(FILE_INPUTS).substitute(file=rundir.PLAIN_INPUTS, sha=rec.inputs_sha256)
     accuracy = job.failure_class == "accuracy"
     parts = Parts(fn_src, inputs_src, rec.inputs_inline, "inductor" if rf.kind == "aot" else job.backend, accuracy,
-                  job.tolerance, job.compare_non_fp, dynamic=rf.kind == "aot" and rf.dynamic, fp64=fp64,
+                  job.tolerance, job.compare_non_fp, dynamic=rf.dynamic if rf.kind == "aot" else job.dynamic,
+                  training=job.training and rf.kind == "dynamo", fp64=fp64,
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
         fh.write(plain_source(parts))

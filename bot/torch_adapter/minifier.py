@@ -314,3 +314,25 @@ def is_op_overload(target) -> bool:
     import torch
 
     return isinstance(target, torch._ops.OpOverload)
+
+
+# torch's C bindings that dynamo leaves in a graph (``F.avg_pool2d`` is ``torch._C._nn.avg_pool2d``),
+# each the python binding of the aten op of the same name
+_C_BINDING_MODULES = ("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft")
+
+
+def public_op(target, kwargs: dict):
+    """The public ``torch.ops.aten`` op packet that a private C binding in a graph calls
+    (``torch._C._nn.avg_pool2d`` -> ``torch.ops.aten.avg_pool2d``), when one of its overloads takes
+    the keyword arguments ``kwargs``; None for anything else."""
+    import torch
+
+    if getattr(target, "__module__", None) not in _C_BINDING_MODULES:
+        return None
+    packet = getattr(torch.ops.aten, getattr(target, "__name__", ""), None)
+    if packet is None:
+        return None
+    for name in packet.overloads():
+        if set(kwargs) <= {a.name for a in getattr(packet, name)._schema.arguments}:
+            return packet
+    return None
