@@ -9,7 +9,9 @@ torch 2.13): it runs as a real subprocess through `minify-bot run`, with real in
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -158,3 +160,14 @@ def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward
     title = body.split("\n", 1)[0]
     assert "aot_eager" in title and "interpolate" in title and "inference" not in body
     assert "captured after dynamo" in body
+    # the plain repro runs the training step too; it is the one inlined, and a paste of it fails alone
+    plain = f["repro"]["plain"]
+    assert plain["failed_same_way"] == 2 and plain["inputs_inline"], plain
+    m = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M)
+    assert m and "torch.autograd.grad" in m.group(2) and "backend='aot_eager'" in m.group(2), body[:3000]
+    paste = workdir / "paste-aot"
+    paste.mkdir()
+    (paste / "repro_plain.py").write_text(m.group(2) + "\n")
+    run = subprocess.run([sys.executable, "repro_plain.py"], cwd=paste, capture_output=True, text=True, timeout=600,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert run.returncode == 1 and "isIntList" in run.stderr, (run.stdout + run.stderr)[-3000:]
