@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def _rebuild(args) -> list:
 
     enc = plain.encode_inputs(args)
     assert enc is not None
-    ns = {"torch": torch, "base64": base64}
+    ns = {"torch": torch, "base64": base64, "zlib": zlib}
     exec(plain.inline_inputs_source(enc), ns)  # noqa: S102 - the code under test
     return ns["make_inputs"]()
 
@@ -152,7 +153,7 @@ def test_inputs_past_the_inline_limit_go_to_the_artifacts_named_by_their_hash(tm
     ids = torch.tensor([2**31 - 1, -2**31], dtype=torch.int32)
     final = _final_repro(tmp_path, lambda x, i: (x.relu() + 1, i + 16), [big, ids])
     rec, text = _write(tmp_path, final)
-    assert not rec.inputs_inline and rec.inputs_bytes > plain.INLINE_LIMIT == 64 * 1024
+    assert not rec.inputs_inline and rec.inputs_bytes > plain.INLINE_LIMIT == 40 * 1024
     assert rec.inputs_file == f"{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS}"
     assert re.fullmatch(r"[0-9a-f]{64}", rec.inputs_sha256)
     assert f'INPUTS_SHA256 = "{rec.inputs_sha256}"' in text and "_storage('" not in text
@@ -166,12 +167,31 @@ def test_inputs_past_the_inline_limit_go_to_the_artifacts_named_by_their_hash(tm
     assert exit_.value.code == 2
 
 
+def test_64_kb_of_ids_and_masks_are_compressed_inline_within_what_an_issue_inlines(tmp_path):
+    """What a ranker or a masked model feeds (ids, a mask, a few floats) compresses: 64 KB of it
+    stays inline, and the file is short enough for the issue to inline it."""
+    import torch
+
+    from bot.report.context import INLINE_REPRO_LIMIT
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (4096,), generator=g, dtype=torch.int64)     # 32 KB
+    mask = torch.rand(16384, generator=g) > 0.5                                 # 16 KB
+    w = torch.randn(64, 64, generator=g)                                        # 16 KB
+    final = _final_repro(tmp_path, lambda i, m, w: (w[i % 64].sum(-1) * m[:4096],), [ids, mask, w])
+    rec, text = _write(tmp_path, final)
+    assert rec.inputs_inline and rec.inputs_file is None, rec
+    assert len(text) < INLINE_REPRO_LIMIT, len(text)
+    back = _make_inputs(text, tmp_path / "failure" / rundir.PLAIN)()
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(back, [ids, mask, w]))
+
+
 def test_the_inline_limit_is_on_the_encoded_size(tmp_path):
     import torch
 
     x = torch.randn(48, 8)
     final = _final_repro(tmp_path, lambda x: (x.relu(),), [x])
-    size = 4 * math.ceil(x.numel() * 4 / 3)
+    size = len(base64.b64encode(zlib.compress(x.numpy().tobytes(), 9)))
     rec, text = _write(tmp_path, final, inline_limit=size)
     assert rec.inputs_inline and rec.inputs_bytes == size and rec.inputs_file is None
     assert torch.equal(_make_inputs(text, tmp_path / "failure" / rundir.PLAIN)()[0], x)

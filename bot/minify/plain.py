@@ -3,7 +3,8 @@ its inputs, and eager against ``torch.compile(fn, backend=...)`` judged the way 
 with public torch APIs only (``import torch``, ``torch.ops.*``, ``torch.compile``; the config
 modules only for the settings the failure needs). It is what an upstream bug report holds; it runs
 on torch builds whose private repro API differs (a bisection over builds); and when its inputs are
-small (:data:`INLINE_LIMIT` bytes, base64-encoded) it carries them bit-exact, so that it runs from
+small (:data:`INLINE_LIMIT` characters, zlib-compressed and base64-encoded) it carries them
+bit-exact, so that it runs from
 a copy-paste of the issue. Larger inputs go to ``inputs/plain_inputs.pt`` (``torch.save`` of a
 list), named by the sha256 of their storages, which the repro checks when it loads them.
 
@@ -34,13 +35,18 @@ import json
 import math
 import os
 import sys
+import zlib
 from dataclasses import dataclass, field
 from string import Template
 
 from bot import rundir
 from bot.records import ConfigEntry, PlainRepro, Record
 
-INLINE_LIMIT = 64 * 1024    # bytes of base64 the inputs may take inline, together
+# characters of base64 (of the zlib-compressed storages) the inputs may take inline, together: with
+# the code around them the file stays within what an issue body inlines (bot.report.context
+# INLINE_REPRO_LIMIT, under GitHub's 65,536 characters); some 30 KB of random floats, far more of
+# ids, masks or repeated values
+INLINE_LIMIT = 40 * 1024
 B64_LINE = 100              # characters of base64 per source line
 
 
@@ -51,8 +57,8 @@ B64_LINE = 100              # characters of base64 per source line
 STORAGE_HELPERS = '''
 
 def _storage(device, data):
-    """One storage's raw bytes (base64) as a flat uint8 tensor on ``device``."""
-    raw = bytearray(base64.b64decode(data))
+    """One storage's raw bytes (zlib, base64) as a flat uint8 tensor on ``device``."""
+    raw = bytearray(zlib.decompress(base64.b64decode(data)))
     flat = torch.frombuffer(raw, dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
     return flat.to(device)
 
@@ -377,10 +383,14 @@ class Encoded:
     storages: list[tuple[str, bytes]]
     items: list[str]
 
+    def packed(self) -> list[str]:
+        """Each storage's bytes as written: zlib-compressed, base64."""
+        return [base64.b64encode(zlib.compress(raw, 9)).decode("ascii") for _, raw in self.storages]
+
     @property
     def size(self) -> int:
         """Characters of base64 the storages take."""
-        return sum(4 * math.ceil(len(raw) / 3) for _, raw in self.storages)
+        return sum(map(len, self.packed()))
 
 
 def storage_bytes(storage) -> bytes:
@@ -439,10 +449,9 @@ def literal(value) -> str:
 def inline_inputs_source(enc: Encoded) -> str:
     """``make_inputs()`` over the inline storages, and the two helpers it uses."""
     lines = ["def make_inputs():",
-             '    """A fresh copy of the saved inputs, bit-exact: each storage\'s raw bytes (base64), viewed',
+             '    """A fresh copy of the saved inputs, bit-exact: each storage\'s raw bytes (zlib, base64), viewed',
              '    with the saved dtype, size, stride and storage offset."""']
-    for i, (device, raw) in enumerate(enc.storages):
-        data = base64.b64encode(raw).decode("ascii")
+    for i, ((device, _), data) in enumerate(zip(enc.storages, enc.packed())):
         chunks = [data[j:j + B64_LINE] for j in range(0, len(data), B64_LINE)] or [""]
         lines.append(f"    s{i} = _storage({device!r}," + (" " if len(chunks) == 1 else "\n        ")
                      + "\n        ".join(f'"{c}"' for c in chunks) + ")")
@@ -497,7 +506,7 @@ def plain_source(p: Parts) -> str:
         else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
               f"# run as a {run}: the error propagates, as in the check. Public torch APIs only."])
     used = set(_free_names(p.fn))
-    std = {"base64": p.inline, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
+    std = {"base64": p.inline, "zlib": p.inline, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
            "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
     lines = head + [f"import {m}" for m, needed in std.items() if needed] + ["", "import torch"]
     prefixes = list(dict.fromkeys(e.key.partition(".")[0] for e in p.config))

@@ -30,7 +30,7 @@ from bot.report.load import Failure, ReportOptions
 from bot.report.state import IssueState, repro_rank
 from bot.slash import safe
 
-INLINE_REPRO_LIMIT = 40000
+INLINE_REPRO_LIMIT = 50000   # characters of repro inlined; the rest of a body takes some 10,000 of GitHub's 65,536
 CLASS_WORDS = {
     "accuracy": "accuracy failure", "compile_error": "compile error", "runtime_error": "runtime error",
     "crash": "crash", "timeout": "timeout", "oom": "out of memory", "eager_error": "eager failure",
