@@ -99,6 +99,28 @@ def inlined(body: str, fdir: str, repro_path: str | None) -> bool:
     return bool(lines) and all(x in body for x in lines[:3])
 
 
+def paste_run(body: str, work: str, timeout: float) -> str:
+    """The issue's repro code block, pasted into an empty directory and run with no artifacts, as a
+    maintainer runs it: ``exit N`` and the last line of its output, or why it could not run."""
+    m = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M)
+    if not m:
+        return "no code block"
+    d = os.path.join(work, "paste")
+    os.makedirs(d, exist_ok=True)
+    name = re.search(r"Save as `([\w.]+)`", body)
+    path = os.path.join(d, name.group(1) if name else "repro.py")
+    with open(path, "w") as fh:
+        fh.write(m.group(2) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        p = subprocess.run([sys.executable, os.path.basename(path)], cwd=d, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    last = (p.stdout + p.stderr).strip().splitlines()[-1:] or [""]
+    return f"exit {p.returncode}: {last[0][:120]}"
+
+
 def same_graph(c, capture: dict) -> str | None:
     """The launcher of the graph the bot minified: graph k of the run, and of the role the bot
     reported (a training step's forward and backward are the same graph k)."""
@@ -166,6 +188,11 @@ def row_of(prog: str, bot: dict, tracker: str, torch_r: dict | None) -> dict:
             "verified": f"{ver.get('failed_same_way')}/{ver.get('runs')}" if ver else "-",
             "random_inputs_reproduce": ver.get("random_inputs_reproduce"),
             "inlined": inlined(iss.get("body") or "", fdir, rep.get("path")),
+            "plain": (f"{(rep.get('plain') or {}).get('failed_same_way')}/{(rep.get('plain') or {}).get('runs')}"
+                      if (rep.get("plain") or {}).get("runs") else (rep.get("plain") or {}).get("reason") or "-"),
+            "plain_inline_inputs": (rep.get("plain") or {}).get("inputs_inline"),
+            "paste": paste_run(iss.get("body") or "", os.path.dirname(bot["out"]), 600) if iss.get("body") else "-",
+            "first_diverging": ((f.get("readout") or {}).get("first_diverging")),
             "issue": act.get("issue") if act else None, "issue_action": act.get("action") if act else None,
             "title": iss.get("title") or "-", "labels": iss.get("labels") or [],
             "culprit": (f.get("culprit") or {}).get("ops"), "bisect": (f.get("culprit") or {}).get("bisect"),
@@ -197,6 +224,8 @@ def print_table(rows: list[dict]) -> None:
             notes.append(f"capture note: {r['capture_note']}")
         notes.append(f"labels {','.join(r.get('labels') or []) or '-'}")
         notes.append(f"culprit {', '.join(r.get('culprit') or []) or '-'}; bisector {r.get('bisect') or '-'}")
+        notes.append(f"plain repro {r.get('plain')} (inputs inline: {r.get('plain_inline_inputs')}); "
+                     f"the issue's block pasted alone: {r.get('paste')}; first diverging op {r.get('first_diverging')}")
         if r.get("random_inputs_reproduce") is not None:
             notes.append(f"random inputs reproduce: {r['random_inputs_reproduce']}")
         if t:
