@@ -163,8 +163,11 @@ def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward
     # the plain repro runs the training step too; it is the one inlined, and a paste of it fails alone
     plain = f["repro"]["plain"]
     assert plain["failed_same_way"] == 2 and plain["inputs_inline"], plain
+    # random inputs fail the same way: its 24 KB input is made from a seed, not carried as base64
+    assert plain["inputs_random"] and f["repro"]["verification"]["random_inputs_reproduce"], plain
     m = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M)
     assert m and "torch.autograd.grad" in m.group(2) and "backend='aot_eager'" in m.group(2), body[:3000]
+    assert "_rand((2, 3, 32, 32)" in m.group(2) and "base64" not in m.group(2) and len(m.group(2)) < 5000
     paste = workdir / "paste-aot"
     paste.mkdir()
     (paste / "repro_plain.py").write_text(m.group(2) + "\n")

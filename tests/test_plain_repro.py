@@ -186,6 +186,27 @@ def test_64_kb_of_ids_and_masks_are_compressed_inline_within_what_an_issue_inlin
     assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(back, [ids, mask, w]))
 
 
+def test_when_random_inputs_fail_the_same_way_large_inputs_are_made_from_a_seed_not_carried(tmp_path):
+    import torch
+
+    big = torch.randn(32, 65)[:, 1:]                     # 8 KB of floats over a larger storage
+    ids = torch.tensor([3, 1], dtype=torch.int64)
+    final = _final_repro(tmp_path, lambda x, i: (x.relu() + i.sum(),), [big, ids])
+    rec, text = _write(tmp_path, final, random_inputs=True)
+    assert rec.inputs_random and rec.inputs_inline and rec.inputs_file is None, rec
+    assert "base64" not in text and "zlib" not in text and "made from a seed" in text
+    assert "_rand((32, 64), (65, 1), torch.float32, 'cpu')" in text and "_rand((2,), (1,), torch.int64, 'cpu')" in text
+    made = _make_inputs(text, tmp_path / "failure" / rundir.PLAIN)
+    a, b = made(), made()
+    assert (a[0].shape, a[0].stride(), a[0].dtype) == (big.shape, big.stride(), big.dtype)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[0], big)      # seeded: the same on every call
+    assert a[1].tolist() == [0, 0]                                      # integers: zeros, as torch's own repros
+    # small inputs are carried exactly even so: they cost less than the lines that make them
+    final = _final_repro(tmp_path / "small", lambda x: (x.relu(),), [torch.randn(4, 8)])
+    rec, text = _write(tmp_path / "small", final, random_inputs=True)
+    assert not rec.inputs_random and rec.inputs_inline and "_rand(" not in text
+
+
 def test_the_inline_limit_is_on_the_encoded_size(tmp_path):
     import torch
 

@@ -47,6 +47,9 @@ from bot.records import ConfigEntry, PlainRepro, Record
 # INLINE_REPRO_LIMIT, under GitHub's 65,536 characters); some 30 KB of random floats, far more of
 # ids, masks or repeated values
 INLINE_LIMIT = 40 * 1024
+# inputs larger than this (characters, as INLINE_LIMIT) are made from a seed, not carried, when
+# random inputs fail the same way: a maintainer reads ``_rand((2, 3, 32, 32), ...)``, not 30 KB of base64
+RANDOM_OVER = 2 * 1024
 B64_LINE = 100              # characters of base64 per source line
 
 
@@ -88,6 +91,20 @@ def _sha256(inputs):
             torch.frombuffer(raw, dtype=torch.uint8).copy_(flat.cpu())
         digest.update(raw)
     return digest.hexdigest()
+'''
+
+RANDOM_HELPER = '''
+
+def _rand(size, stride, dtype, device, requires_grad=False):
+    """A tensor of ``size`` over a buffer its ``stride`` fits, as torch's own repros make one:
+    normal floats, zeros of other dtypes."""
+    n = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
+    if dtype.is_floating_point or dtype.is_complex:
+        buf = torch.randn(n, dtype=torch.float16 if dtype.itemsize == 1 else dtype, device=device).to(dtype)
+    else:
+        buf = torch.zeros(n, dtype=dtype, device=device)
+    t = torch.as_strided(buf, size, stride)
+    return t.requires_grad_() if requires_grad else t
 '''
 
 FILE_INPUTS = '''
@@ -240,6 +257,7 @@ class PlainJob(Record):
     config: list[ConfigEntry] | None = None   # None: every setting the final repro's file carries
     numerics: dict = field(default_factory=dict)
     training: bool = False            # the check ran a backward (a dynamo-level graph is judged by a training step)
+    random_inputs: bool = False       # random inputs fail the same way: large inputs are made, not carried
     dynamic: bool = False             # the check compiled with dynamic shapes
     inline_limit: int = INLINE_LIMIT
 
@@ -459,6 +477,29 @@ def inline_inputs_source(enc: Encoded) -> str:
     return "\n".join(lines) + "\n" + STORAGE_HELPERS
 
 
+def random_inputs_source(args) -> str | None:
+    """``make_inputs()`` making inputs of the captured sizes, strides and dtypes from a seeded
+    generator (for a failure random inputs reproduce); None when an input is not a plain strided
+    tensor or a literal."""
+    import torch
+
+    items = []
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            items.append(literal(a))
+            continue
+        if a.layout != torch.strided or a.is_quantized or a.is_conj() or a.is_neg() or a.device.type == "meta":
+            return None
+        grad = ", requires_grad=True" if a.requires_grad else ""
+        items.append(f"_rand({tuple(a.shape)!r}, {tuple(a.stride())!r}, {a.dtype}, {str(a.device)!r}{grad})")
+    lines = ["def make_inputs():",
+             '    """Inputs of the captured sizes, strides and dtypes, made from a fixed seed: random inputs fail',
+             '    the same way, so the failure does not hang on the saved values (those are in the artifacts)."""',
+             "    torch.manual_seed(0)",
+             "    return [", *[f"        {item}," for item in items], "    ]"]
+    return "\n".join(lines) + "\n" + RANDOM_HELPER
+
+
 def inputs_sha256(args) -> str:
     """The inputs' content hash, by the very function the plain repro checks them with."""
     import hashlib
@@ -486,6 +527,7 @@ class Parts:
     compare_non_fp: bool = False
     dynamic: bool = False
     training: bool = False                 # judged by a training step: outputs and input gradients
+    random_inputs: bool = False            # make_inputs() makes them from a seed
     fp64: bool = False                     # fn takes fp64= (dtype arguments of the reference)
     constants: int = 0                     # the graph's constants, the last inputs
     config: list[ConfigEntry] = field(default_factory=list)
@@ -497,7 +539,8 @@ def plain_source(p: Parts) -> str:
     from bot.torch_adapter import numerics
     from bot.torch_adapter.config import MODULES, config_line
 
-    where = "inline" if p.inline else f"./{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS} from the artifacts"
+    where = ("made from a seed: random inputs fail the same way" if p.random_inputs else "inline" if p.inline
+             else f"./{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS} from the artifacts")
     run = "training step (forward and backward)" if p.training else "function"
     head = [f"# Minimized by minify-bot. Run: python {rundir.PLAIN}   (inputs: {where})"] + (
         [f"# The failing graph as a plain function, run eagerly and with torch.compile(backend={p.backend!r}),",
@@ -506,7 +549,8 @@ def plain_source(p: Parts) -> str:
         else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
               f"# run as a {run}: the error propagates, as in the check. Public torch APIs only."])
     used = set(_free_names(p.fn))
-    std = {"base64": p.inline, "zlib": p.inline, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
+    carried = p.inline and not p.random_inputs
+    std = {"base64": carried, "zlib": carried, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
            "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
     lines = head + [f"import {m}" for m, needed in std.items() if needed] + ["", "import torch"]
     prefixes = list(dict.fromkeys(e.key.partition(".")[0] for e in p.config))
@@ -555,7 +599,11 @@ def write(job: PlainJob) -> PlainRepro:
         return PlainRepro(reason=str(exc))
     rec = PlainRepro(path=rundir.PLAIN, inputs_sha256=inputs_sha256(args), inputs_bytes=enc.size if enc else 0)
     rec.inputs_inline = enc is not None and enc.size <= job.inline_limit
-    if rec.inputs_inline:
+    made = random_inputs_source(args) if job.random_inputs and (enc is None or enc.size > RANDOM_OVER) else None
+    if made is not None:
+        rec.inputs_inline = rec.inputs_random = True
+        inputs_src = made
+    elif rec.inputs_inline:
         inputs_src = inline_inputs_source(enc)
     else:
         os.makedirs(os.path.join(job.out_dir, rundir.INPUTS_DIR), exist_ok=True)
@@ -565,7 +613,7 @@ def write(job: PlainJob) -> PlainRepro:
     accuracy = job.failure_class == "accuracy"
     parts = Parts(fn_src, inputs_src, rec.inputs_inline, "inductor" if rf.kind == "aot" else job.backend, accuracy,
                   job.tolerance, job.compare_non_fp, dynamic=rf.dynamic if rf.kind == "aot" else job.dynamic,
-                  training=job.training and rf.kind == "dynamo", fp64=fp64,
+                  training=job.training and rf.kind == "dynamo", random_inputs=rec.inputs_random, fp64=fp64,
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
         fh.write(plain_source(parts))

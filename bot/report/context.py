@@ -288,6 +288,7 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
             "needs_inputs": (not plain.inputs_inline) if use_plain
             else bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
             "inputs_file": f"{rundir.INPUTS_DIR}/{inputs_file}" if inputs_file else None,
+            "inputs_random": bool(use_plain and plain.inputs_random),
             "inputs_sha256": safe(plain.inputs_sha256, _SHA256, None),
             "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
             "queries": repro.queries, "reused": repro.reused is not None,
