@@ -95,7 +95,7 @@ def inlined(body: str, fdir: str, repro_path: str | None) -> bool:
     if not os.path.exists(path):
         return False
     with open(path) as fh:
-        lines = [x.strip() for x in fh if re.match(r"\s+\w+ = torch\.ops\.", x)]
+        lines = [x.strip() for x in fh if re.match(r"\s+\w+ = torch\.", x)]
     return bool(lines) and all(x in body for x in lines[:3])
 
 
@@ -187,7 +187,8 @@ def row_of(prog: str, bot: dict, tracker: str, torch_r: dict | None) -> dict:
             "queries": rep.get("queries"),
             "verified": f"{ver.get('failed_same_way')}/{ver.get('runs')}" if ver else "-",
             "random_inputs_reproduce": ver.get("random_inputs_reproduce"),
-            "inlined": inlined(iss.get("body") or "", fdir, rep.get("path")),
+            "inlined": inlined(iss.get("body") or "", fdir, rep.get("path"))
+            or inlined(iss.get("body") or "", fdir, (rep.get("plain") or {}).get("path")),
             "plain": (f"{(rep.get('plain') or {}).get('failed_same_way')}/{(rep.get('plain') or {}).get('runs')}"
                       if (rep.get("plain") or {}).get("runs") else (rep.get("plain") or {}).get("reason") or "-"),
             "plain_inline_inputs": (rep.get("plain") or {}).get("inputs_inline"),
