@@ -500,3 +500,16 @@ def test_a_compile_error_that_needs_an_unrelated_node_compiled_beside_it_stays_w
     assert sorted(P.culprit_ops(P.State(gm, args))) == ["aten.exp.default", "aten.relu.default"]
     assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
     assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
+
+
+def test_drop_outputs_drops_one_output_after_another_when_no_single_output_shows_the_failure():
+    """The failure needs two of three outputs (a fused kernel of both): each alone passes, so the
+    outputs go one at a time, and every later trial still cuts from the graph it was given."""
+    a, b, c = torch.randn(4), torch.randn(4), torch.randn(4)
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda a, b, c: (torch.tanh(c), torch.relu(a), torch.exp(b)))(a, b, c)
+    fails = lambda g, _: _has(g, torch.ops.aten.relu.default) and _has(g, torch.ops.aten.exp.default)  # noqa: E731
+    st = P.drop_outputs(P.State(gm, [a, b, c]), P.Oracle(fails))
+    assert sorted(P.culprit_ops(st)) == ["aten.exp.default", "aten.relu.default"]
+    assert len(P._outputs(st.gm)) == 2

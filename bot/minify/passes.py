@@ -664,15 +664,15 @@ def drop_outputs(st: State, oracle: Oracle) -> State:
         cand = _restrict(st, [o])
         if oracle(cand):
             return cand
-    cur = list(outs)
+    cur, best = list(outs), st
     for o in list(outs):
         if len(cur) == 1:
             break
         trial = [x for x in cur if x is not o]
-        cand = _restrict(st, trial)
+        cand = _restrict(st, trial)   # always cut from ``st``: ``trial`` holds its output nodes
         if oracle(cand):
-            cur, st = trial, cand
-    return st
+            cur, best = trial, cand
+    return best
 
 
 def remove_nodes(st: State, oracle: Oracle) -> State:

@@ -363,6 +363,7 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
             log(f"culprit search failed: {type(exc).__name__}: {exc}")
         log(f"culprit search: {time.time() - t:.1f} s, {oracle.asked} queries")
     if found is not None and found[1].method == "compiled-alone":
+        dump_state(found[0].gm, found[0].args)   # a checkpoint, should the cleanup die
         final = P.cleanup(found[0], oracle, stats)
         dump_state(final.gm, final.args)
         return final.gm, final.args, found[1]
@@ -371,6 +372,7 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
         # how far back it reaches (log N), then 1-minimal
         window = staged("reach_back", lambda: P.reach_back(found[0], oracle, found[1].node, log=log), found[0])
         if window is not None:
+            dump_state(window.gm, window.args)   # a checkpoint, should the cleanup die
             final = P.cleanup(window, oracle, stats)
             dump_state(final.gm, final.args)
             return final.gm, final.args, P.Culprit(P.culprit_ops(final), "graph", found[1].node)
