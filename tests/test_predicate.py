@@ -225,3 +225,22 @@ def test_a_graph_that_fails_only_on_its_real_inputs_is_told_apart_from_one_rando
         assert P.random_inputs_reproduce(_job(tmp_path), "aot", pinned, gm, str(final), False) is False
         _, mm_relu, _ = P.load_graph(str(launcher))
         assert P.random_inputs_reproduce(_job(tmp_path), "aot", pinned, mm_relu, str(launcher), False) is True
+
+
+def test_an_inductor_compile_error_raised_at_the_first_call_is_a_compile_error():
+    """torch.compile compiles at the first call: a C++ compile error inductor raises there (not
+    wrapped in BackendCompilerFailed) is a compile error, as the check classes it; an error of
+    the compiled code is not."""
+    from torch._inductor.exc import CppCompileError
+
+    from bot.minify.predicate import _phase
+
+    try:
+        try:
+            raise CppCompileError(["g++"], "error: conflicting declaration 'auto at_BFloat16_tmp_acc0_vec'")
+        except CppCompileError as inner:
+            raise RuntimeError("compiled call failed") from inner
+    except RuntimeError as exc:
+        wrapped = exc
+    assert _phase("runtime_error", wrapped) == "compile_error"
+    assert _phase("runtime_error", IndexError("index 9 is out of bounds")) == "runtime_error"

@@ -476,10 +476,29 @@ def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> 
     good, _, best = _bisect(0, len(anc) - 1, cut, oracle, fails_move="lo")
     if best is None and not own:
         return None  # no cut of the prefix fails: the caller falls back to torch's delta debugging
+    if not own:
+        best = _first_and_end(best, anc[good].name, end.name, oracle)
     best = best or cand
     log(f"culprit search: the failure reaches back {len(anc) - good} of {len(anc)} call nodes before "
         f"{end_name}")
     return best
+
+
+def _first_and_end(st: State, first: str, end: str, oracle: Oracle) -> State:
+    """A prefix cut from the front keeps every output of what is left; the failure needs the
+    first node kept (a later cut passed) and the end node: only their outputs, when that still
+    fails (one query, often most of the outputs and the nodes between them gone)."""
+    nodes = {n.name: n for n in call_nodes(st.gm)}
+    if first not in nodes or end not in nodes:
+        return st
+    outs = []
+    for n in (nodes[first], nodes[end]):
+        n = _multi_output_source(n) or n
+        outs += [u for u in n.users if _multi_output_source(u) is n] or [n]
+    cand = _restrict(st, list(dict.fromkeys(outs)))
+    if len(call_nodes(cand.gm)) < len(call_nodes(st.gm)) and oracle(cand):
+        return cand
+    return st
 
 
 def _cut_before(st: State, anc: list, k: int, kinds: dict) -> State | None:

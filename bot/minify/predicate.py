@@ -47,9 +47,12 @@ def load_graph(path: str, kind_hint: str | None = None):
 
 def _phase(phase: str, exc: BaseException) -> str:
     """The phase an exception belongs to: torch.compile compiles at a graph's first call, so an
-    error in the backend's compile (dynamo wraps it in BackendCompilerFailed) is a compile error
-    whenever it is raised."""
-    if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
+    error in the backend's compile (dynamo wraps it in BackendCompilerFailed; inductor's own,
+    InductorError around a CppCompileError, comes through as it is) is a compile error whenever it
+    is raised (the check's own rule, ``runtime.is_compile_exception``)."""
+    from bot.torch_adapter.runtime import is_compile_exception
+
+    if any(is_compile_exception(e) for e in exception_chain(exc)):
         return "compile_error"
     return phase
 
