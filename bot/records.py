@@ -240,6 +240,9 @@ class Verification(Record):
     runs: int
     failed_same_way: int
     random_inputs_reproduce: bool
+    # set when only the plain repro failed the same way (its runs are the counts above): how many
+    # of torch's launcher-format repro's runs did (its own judge missed the failure)
+    launcher_failed_same_way: int | None = None
 
 
 @dataclass

@@ -174,3 +174,29 @@ def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward
     run = subprocess.run([sys.executable, "repro_plain.py"], cwd=paste, capture_output=True, text=True, timeout=600,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert run.returncode == 1 and "isIntList" in run.stderr, (run.stdout + run.stderr)[-3000:]
+
+
+@pytest.mark.slow
+def test_a_training_failure_torchs_run_repro_misses_is_verified_by_the_plain_repro(workdir, bot):
+    """pytorch/pytorch#197089 (benchmarks/genuine/star_catalog_std.py): compiled float32 ``std``
+    accumulates in float32 and overflows on 1e30-scale columns; no graph captured after AOT fails
+    alone, the dynamo graph does, judged by a training step. torch's launcher-format repro passes
+    it (``run_repro`` could not make its fp64 reference); the plain repro, which judges as the
+    check did, fails the same way, so it is the verified repro the issue inlines and says so."""
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "star_catalog_std.py"
+    out = workdir / "std-overflow"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "star_catalog", "--out", out,
+               "--issues-dir", workdir / "issues-std", "--verify-runs", "2", "--no-trace")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert (f["class"], f["check"]["mode"]) == ("accuracy", "training"), f["check"]
+    assert f["repro"]["capture"]["repro_after"] == "dynamo"
+    ver, plain = f["repro"]["verification"], f["repro"]["plain"]
+    assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    assert plain["failed_same_way"] == 2 and ver["failed_same_way"] == 2, (ver, plain)
+    assert ver.get("launcher_failed_same_way") == 0, ver
+    assert "std" in json.dumps(f["repro"]["graph"])
+    body = next((workdir / "issues-std").glob("1.md")).read_text()
+    title = body.split("\n", 1)[0]
+    assert "std" in title and "(float32, cpu)" in title, title
+    assert "This is the plain repro" in body and "its judge misses this failure" in body
