@@ -200,3 +200,28 @@ def test_a_training_failure_torchs_run_repro_misses_is_verified_by_the_plain_rep
     title = body.split("\n", 1)[0]
     assert "std" in title and "(float32, cpu)" in title, title
     assert "This is the plain repro" in body and "its judge misses this failure" in body
+
+
+@pytest.mark.slow
+def test_a_compile_error_of_two_fused_reductions_stays_within_the_query_bound(workdir, bot):
+    """pytorch/pytorch#194706 (benchmarks/genuine/anomaly_scorer_bf16.py): two bf16 sums of one
+    tensor share an accumulator that the C++ codegen declares twice. No node fails alone and the
+    second sum's own output does not show it (the first sum does not feed it), so the prefix is
+    cut from the front: 146 nodes to the two sums within 2*ceil(log2 N) + 2*final + 4 queries."""
+    import math
+
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "anomaly_scorer_bf16.py"
+    out = workdir / "bf16-acc"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "anomaly", "--out", out,
+               "--issues-dir", workdir / "issues-bf16", "--verify-runs", "1", "--no-trace", "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    rep = f["repro"]
+    assert (f["class"], f["check"]["dtype"]) == ("compile_error", "bfloat16")
+    assert rep["status"] == "minimized" and rep["verification"]["failed_same_way"] == 1, rep.get("reason")
+    n, final = rep["nodes_before"], rep["nodes_after"]
+    assert n > 100 and final <= 6, (n, final)
+    assert rep["queries"] <= 2 * math.ceil(math.log2(n)) + 2 * final + 4, (rep["queries"], n, final)
+    assert [g["op"] for g in rep["graph"]].count("aten.sum.dim_IntList") == 2, rep["graph"]
+    title = next((workdir / "issues-bf16").glob("1.md")).read_text().split("\n", 1)[0]
+    assert "compile error in aten.sum.dim_IntList (bfloat16, cpu)" in title, title
