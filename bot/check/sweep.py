@@ -69,8 +69,10 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                 writer.add(row)
                 progress(f"[{k}/{total}] {m.name}: skipped ({m.skip})")
                 continue
-            progress(f"[{k}/{total}] {m.name}: checking ({settings.backend}, {settings.mode}, "
-                     f"{settings.dtype}, {settings.device})")
+            program = bool(source_of(m.spec).program)
+            progress(f"[{k}/{total}] {m.name}: checking ({settings.backend}, "
+                     + ("mode, dtype and device as the program compiles)" if program else
+                        f"{settings.mode}, {settings.dtype}, {settings.device})"))
             t0 = time.perf_counter()
             n_reruns = max(reruns, RETRY_RERUNS) if cid in retry else reruns
             result = run_with_reruns(
@@ -89,7 +91,8 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
                 row.duration_s = round(time.perf_counter() - t0, 3)
             mark_baseline(row, baseline)
             writer.add(row)
-            progress(f"[{k}/{total}] {m.name}: {describe(row)} in {row.duration_s:.1f}s")
+            seen = f" ({row.mode}, {row.dtype}, {row.device})" if observed else ""
+            progress(f"[{k}/{total}] {m.name}: {describe(row)}{seen} in {row.duration_s:.1f}s")
         complete = True
     except (_Terminated, KeyboardInterrupt):
         progress(f"interrupted: {len(writer.rows)} of {total} checks recorded in {out_dir}/results.json")
