@@ -280,7 +280,7 @@ class PlainRepro(Record):
     path: str | None = None              # None: not written (``reason`` says why)
     reason: str | None = None
     inputs_inline: bool = False          # the inputs are in the file (else ``inputs_file``)
-    inputs_random: bool = False          # ... made by seeded random calls (random inputs fail the same way)
+    inputs_random: bool = False          # ... the large ones made by seeded random calls, not carried
     inputs_file: str | None = None       # relative to the failure's directory
     inputs_sha256: str | None = None     # sha256 of the inputs' storages (raw bytes, in order of first use)
     inputs_bytes: int = 0                # the inputs' encoded (base64) size

@@ -152,7 +152,13 @@ def test_inputs_past_the_inline_limit_go_to_the_artifacts_named_by_their_hash(tm
     big = torch.randn(128, 129)[:, 1:]             # 64 KiB of values over a larger storage
     ids = torch.tensor([2**31 - 1, -2**31], dtype=torch.int32)
     final = _final_repro(tmp_path, lambda x, i: (x.relu() + 1, i + 16), [big, ids])
+    # first choice: the large input made from a seed, the small one exact (verification decides)
     rec, text = _write(tmp_path, final)
+    assert rec.inputs_inline and rec.inputs_random and "_rand((128, 128), (129, 1), torch.float32, 'cpu')" in text
+    back = _make_inputs(text, tmp_path / "failure" / rundir.PLAIN)()
+    assert torch.equal(back[1], ids) and back[0].shape == big.shape and not torch.equal(back[0], big)
+    # when that does not fail the same way: the saved inputs, in the artifacts
+    rec, text = _write(tmp_path, final, make_inputs=False)
     assert not rec.inputs_inline and rec.inputs_bytes > plain.INLINE_LIMIT == 40 * 1024
     assert rec.inputs_file == f"{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS}"
     assert re.fullmatch(r"[0-9a-f]{64}", rec.inputs_sha256)
@@ -194,13 +200,15 @@ def test_when_random_inputs_fail_the_same_way_large_inputs_are_made_from_a_seed_
     final = _final_repro(tmp_path, lambda x, i: (x.relu() + i.sum(),), [big, ids])
     rec, text = _write(tmp_path, final, random_inputs=True)
     assert rec.inputs_random and rec.inputs_inline and rec.inputs_file is None, rec
-    assert "base64" not in text and "zlib" not in text and "made from a seed" in text
-    assert "_rand((32, 64), (65, 1), torch.float32, 'cpu')" in text and "_rand((2,), (1,), torch.int64, 'cpu')" in text
+    assert "made from a seed" in text and "_rand((32, 64), (65, 1), torch.float32, 'cpu')" in text
     made = _make_inputs(text, tmp_path / "failure" / rundir.PLAIN)
     a, b = made(), made()
     assert (a[0].shape, a[0].stride(), a[0].dtype) == (big.shape, big.stride(), big.dtype)
     assert torch.equal(a[0], b[0]) and not torch.equal(a[0], big)      # seeded: the same on every call
-    assert a[1].tolist() == [0, 0]                                      # integers: zeros, as torch's own repros
+    assert torch.equal(a[1], ids)                                       # small inputs stay exact
+    # all of them made: integers are zeros, as in torch's own repros
+    text = plain.inline_inputs_source(plain.encode_inputs([big, ids]), {0, 1})
+    assert "_rand((2,), (1,), torch.int64, 'cpu')" in text and "base64" not in text
     # small inputs are carried exactly even so: they cost less than the lines that make them
     final = _final_repro(tmp_path / "small", lambda x: (x.relu(),), [torch.randn(4, 8)])
     rec, text = _write(tmp_path / "small", final, random_inputs=True)
@@ -216,7 +224,7 @@ def test_the_inline_limit_is_on_the_encoded_size(tmp_path):
     rec, text = _write(tmp_path, final, inline_limit=size)
     assert rec.inputs_inline and rec.inputs_bytes == size and rec.inputs_file is None
     assert torch.equal(_make_inputs(text, tmp_path / "failure" / rundir.PLAIN)()[0], x)
-    rec, text = _write(tmp_path, final, inline_limit=size - 1)
+    rec, text = _write(tmp_path, final, inline_limit=size - 1, make_inputs=False)
     assert not rec.inputs_inline and rec.inputs_file and "base64" not in text
 
 

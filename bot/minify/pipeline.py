@@ -650,8 +650,7 @@ def _package_and_verify(final: str, config, sig: Signature, random_known, opts: 
 def _plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOptions, fdir: str, vlog, interps):
     """Write repro_plain.py beside repro.py and run it in fresh processes like repro.py: it counts
     only where it fails the same way (:class:`bot.records.PlainRepro`). Written with inputs made
-    from a seed (the job's ``random_inputs``) and not failing so, it is written again with the
-    saved ones."""
+    from a seed and not failing so, it is written again with the saved ones."""
     rec = plainmod.write_plain(job, interps)
     if rec.path is None:
         vlog(f"plain repro: not written: {rec.reason}")
@@ -660,8 +659,9 @@ def _plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOption
                     random_known=False, interpreters=interps)
     rec.runs, rec.failed_same_way = pv.runs, pv.failed_same_way
     if rec.inputs_random and not rec.failed_same_way:
-        vlog("plain repro: with inputs made from a seed it did not fail the same way; writing the saved inputs")
-        return _plain_and_verify(job.replace(random_inputs=False), sig, opts, fdir, vlog, interps)
+        vlog("plain repro: with its large inputs made from a seed it did not fail the same way; "
+             "writing the saved inputs")
+        return _plain_and_verify(job.replace(make_inputs=False), sig, opts, fdir, vlog, interps)
     return rec
 
 

@@ -257,7 +257,8 @@ class PlainJob(Record):
     config: list[ConfigEntry] | None = None   # None: every setting the final repro's file carries
     numerics: dict = field(default_factory=dict)
     training: bool = False            # the check ran a backward (a dynamo-level graph is judged by a training step)
-    random_inputs: bool = False       # random inputs fail the same way: large inputs are made, not carried
+    random_inputs: bool = False       # random inputs fail the same way: every large input may be made
+    make_inputs: bool = True          # large inputs may be made from a seed (else all carried or saved)
     dynamic: bool = False             # the check compiled with dynamic shapes
     inline_limit: int = INLINE_LIMIT
 
@@ -400,10 +401,15 @@ class Encoded:
 
     storages: list[tuple[str, bytes]]
     items: list[str]
+    refs: list = field(default_factory=list)    # per input: its storage's index (None: a literal)
+    views: list = field(default_factory=list)   # per input: (size, stride, dtype, device, requires_grad) or None
+    _packed: list | None = None
 
     def packed(self) -> list[str]:
         """Each storage's bytes as written: zlib-compressed, base64."""
-        return [base64.b64encode(zlib.compress(raw, 9)).decode("ascii") for _, raw in self.storages]
+        if self._packed is None:
+            self._packed = [base64.b64encode(zlib.compress(raw, 9)).decode("ascii") for _, raw in self.storages]
+        return self._packed
 
     @property
     def size(self) -> int:
@@ -430,10 +436,12 @@ def encode_inputs(args) -> Encoded | None:
 
     storages: list[tuple[str, bytes]] = []
     index: dict[tuple, int] = {}
-    items = []
+    items, refs, views = [], [], []
     for a in args:
         if not isinstance(a, torch.Tensor):
             items.append(literal(a))
+            refs.append(None)
+            views.append(None)
             continue
         if a.layout != torch.strided or a.is_quantized or a.is_conj() or a.is_neg() or a.device.type == "meta":
             return None
@@ -445,7 +453,9 @@ def encode_inputs(args) -> Encoded | None:
         grad = ", requires_grad=True" if a.requires_grad else ""
         items.append(f"_view(s{index[key]}, {a.dtype}, {tuple(a.shape)!r}, {tuple(a.stride())!r}, "
                      f"{a.storage_offset()}{grad})")
-    return Encoded(storages, items)
+        refs.append(index[key])
+        views.append((tuple(a.shape), tuple(a.stride()), a.dtype, str(a.device), a.requires_grad))
+    return Encoded(storages, items, refs, views)
 
 
 def literal(value) -> str:
@@ -464,40 +474,51 @@ def literal(value) -> str:
     raise NotPlain(f"an input is a {type(value).__name__}")
 
 
-def inline_inputs_source(enc: Encoded) -> str:
-    """``make_inputs()`` over the inline storages, and the two helpers it uses."""
-    lines = ["def make_inputs():",
-             '    """A fresh copy of the saved inputs, bit-exact: each storage\'s raw bytes (zlib, base64), viewed',
-             '    with the saved dtype, size, stride and storage offset."""']
+def inline_inputs_source(enc: Encoded, made: set[int] | None = None) -> str:
+    """``make_inputs()`` over the inline storages, and the helpers it uses. ``made``: the storages
+    whose inputs are made from a fixed seed instead (``_rand`` with their sizes, strides and
+    dtypes), not carried."""
+    made = made or set()
+    doc = ("A fresh copy of the saved inputs, bit-exact: each storage's raw bytes (zlib, base64), viewed\n"
+           "    with the saved dtype, size, stride and storage offset.")
+    if made:
+        doc = ("The inputs: the large ones made from a fixed seed with their captured sizes, strides and\n"
+               "    dtypes (the failure does not hang on their values: the saved ones are in the artifacts), the\n"
+               "    others bit-exact from their storages' raw bytes (zlib, base64).")
+    if made and len(made) == len(enc.storages):
+        doc = ("Inputs of the captured sizes, strides and dtypes, made from a fixed seed: the failure does\n"
+               "    not hang on their values (the saved ones are in the artifacts).")
+    lines = ["def make_inputs():", f'    """{doc}"""'] + (["    torch.manual_seed(0)"] if made else [])
     for i, ((device, _), data) in enumerate(zip(enc.storages, enc.packed())):
+        if i in made:
+            continue
         chunks = [data[j:j + B64_LINE] for j in range(0, len(data), B64_LINE)] or [""]
         lines.append(f"    s{i} = _storage({device!r}," + (" " if len(chunks) == 1 else "\n        ")
                      + "\n        ".join(f'"{c}"' for c in chunks) + ")")
-    lines += ["    return [", *[f"        {item}," for item in enc.items], "    ]"]
-    return "\n".join(lines) + "\n" + STORAGE_HELPERS
+    items = [made_item(*enc.views[k]) if enc.refs[k] in made else item for k, item in enumerate(enc.items)]
+    lines += ["    return [", *[f"        {item}," for item in items], "    ]"]
+    helpers = (STORAGE_HELPERS if len(made) < len(enc.storages) else "") + (RANDOM_HELPER if made else "")
+    return "\n".join(lines) + "\n" + helpers
 
 
-def random_inputs_source(args) -> str | None:
-    """``make_inputs()`` making inputs of the captured sizes, strides and dtypes from a seeded
-    generator (for a failure random inputs reproduce); None when an input is not a plain strided
-    tensor or a literal."""
-    import torch
+def made_item(size, stride, dtype, device, requires_grad) -> str:
+    grad = ", requires_grad=True" if requires_grad else ""
+    return f"_rand({size!r}, {stride!r}, {dtype}, {device!r}{grad})"
 
-    items = []
-    for a in args:
-        if not isinstance(a, torch.Tensor):
-            items.append(literal(a))
-            continue
-        if a.layout != torch.strided or a.is_quantized or a.is_conj() or a.is_neg() or a.device.type == "meta":
-            return None
-        grad = ", requires_grad=True" if a.requires_grad else ""
-        items.append(f"_rand({tuple(a.shape)!r}, {tuple(a.stride())!r}, {a.dtype}, {str(a.device)!r}{grad})")
-    lines = ["def make_inputs():",
-             '    """Inputs of the captured sizes, strides and dtypes, made from a fixed seed: random inputs fail',
-             '    the same way, so the failure does not hang on the saved values (those are in the artifacts)."""',
-             "    torch.manual_seed(0)",
-             "    return [", *[f"        {item}," for item in items], "    ]"]
-    return "\n".join(lines) + "\n" + RANDOM_HELPER
+
+def storages_to_make(enc: Encoded, *, everything_large: bool, limit: int) -> set[int]:
+    """The storages to make from a seed rather than carry: every one over :data:`RANDOM_OVER`
+    when random inputs fail the same way (``everything_large``); else, when the inputs do not fit
+    ``limit``, the largest ones until the rest does. Empty when nothing is to be made."""
+    sizes = [len(p) for p in enc.packed()]
+    if everything_large:
+        return {i for i, n in enumerate(sizes) if n > RANDOM_OVER}
+    made: set[int] = set()
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        if sum(sizes) - sum(sizes[j] for j in made) <= limit:
+            break
+        made.add(i)
+    return made
 
 
 def inputs_sha256(args) -> str:
@@ -539,7 +560,7 @@ def plain_source(p: Parts) -> str:
     from bot.torch_adapter import numerics
     from bot.torch_adapter.config import MODULES, config_line
 
-    where = ("made from a seed: random inputs fail the same way" if p.random_inputs else "inline" if p.inline
+    where = ("inline; the large ones made from a seed" if p.random_inputs else "inline" if p.inline
              else f"./{rundir.INPUTS_DIR}/{rundir.PLAIN_INPUTS} from the artifacts")
     run = "training step (forward and backward)" if p.training else "function"
     head = [f"# Minimized by minify-bot. Run: python {rundir.PLAIN}   (inputs: {where})"] + (
@@ -549,7 +570,7 @@ def plain_source(p: Parts) -> str:
         else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
               f"# run as a {run}: the error propagates, as in the check. Public torch APIs only."])
     used = set(_free_names(p.fn))
-    carried = p.inline and not p.random_inputs
+    carried = p.inline and "_storage(" in p.inputs
     std = {"base64": carried, "zlib": carried, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
            "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
     lines = head + [f"import {m}" for m, needed in std.items() if needed] + ["", "import torch"]
@@ -599,10 +620,11 @@ def write(job: PlainJob) -> PlainRepro:
         return PlainRepro(reason=str(exc))
     rec = PlainRepro(path=rundir.PLAIN, inputs_sha256=inputs_sha256(args), inputs_bytes=enc.size if enc else 0)
     rec.inputs_inline = enc is not None and enc.size <= job.inline_limit
-    made = random_inputs_source(args) if job.random_inputs and (enc is None or enc.size > RANDOM_OVER) else None
-    if made is not None:
+    made = storages_to_make(enc, everything_large=job.random_inputs, limit=job.inline_limit) \
+        if enc is not None and job.make_inputs else set()
+    if made:
         rec.inputs_inline = rec.inputs_random = True
-        inputs_src = made
+        inputs_src = inline_inputs_source(enc, made)
     elif rec.inputs_inline:
         inputs_src = inline_inputs_source(enc)
     else:
