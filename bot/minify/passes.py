@@ -413,7 +413,7 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
         if found is not None:
             return found
     # the smallest failing prefix: a failing prefix moves the upper end down
-    lo, hi, best_prefix = _bisect(lo, hi, lambda j: prefix_state(st, j, kinds), oracle, fails_move="hi")
+    lo, hi, best_prefix = bisect_cuts(lo, hi, lambda j: prefix_state(st, j, kinds), oracle, fails_move="hi")
     queries = oracle.asked - asked0
     node = calls[hi - 1]
     node = _multi_output_source(node) or node
@@ -427,7 +427,7 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
     return best_prefix, Culprit([op_name(node)], "graph", node.name, queries)
 
 
-def _bisect(lo: int, hi: int, build, oracle: Oracle, *, fails_move: str):
+def bisect_cuts(lo: int, hi: int, build, oracle: Oracle, *, fails_move: str):
     """Binary search between cut points ``lo`` and ``hi`` (``build(k)``: the candidate at cut k,
     the buildable one nearest the middle): a failing candidate moves the ``fails_move`` end to its
     cut, a passing one the other. (lo, hi, the last failing candidate or None)."""
@@ -473,7 +473,7 @@ def reach_back(st: State, oracle: Oracle, end_name: str, log=lambda m: None) -> 
     # that still fails; a failing cut moves the lower end up
     _, kinds = eager_values(cand.gm, cand.args, lambda n: False)
     cut = (lambda j: _cut_before(cand, anc, j, kinds)) if own else (lambda j: window_state(cand, j, len(anc), kinds))
-    good, _, best = _bisect(0, len(anc) - 1, cut, oracle, fails_move="lo")
+    good, _, best = bisect_cuts(0, len(anc) - 1, cut, oracle, fails_move="lo")
     if best is None and not own:
         return None  # no cut of the prefix fails: the caller falls back to torch's delta debugging
     if not own:

@@ -117,31 +117,32 @@ def fused_divergence(evaluator, gm, args, eager: dict, fp64: dict, deadline: flo
     calls = P.call_nodes(gm)
     _, kinds = P.eager_values(gm, args, lambda n: False)
     nodes = {n.name: n for n in gm.graph.nodes}
-    rows: dict[int, ReadoutNode | None] = {}
+    rows: dict[int, ReadoutNode] = {}
 
-    def diverges(k: int) -> bool:
+    def prefix(k: int):
         st = P.prefix_state(P.State(gm, list(args)), k, kinds)
-        if st is None or time.time() > deadline:
+        return None if st is None else (k, st)
+
+    def diverges(cand) -> bool:
+        """Compile the prefix; its row when one of its outputs diverges (its last op's first)."""
+        k, st = cand
+        if time.time() > deadline:
             return False
         outs = [a.name for a in next(n for n in st.gm.graph.nodes if n.op == "output").args[0]]
         values = M.flat_outputs(evaluator.compile(st.gm, st.args)(M.clone_inputs(st.args)))
-        last = calls[k - 1].name
-        for name, value in zip(outs, values):
-            if name in nodes and name in eager:
-                row = node_row(M.node_op_name(nodes[name]), name, eager[name], value, fp64.get(name), evaluator.tol)
-                if row.diverges:
-                    rows[k] = row if name == last else rows.get(k) or row
-        return k in rows
+        found = [node_row(M.node_op_name(nodes[name]), name, eager[name], value, fp64.get(name), evaluator.tol)
+                 for name, value in zip(outs, values) if name in nodes and name in eager]
+        found = sorted((r for r in found if r.diverges), key=lambda r: r.name != calls[k - 1].name)
+        if found:
+            rows[k] = found[0]
+        return bool(found)
 
-    if not calls or not diverges(len(calls)):
+    whole = prefix(len(calls)) if calls else None
+    if whole is None or not diverges(whole):
         return None
-    lo, hi = 0, len(calls)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if diverges(mid):
-            hi = mid
-        else:
-            lo = mid
+    # the shortest diverging prefix: a diverging one moves the upper end down (the search the
+    # culprit search uses; a cut that cannot be made is stepped over, not taken as passing)
+    _, hi, _ = P.bisect_cuts(0, len(calls), prefix, diverges, fails_move="hi")
     return rows[hi]
 
 
