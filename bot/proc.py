@@ -20,6 +20,10 @@ Three ways to start one:
   in a process that ran nothing but those imports - what ``python script.py`` would do first
   anyway - so the import is paid once, while the caller does other work.
 
+What a child detaches (a daemon that double-forks out of its group) escapes the group kill; a
+process that calls :func:`adopt_orphans` becomes its parent instead of init, and
+:func:`end_descendants` ends everything left below it (the Action does both around each stage).
+
 How a child died (signal names, aborts, out of memory) is decided in :mod:`bot.signature`.
 """
 
@@ -247,6 +251,84 @@ def _result(rc, timed_out, t0, sink: _Sink, **extra) -> Result:
     oom = (sig == signal.SIGKILL) or (rc is not None and rc > 0 and is_oom_output(tail))
     return Result(None if timed_out else rc, round(time.monotonic() - t0, 3), sink.events, timed_out, tail,
                   sink.output(), sig, signal_name(sig) if sig else None, oom, **extra)
+
+
+# ---------------------------------------------------------------- what outlives a child
+
+PR_SET_CHILD_SUBREAPER = 36   # linux/prctl.h
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of everything it starts (Linux): a descendant that leaves its
+    process group and double-forks, the way a daemon detaches, is re-parented here instead of to
+    init, so :func:`end_descendants` still finds it. Killing a child's group misses such a process,
+    and it would otherwise live on into the job's later steps. False where the kernel has no such
+    call."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """{pid: (parent pid, state letter)} of every process /proc shows now."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(b")") + 2:].split()   # the command name may hold spaces and parentheses
+        if len(rest) >= 2:
+            table[int(name)] = (int(rest[1]), rest[0].decode("ascii", "replace"))
+    return table
+
+
+def descendants(root: int | None = None) -> list[int]:
+    """The pids below ``root`` (this process) now, parents before their children."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _state) in _process_table().items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def end_descendants(rounds: int = 50) -> int:
+    """SIGKILL every process below this one and reap those that end up as our children, until none is
+    left (a process may fork while its parent is being killed). For the end of a stage that ran
+    model code, after its own process has exited: whatever is left is something it left behind.
+    Returns how many processes were killed."""
+    if not os.path.isdir("/proc"):
+        return 0
+    killed: set[int] = set()
+    for _ in range(rounds):
+        table = _process_table()
+        below = descendants()
+        live = [p for p in below if table.get(p, (0, "Z"))[1] not in ("Z", "X")]
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.02 if live else 0)
+        for pid in below:   # zombies re-parented here: ours to reap
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+        if not below:
+            break
+    return len(killed)
 
 
 # ---------------------------------------------------------------- exec

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -106,6 +107,13 @@ for var, line in (("GITHUB_ENV", "BASH_ENV=/tmp/pwned"), ("GITHUB_PATH", "/tmp/p
             fh.write(line + "\n")
         wrote.append(var)
 note("program.jsonl", {{"file_commands": wrote}})
+# ... and where the runner keeps them: every step's files, found by listing $RUNNER_TEMP
+where = os.path.join(os.environ.get("RUNNER_TEMP", "/nonexistent"), "_runner_file_commands")
+found = sorted(os.listdir(where)) if os.path.isdir(where) else []
+for name in found:
+    with open(os.path.join(where, name), "a") as fh:
+        fh.write("BASH_ENV=/tmp/pwned\n" if name.startswith("set_env_") else "pwned\n")
+note("program.jsonl", {{"found_file_commands": found}})
 for cmd in ([sys.executable, __file__, "daemon", "40"], [sys.executable, __file__, "chain", "40"]):
     if os.fork() == 0:   # detached: its own session, outliving this program and the stage
         os.setsid()
@@ -131,10 +139,13 @@ def _lines(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_the_check_job_gives_model_code_nothing_to_read_or_forge(runner, ghstub, tmp_path):
     """The check job as sweep.yml runs it (no github-token, persist-credentials: false): the attacker
-    finds no credential in any process of the job, at any time, from the program, from a daemon
-    and from the end of a 40-process chain that outlive it; none of the runner's file commands
-    reaches it, so the job's outputs and summary are the action's. The report job, run apart with
-    the token, files from the check job's run directory as data."""
+    finds no credential in any process of the job, from the program, from a daemon and from the end
+    of a 40-process chain it detaches; those end with the step (the action is their subreaper), so
+    none lives on into the job's later steps (upload-artifact holds ACTIONS_RUNTIME_TOKEN, the
+    checkout's post step the job token). None of the runner's file commands is in its environment,
+    and what it writes into the ones it finds under $RUNNER_TEMP is undone, so the job's outputs,
+    summary and later steps' environment are the action's. The report job, run apart with the token,
+    files from the check job's run directory as data."""
     mark = "MINIFY_PROBE_JOB_" + secrets.token_hex(6)
     out = tmp_path / "probe"
     out.mkdir()
@@ -147,16 +158,21 @@ def test_the_check_job_gives_model_code_nothing_to_read_or_forge(runner, ghstub,
                    workspace=ws, env={mark: "1"})
     print(f"check job: {time.time() - t:.1f} s")
     assert check.rc == 0, check.stdout[-3000:] + check.stderr[-3000:]
-    time.sleep(3)   # the daemon and the chain keep looking after the job's last step
+    assert re.search(r"left \d+ process\(es\) running after it ended", check.stdout), check.stdout[-3000:]
+    seen = (out / "daemon.jsonl").stat().st_size if (out / "daemon.jsonl").exists() else 0
+    time.sleep(2)   # a daemon that lived on would still be writing
+    assert (out / "daemon.jsonl").stat().st_size == seen, "the detached daemon outlived the step"
+    assert _pids_marked(mark) == [], "a process the checked code started outlived the step"
     program = _lines(out / "program.jsonl")
     scans = program[:1] + _lines(out / "daemon.jsonl") + _lines(out / "chain.jsonl")
     assert program and program[0]["readable"] >= 4 and program[0]["ancestors"] >= 3, program
     assert _lines(out / "daemon.jsonl") and _lines(out / "chain.jsonl"), "the attacker's helpers did not run"
     assert all(s["found"] == [] for s in scans), [s for s in scans if s["found"]]
     assert program[1] == {"file_commands": []}   # none of GITHUB_ENV/PATH/OUTPUT/STEP_SUMMARY/STATE reached it
-    assert "PWNED" not in check.summary and check.outputs["failure-count"] == "1"
-    job = runner.tmp / f"job{runner.count}"
-    assert all((job / f).read_text() == "" for f in ("env", "path", "state"))   # later steps untouched
+    assert len(program[2]["found_file_commands"]) == 5, program[2]   # it found them where the runner keeps them
+    assert "PWNED" not in check.summary and "pwned" not in check.summary and check.outputs["failure-count"] == "1"
+    files = runner.file_commands(runner.count)
+    assert all(files[f].read_text() == "" for f in ("env", "path", "state"))   # later steps untouched
 
     # the report job: another machine in sweep.yml (report-runs-on); here, once the check job's
     # processes are gone, as its runner ends them
@@ -168,6 +184,18 @@ def test_the_check_job_gives_model_code_nothing_to_read_or_forge(runner, ghstub,
     assert len(filed_issues(ghstub)) == 1
     for res in (check, report):
         assert_token_not_leaked(res)
+
+
+def _pids_marked(mark: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and mark.encode() in Path(f"/proc/{name}/environ").read_bytes():
+                if b"Z" != Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]:
+                    found.append(int(name))
+        except OSError:
+            pass
+    return found
 
 
 def _end_processes_marked(mark: str) -> None:

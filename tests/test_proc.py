@@ -383,3 +383,42 @@ def test_the_message_pipe_reader_skips_lines_that_are_not_messages():
     assert reader.sent == got == [{"phase": "compile"}, "x"] and reader.value == 3
     assert proc.ChildMessage.from_json(json.loads(proc.ChildMessage([1], returned=True).encode())) == \
         proc.ChildMessage([1], returned=True)
+
+
+DETACHER = r"""
+import os, sys, time
+from bot import proc
+adopted = proc.adopt_orphans()
+daemon = (
+    "import os, sys, time\n"
+    "if os.fork(): os._exit(0)\n"          # the classic double fork: a new session, then orphaned
+    "os.setsid()\n"
+    "if os.fork(): os._exit(0)\n"
+    "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "time.sleep(60)\n")
+res = proc.run([sys.executable, "-c", daemon, sys.argv[1]], timeout=30)
+for _ in range(200):
+    if os.path.exists(sys.argv[1]) and open(sys.argv[1]).read():
+        break
+    time.sleep(0.02)
+pid = int(open(sys.argv[1]).read())
+alive_after_run = os.path.exists(f"/proc/{pid}")
+killed = proc.end_descendants()
+time.sleep(0.1)
+print(adopted, res.returncode, alive_after_run, killed, os.path.exists(f"/proc/{pid}"), proc.descendants())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is a Linux process attribute")
+def test_a_detached_daemon_outlives_its_group_but_not_the_stage_that_adopted_it(tmp_path):
+    """Killing a child's group misses a daemon that double-forked into a session of its own; the
+    process that adopted orphans finds it below itself after the child is gone and ends it (the
+    Action does this after every stage, so nothing the checked code started lives into later steps)."""
+    import subprocess
+
+    res = subprocess.run([sys.executable, "-c", DETACHER, str(tmp_path / "pid")], capture_output=True, text=True,
+                         timeout=120, cwd=Path(proc.__file__).parent.parent)
+    assert res.returncode == 0, res.stderr[-2000:]
+    adopted, rc, alive_after_run, killed, alive_after_end, left = res.stdout.split(" ", 5)
+    assert (adopted, rc, alive_after_run) == ("True", "0", "True")   # the group kill did not reach it
+    assert int(killed) >= 1 and alive_after_end == "False" and left.strip() == "[]"

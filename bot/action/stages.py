@@ -18,6 +18,7 @@ The command lines come from the typed stage options (bot/options.py) and nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -54,6 +55,7 @@ class Runner:
 
     def __init__(self, ctx: "Context"):
         self.ctx = ctx
+        proc.adopt_orphans()   # what a stage's children detach is re-parented here, and ended with the stage
         self.last_error: str | None = None  # the last `minify-bot <stage>: error: ...` line a stage printed
 
     def _line(self, line: str) -> None:
@@ -70,10 +72,15 @@ class Runner:
             env["GITHUB_TOKEN"] = ctx.inputs.token
         cmd = [sys.executable, "-c", LAUNCH, command, *argv]
         ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
-        with ctx.cmds.untrusted():  # model code and error messages must not issue workflow commands
+        with ctx.cmds.untrusted(), _kept_file_commands(ctx.env):  # model code must not issue workflow commands
             self.last_error = None
             res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line)
             ctx.cmds.stream.flush()
+            stray = proc.end_descendants()
+        if stray:
+            warn(ctx, f"minify-bot {command} left {stray} process(es) running after it ended (something the "
+                      "checked code started and detached): they were killed, so none lives on into the job's "
+                      "later steps")
         if res.error:
             raise InfraError(f"minify-bot {command} could not start: {res.error}")
         if res.timed_out:
@@ -82,6 +89,35 @@ class Runner:
         if rc < 0:
             raise InfraError(f"minify-bot {command} was killed ({res.signal_name})")
         return rc
+
+
+@contextlib.contextmanager
+def _kept_file_commands(env):
+    """The runner's file commands of this step (GITHUB_ENV, GITHUB_PATH, GITHUB_STATE, GITHUB_OUTPUT,
+    GITHUB_STEP_SUMMARY) as they were before a stage ran, put back after it: a stage's environment
+    does not name them, but code of the same user can find them (the runner keeps them in
+    $RUNNER_TEMP/_runner_file_commands/), and a line in GITHUB_ENV (LD_PRELOAD, BASH_ENV) would run
+    in every later step of the job, the ones that hold tokens included."""
+    kept = {}
+    for name in gha.FILE_COMMANDS:
+        path = env.get(name)
+        if path:
+            try:
+                kept[path] = Path(path).read_bytes()
+            except OSError:
+                kept[path] = None
+    try:
+        yield
+    finally:
+        for path, data in kept.items():
+            try:
+                now = Path(path).read_bytes()
+            except OSError:
+                now = None
+            if now != data or Path(path).is_symlink():
+                Path(path).unlink(missing_ok=True)   # a link planted there is removed, not written through
+                if data is not None:
+                    Path(path).write_bytes(data)
 
 
 def run_stage(run: Runner, opts, *, with_token: bool = False, env_extra: dict | None = None) -> int:

@@ -69,15 +69,17 @@ class Runner:
             event.write_bytes(payload)
         else:
             event.write_text(payload if isinstance(payload, str) else json.dumps(payload))
-        for name in ("output", "summary", "env", "path", "state"):
-            (job / name).write_text("")
+        files = self.file_commands(self.count)
+        for path in files.values():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_")) and "TOKEN" not in k}
         env.update({
             "PYTHONPATH": str(ROOT), "CI": "true", "GITHUB_ACTIONS": "true",
             "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event),
-            "GITHUB_OUTPUT": str(job / "output"), "GITHUB_STEP_SUMMARY": str(job / "summary"),
-            "GITHUB_ENV": str(job / "env"), "GITHUB_PATH": str(job / "path"), "GITHUB_STATE": str(job / "state"),
+            "GITHUB_OUTPUT": str(files["output"]), "GITHUB_STEP_SUMMARY": str(files["summary"]),
+            "GITHUB_ENV": str(files["env"]), "GITHUB_PATH": str(files["path"]), "GITHUB_STATE": str(files["state"]),
             "GITHUB_WORKSPACE": str(ws), "RUNNER_TEMP": str(job / "temp"),
             "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": self.stub.base_url,
             "GITHUB_SERVER_URL": self.stub.html_origin, "GITHUB_RUN_ID": str(1000 + self.count),
@@ -93,9 +95,18 @@ class Runner:
         env.update(extra_env)
         proc = subprocess.run([sys.executable, "-m", "bot", "action"], cwd=ws, env=env, capture_output=True,
                               text=True, timeout=timeout)
-        outputs = parse_output_file((job / "output").read_text())
+        outputs = parse_output_file(files["output"].read_text())
         run_dir = Path(outputs.get("run-dir") or job / "temp" / "minify-out")
-        return Result(proc.returncode, proc.stdout, proc.stderr, outputs, (job / "summary").read_text(), run_dir)
+        return Result(proc.returncode, proc.stdout, proc.stderr, outputs, files["summary"].read_text(), run_dir)
+
+    def file_commands(self, count: int) -> dict[str, Path]:
+        """Job ``count``'s file commands where the runner keeps them: one file per step under
+        $RUNNER_TEMP/_runner_file_commands/, found by anyone who lists that directory."""
+        where = self.tmp / f"job{count}" / "temp" / "_runner_file_commands"
+        step = f"{count:08x}-0000-4000-8000-000000000000"
+        return {"output": where / f"set_output_{step}", "summary": where / f"step_summary_{step}",
+                "env": where / f"set_env_{step}", "path": where / f"add_path_{step}",
+                "state": where / f"save_state_{step}"}
 
 
 @pytest.fixture
