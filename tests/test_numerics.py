@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from bot.minify import package
 from bot.torch_adapter import numerics
 
@@ -60,3 +62,75 @@ def test_tf32s_new_api_is_recorded_alone_and_sets_again():
             "print(json.dumps([s, n.apply(s)]))")
     state, failed = json.loads(_python(code))
     assert state == {"torch.backends.cuda.matmul.fp32_precision": "tf32"} and failed == []
+
+
+# what each of the CUDA numerics flags reads in a process, "refused" where torch refuses the read (a
+# program that mixed TF32's legacy and new APIs): the program's, the worker's and the repro's must agree
+_READINGS = """
+import json, warnings
+import torch
+def readings():
+    b, m = torch.backends, torch.backends.cuda.matmul
+    out = {}
+    for name in ("b.fp32_precision", "b.cudnn.fp32_precision", "m.fp32_precision", "b.cudnn.conv.fp32_precision",
+                 "b.cudnn.rnn.fp32_precision", "m.allow_tf32", "b.cudnn.allow_tf32",
+                 "torch.get_float32_matmul_precision()", "m.allow_fp16_reduced_precision_reduction",
+                 "m.allow_fp16_reduced_precision_reduction_split_k", "m.allow_bf16_reduced_precision_reduction",
+                 "m.allow_bf16_reduced_precision_reduction_split_k", "m.allow_fp16_accumulation",
+                 "torch.get_default_dtype()", "b.cudnn.benchmark"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out[name] = str(eval(name))
+            except RuntimeError:
+                out[name] = "refused"
+    return out
+"""
+
+CUDA_PROGRAMS = {
+    # the new API on cuDNN conv alone: the legacy cuDNN switch refuses to read; the rest still records
+    "conv_ieee": ("torch.backends.cudnn.conv.fp32_precision = 'ieee'\ntorch.set_default_dtype(torch.float64)\n"
+                  "torch.backends.cudnn.benchmark = True",
+                  {"torch.backends.cudnn.conv.fp32_precision": "ieee", "default_dtype": "float64",
+                   "torch.backends.cudnn.benchmark": True}),
+    # the root set, then conv set apart from it: every node as it reads, the root first
+    "root_then_conv": ("torch.backends.fp32_precision = 'ieee'\ntorch.backends.cudnn.conv.fp32_precision = 'tf32'",
+                       {"torch.backends.fp32_precision": "ieee", "torch.backends.cudnn.fp32_precision": "ieee",
+                        "torch.backends.cuda.matmul.fp32_precision": "ieee",
+                        "torch.backends.cudnn.conv.fp32_precision": "tf32",
+                        "torch.backends.cudnn.rnn.fp32_precision": "ieee"}),
+    # cuDNN by its legacy switch, cuBLAS by the new API: each backend recorded in the API it reads in
+    "legacy_cudnn_new_matmul": ("torch.backends.cudnn.allow_tf32 = False\n"
+                                "torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+                                {"torch.backends.cudnn.allow_tf32": False,
+                                 "torch.backends.cuda.matmul.fp32_precision": "tf32"}),
+    # cuBLAS's reduced-precision reductions (split-K only with its switch off) and fp16 accumulation
+    "cublas_reductions": ("m = torch.backends.cuda.matmul\nm.allow_fp16_reduced_precision_reduction = (False, False)\n"
+                          "m.allow_bf16_reduced_precision_reduction = False\nm.allow_fp16_accumulation = True\n"
+                          "torch.backends.cudnn.rnn.fp32_precision = 'ieee'",
+                          {"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": False,
+                           "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction_split_k": False,
+                           "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+                           "torch.backends.cuda.matmul.allow_fp16_accumulation": True,
+                           "torch.backends.cudnn.rnn.fp32_precision": "ieee"}),
+}
+
+
+@pytest.mark.parametrize("program", sorted(CUDA_PROGRAMS))
+def test_cuda_numerics_flags_are_recorded_and_set_again_by_the_worker_and_the_repro(program, tmp_path):
+    """A program that set CUDA's numerics flags (they are process state on a CPU-only torch too):
+    the record names them, and the minify worker (``apply``) and the repro's lines each give a fresh
+    process the program's readings, refused reads included."""
+    setup, expected = CUDA_PROGRAMS[program]
+    seen, state = json.loads(_python(_READINGS + setup + "\nfrom bot.torch_adapter import numerics as n\n"
+                                     "print(json.dumps([readings(), n.read()]))"))
+    assert state == expected
+    worker, failed = json.loads(_python(_READINGS + "from bot.torch_adapter import numerics as n\n"
+                                        f"state = json.loads({json.dumps(list(reversed(state.items())))!r})\n"
+                                        "f = n.apply(dict(state))\nprint(json.dumps([readings(), f]))"))
+    assert failed == [] and worker == seen     # applied in the table's order, whatever the record's
+    repro = numerics.with_lines("import torch\n", state)
+    (tmp_path / "repro.py").write_text(repro + _READINGS + "print(json.dumps(readings()))\n")
+    out = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == seen

@@ -10,7 +10,12 @@ Names and values are checked against the table below (:func:`validate`): they co
 program's process, and they become code in a repro.
 
 Every flag is read and set feature-detected: a torch without it, or one that refuses the read (a
-program that mixed TF32's legacy and new APIs), only leaves that flag out.
+program that mixed TF32's legacy and new APIs), only leaves that flag out, never the rest.
+
+TF32 has two APIs that torch refuses to see mixed: the legacy switches (``allow_tf32``) and the
+per-backend ``fp32_precision`` tree (``torch.backends`` > ``cudnn`` (all of CUDA) > matmul, cuDNN
+conv, cuDNN rnn; setting a node also sets the nodes under it). Per backend, the record holds one of
+them: the legacy switch when it reads and says what the new API reads, else the new API's nodes.
 """
 
 from __future__ import annotations
@@ -49,6 +54,16 @@ def _attr(path: str, default: Any, values: tuple = (True, False)) -> Flag:
                 lambda torch, v: setattr(_owner(torch), attr, v), lambda v: f"{path} = {v!r}")
 
 
+def _split_k(base: str, default: Any = True) -> Flag:
+    """cuBLAS's split-K half of a reduced-precision reduction switch (``..._split_k``): it is read on
+    its own but set only with its switch, as ``(switch, split_k)`` (torch refuses split-K off while
+    the switch is on: the switch is set first, in the table's order)."""
+    flag = _attr(base, default)
+    return Flag(base + "_split_k", default, (True, False), _attr(base + "_split_k", default).get,
+                lambda torch, v: flag.set(torch, (flag.get(torch), v)),
+                lambda v: f"{base} = ({base}, {v!r})")
+
+
 def _set_deterministic(torch, v: str) -> None:
     torch.use_deterministic_algorithms(v != "off", warn_only=v == "warn_only")
 
@@ -64,18 +79,27 @@ def _deterministic_line(v: str) -> str:
                                                      "True, warn_only=True)" if v == "warn_only" else "True)")
 
 
+_MATMUL = "torch.backends.cuda.matmul"
 FLAGS: tuple[Flag, ...] = (
-    # TF32: the legacy switches first; a program that used the new per-backend API is read there
-    _attr("torch.backends.cuda.matmul.allow_tf32", False),
+    # TF32's legacy switches, then float32 matmul precision (which the cuBLAS switch also sets), then
+    # the new API's tree, each node before the nodes it sets (the record is applied in this order)
+    _attr(f"{_MATMUL}.allow_tf32", False),
     _attr("torch.backends.cudnn.allow_tf32", True),
-    _attr("torch.backends.cuda.matmul.fp32_precision", "none", _FP32),
-    _attr("torch.backends.cudnn.fp32_precision", "none", _FP32),
     Flag("float32_matmul_precision", "highest", _PRECISIONS,
          lambda torch: torch.get_float32_matmul_precision(),
          lambda torch, v: torch.set_float32_matmul_precision(v),
          lambda v: f"torch.set_float32_matmul_precision({v!r})"),
-    _attr("torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction", True),
-    _attr("torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction", True),
+    _attr("torch.backends.fp32_precision", "none", _FP32),
+    _attr("torch.backends.cudnn.fp32_precision", "none", _FP32),
+    _attr(f"{_MATMUL}.fp32_precision", "none", _FP32),
+    _attr("torch.backends.cudnn.conv.fp32_precision", "tf32", _FP32),
+    _attr("torch.backends.cudnn.rnn.fp32_precision", "tf32", _FP32),
+    # cuBLAS's reduced-precision reductions and accumulation
+    _attr(f"{_MATMUL}.allow_fp16_reduced_precision_reduction", True),
+    _split_k(f"{_MATMUL}.allow_fp16_reduced_precision_reduction"),
+    _attr(f"{_MATMUL}.allow_bf16_reduced_precision_reduction", True),
+    _split_k(f"{_MATMUL}.allow_bf16_reduced_precision_reduction"),
+    _attr(f"{_MATMUL}.allow_fp16_accumulation", False),
     _attr("torch.backends.cudnn.enabled", True),
     _attr("torch.backends.cudnn.deterministic", False),
     _attr("torch.backends.cudnn.benchmark", False),
@@ -87,29 +111,59 @@ FLAGS: tuple[Flag, ...] = (
          lambda v: f"torch.set_default_dtype(torch.{v})"),
 )
 _BY_NAME = {f.name: f for f in FLAGS}
-# TF32's new per-backend API is read only where its legacy switch cannot be (the two are one state
-# in torch; a repro that set both would mix the APIs, which torch refuses)
-_LEGACY = {"torch.backends.cuda.matmul.fp32_precision": "torch.backends.cuda.matmul.allow_tf32",
-           "torch.backends.cudnn.fp32_precision": "torch.backends.cudnn.allow_tf32"}
+# TF32's new API: the nodes that set every backend's precision (the tree's root and CUDA's), and per
+# legacy switch the nodes it stands for (a switch on reads "tf32" there, off "none")
+_TF32_ROOTS = ("torch.backends.fp32_precision", "torch.backends.cudnn.fp32_precision")
+_TF32_LEGACY = {f"{_MATMUL}.allow_tf32": (f"{_MATMUL}.fp32_precision",),
+                "torch.backends.cudnn.allow_tf32": ("torch.backends.cudnn.conv.fp32_precision",
+                                                    "torch.backends.cudnn.rnn.fp32_precision")}
 
 
-def read() -> dict[str, Any]:
-    """The flags of this process that differ from torch's defaults."""
-    import torch
-
-    out: dict[str, Any] = {}
-    readable: set[str] = set()
+def _read_each(torch) -> dict[str, Any]:
+    """Every flag this torch reads (one it lacks or refuses to read is left out, alone)."""
+    values: dict[str, Any] = {}
     for flag in FLAGS:
-        if _LEGACY.get(flag.name) in readable:
-            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                value = flag.get(torch)
+                values[flag.name] = flag.get(torch)
         except Exception:  # noqa: BLE001 - feature-detected: an unknown or refused flag is left out
             continue
-        readable.add(flag.name)
-        if value != flag.default and value in flag.values:
+    return values
+
+
+def _tf32_left_out(values: dict[str, Any]) -> set[str]:
+    """TF32's flags that the record must not hold, so that it never mixes the two APIs: per backend
+    the new API's nodes while the legacy switch reads and agrees with them (the switch carries
+    them), else the switch. A root set (it sets every backend) takes every backend to the new API."""
+    roots = any(values.get(r, "none") != "none" for r in _TF32_ROOTS)
+    out: set[str] = set()
+    for legacy, nodes in _TF32_LEGACY.items():
+        said = "tf32" if values.get(legacy) else "none"
+        if not roots and legacy in values and all(values.get(n, said) == said for n in nodes):
+            out.update(nodes)
+        else:
+            out.add(legacy)
+    if not roots:
+        out.update(_TF32_ROOTS)
+    return out
+
+
+def read() -> dict[str, Any]:
+    """The flags of this process that differ from torch's defaults. Under a TF32 node that is
+    recorded, every node is recorded as it reads (setting the node sets them; a node set apart from
+    it must be set again after it)."""
+    import torch
+
+    values = _read_each(torch)
+    left_out = _tf32_left_out(values)
+    out: dict[str, Any] = {}
+    for flag in FLAGS:   # the roots come first: ``out`` holds those recorded when the nodes are read
+        if flag.name not in values or flag.name in left_out:
+            continue
+        value = values[flag.name]
+        under_root = flag.name.endswith("fp32_precision") and any(r in out for r in _TF32_ROOTS)
+        if (value != flag.default or under_root) and value in flag.values:
             out[flag.name] = value
     return out
 
@@ -123,17 +177,21 @@ def validate(state: Any) -> dict[str, Any]:
 
 
 def apply(state: dict[str, Any]) -> list[str]:
-    """Set the flags of ``state`` in this process; returns the names that could not be set."""
+    """Set the flags of ``state`` in this process, in the table's order (a record read back from JSON
+    may come in any); returns the names that could not be set."""
     import torch
 
     failed = []
-    for name, value in validate(state).items():
+    ok = validate(state)
+    for flag in FLAGS:   # the table's order: a node before the nodes it sets
+        if flag.name not in ok:
+            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _BY_NAME[name].set(torch, value)
+                flag.set(torch, ok[flag.name])
         except Exception:  # noqa: BLE001 - feature-detected: this torch lacks or refuses the flag
-            failed.append(name)
+            failed.append(flag.name)
     return failed
 
 
