@@ -4,7 +4,8 @@ A failure's signature (``Signature``) says *how* it fails and, once minify has p
 
 - how: the failure class, the exception type (the most specific one in the chain, with torch's
   wrapper exceptions skipped) and the normalized compiler messages: every ``error:`` line of a
-  compiler error (or the first line when there is none), with paths, line numbers, addresses,
+  compiler error (or the first line when there is none; for a Triton compile error, whose first
+  line is only a position in the kernel, its error line), with paths, line numbers, addresses,
   hashes, temporary names and the numbers in kernel names removed. An accuracy failure's "how" is
   just its class: a candidate that raises does *not* fail that way (so minification cannot drift
   from a wrong result to a crash). ``Signature.matches`` compares only this part: it is the
@@ -64,6 +65,37 @@ def normalize_line(line: str) -> str:
     return s[:300]
 
 
+# Triton's CompilationError: "at {line}:{col}:", the kernel's source up to that line, a caret line
+# under the column (or "<source unavailable>"), then the error (``repr`` of the exception that the
+# code generator met; none when it only wraps an error inside a called @triton.jit function).
+# The position line may come after the exception types that wrap it
+# ("InductorError: CompilationError: at 12:34:", "triton.compiler.errors.CompilationError: at 7:15:").
+_TRITON_AT = re.compile(r"(?:[\w.]+: )*at \d+:\d+:")
+_TRITON_EXCERPT_END = re.compile(r"\^|<source (?:unavailable|empty)>")
+# what a wrapper or a traceback writes after an error that had no error line (not the error)
+_NOT_TRITONS = re.compile(r"Set TORCHDYNAMO_VERBOSE|from user code:|The above exception|During handling of|"
+                          r"Traceback \(most recent call last\)|You can suppress")
+
+
+def _triton_keys(lines: list[str]) -> list[str]:
+    """The keys of Triton compile errors: its position line says only where in the kernel the error
+    is (every Triton error has one), so each error is keyed on its error line. A traceback (the
+    compile pool's) may hold several, an error and the call in the kernel that reached it: each one
+    is a key, so the same error read in-process (the call's error alone) still overlaps."""
+    starts = [i for i, line in enumerate(lines) if _TRITON_AT.fullmatch(line.strip())]
+    keys = []
+    for n, start in enumerate(starts):
+        block = lines[start + 1:starts[n + 1] if n + 1 < len(starts) else len(lines)]
+        end = next((i for i, line in enumerate(block) if _TRITON_EXCERPT_END.fullmatch(line.strip())), None)
+        if end is None:
+            continue
+        if end + 1 < len(block) and not _NOT_TRITONS.match(block[end + 1].strip()):
+            keys.append(normalize_line(block[end + 1]))        # the error
+        elif end > 0:
+            keys.append(normalize_line(block[end - 1]))        # no error: the source line it points at
+    return sorted(set(k for k in keys if k))
+
+
 def message_keys(message: str | None) -> list[str]:
     """The normalized lines that identify an error message."""
     if not message:
@@ -76,6 +108,9 @@ def message_keys(message: str | None) -> list[str]:
             diag.append(normalize_line(f"{m.group(1)}: {m.group(2)}"))
     if diag:
         return sorted(set(diag))
+    triton = _triton_keys(lines)
+    if triton:
+        return triton
     # first line, without a leading "SomeError: " that repeats the type
     first = re.sub(r"^[\w.]+(Error|Exception|Failed): ", "", lines[0].strip()) if lines else ""
     return [normalize_line(first)] if first else []
