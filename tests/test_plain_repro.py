@@ -448,3 +448,22 @@ def test_a_dynamo_graph_judged_by_a_training_step_gets_a_plain_repro_that_fails_
     rec, text = _write(tmp_path, str(final / rundir.REPRO), training=False, config=[])
     p = _run(tmp_path / "failure" / rundir.PLAIN, tmp_path / "failure")
     assert p.returncode == 0 and "did not reproduce" in p.stdout, (p.stdout + p.stderr)[-3000:]
+
+
+def test_an_error_repro_of_a_gpu_graph_waits_for_the_device_before_it_says_nothing_failed():
+    """A CUDA kernel's fault (an illegal address, a device-side assert) is reported at the next
+    synchronizing call: the repro of an error on the GPU synchronizes before it concludes that the
+    compiled run passed; a CPU repro carries no such line."""
+    from bot.minify.plain import Parts, plain_source
+
+    fn = "def fn(arg0_1):\n    relu = torch.ops.aten.relu.default(arg0_1)\n    return (relu,)"
+    gpu = "def make_inputs():\n    return [_rand((4,), (1,), torch.float32, 'cuda:0')]"
+    cpu = gpu.replace("'cuda:0'", "'cpu'")
+    for inputs, synced in ((gpu, True), (cpu, False)):
+        text = plain_source(Parts(fn=fn, inputs=inputs, inline=True, backend="inductor", accuracy=False))
+        main = text[text.index("def main():"):]
+        assert ("torch.cuda.synchronize()" in main) is synced, main
+        if synced:
+            where = [main.index(x) for x in ("step(compiled", "torch.cuda.synchronize()", "did not reproduce")]
+            assert where == sorted(where)
+        compile(text, "repro_plain.py", "exec")

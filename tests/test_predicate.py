@@ -244,3 +244,77 @@ def test_an_inductor_compile_error_raised_at_the_first_call_is_a_compile_error()
         wrapped = exc
     assert _phase("runtime_error", wrapped) == "compile_error"
     assert _phase("runtime_error", IndexError("index 9 is out of bounds")) == "runtime_error"
+
+
+# ---------------------------------------------------------------------------- device faults
+
+
+class _IllegalAccess(RuntimeError):
+    pass
+
+
+def _faulting_backend(gm, example_inputs):
+    """A compiler whose code faults the way a CUDA kernel that reads out of bounds does: the run
+    raises, and the message says the device is gone."""
+    def run(*args):
+        raise _IllegalAccess("CUDA error: an illegal memory access was encountered\n"
+                             "CUDA kernel errors might be asynchronously reported at some other API call")
+    return run
+
+
+class _ReluPlusOne(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1
+
+
+def test_a_sticky_device_fault_is_told_from_other_errors():
+    from bot.torch_adapter.runtime import poisons_process
+
+    fault = RuntimeError("CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA`")
+    assert poisons_process(fault)
+    try:   # wrapped, as inductor and dynamo re-raise it
+        try:
+            raise fault
+        except RuntimeError as inner:
+            raise ValueError("while running the compiled graph") from inner
+    except ValueError as outer:
+        assert poisons_process(outer)
+    for other in (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+                  RuntimeError("index 7 is out of bounds for dimension 0 with size 4"),
+                  IndexError("an illegal memory access was encountered")):   # no device error
+        assert not poisons_process(other)
+
+
+@pytest.mark.slow
+def test_a_device_fault_ends_the_in_process_worker_with_what_it_saw(tmp_path):
+    """The in-process evaluator raises ProcessPoisoned carrying the failure it observed (the worker
+    pins it, then leaves so the rest runs in fresh processes); an isolated one, whose process
+    answers one query, just answers."""
+    gm = torch.fx.symbolic_trace(_ReluPlusOne())
+    args = [torch.randn(4, 4)]
+    ev = P.Evaluator(_job(tmp_path, "runtime_error"), "backend", None)   # the graph handed to the compiler
+    ev.backend = _faulting_backend
+    with pytest.raises(P.ProcessPoisoned) as raised:
+        ev.observe(gm, args)
+    sig = raised.value.signature
+    assert (sig.failure_class, sig.exc_type) == ("runtime_error", "_IllegalAccess")
+    assert "illegal memory access" in str(raised.value)
+    isolated = P.Evaluator(_job(tmp_path, "runtime_error", isolate=True), "backend", None)
+    isolated.backend = _faulting_backend
+    assert isolated.observe(gm, args) == sig and isolated.poisoned
+
+
+@pytest.mark.slow
+def test_a_query_in_a_fresh_interpreter_judges_the_candidate_as_a_fork_would(tmp_path, launcher):
+    """What an isolated worker whose graph is on the GPU does instead of forking: the candidate
+    written beside its job and judged by `python -m bot.minify.worker query`."""
+    _, gm, args = P.load_graph(str(launcher))
+    job = _job(tmp_path, isolate=True)
+    with _bug("accuracy"):
+        res = P._observe_exec(job, "aot", gm, args, 300.0, str(tmp_path / "q1"), None)
+        assert res.returncode == 0, res.output[-3000:]
+        assert P._judged(job, res, 300.0) == (Signature("accuracy"), False)
+        # the config step's question: without the injected setting the candidate passes
+        res = P._observe_exec(job, "aot", gm, args, 300.0, str(tmp_path / "q2"), ({RELU: "accuracy"}, {}))
+        assert P._judged(job, res, 300.0) == (None, False), res.output[-3000:]
+    assert "aten.relu" in (tmp_path / "q1" / "candidate.py").read_text()

@@ -230,7 +230,7 @@ ERROR_MAIN = '''
 
 def main():
     compiled = torch.compile(fn, backend=$backend$dynamic)
-    step(compiled, make_inputs())   # the failure: this raises (or the process dies)
+    step(compiled, make_inputs())   # the failure: this raises (or the process dies)$sync
     print("the compiled $run ran without error: the failure did not reproduce")
 '''
 
@@ -403,18 +403,28 @@ class Encoded:
     items: list[str]
     refs: list = field(default_factory=list)    # per input: its storage's index (None: a literal)
     views: list = field(default_factory=list)   # per input: (size, stride, dtype, device, requires_grad) or None
-    _packed: list | None = None
+    _packed: dict = field(default_factory=dict)
 
-    def packed(self) -> list[str]:
-        """Each storage's bytes as written: zlib-compressed, base64."""
-        if self._packed is None:
-            self._packed = [base64.b64encode(zlib.compress(raw, 9)).decode("ascii") for _, raw in self.storages]
-        return self._packed
+    def pack(self, i: int) -> str:
+        """Storage ``i``'s bytes as written: zlib-compressed, base64."""
+        if i not in self._packed:
+            self._packed[i] = base64.b64encode(zlib.compress(self.storages[i][1], 9)).decode("ascii")
+        return self._packed[i]
+
+    def packed_len(self, i: int) -> int:
+        """Characters of base64 storage ``i`` takes; for one far too large to be carried anyway, its
+        raw size (not compressed: that costs seconds per 32 MB, and a GPU graph's inputs can be
+        gigabytes), so it is among the first made from a seed."""
+        raw = len(self.storages[i][1])
+        return self.pack(i).__len__() if raw <= PACK_AT_MOST else raw
 
     @property
     def size(self) -> int:
         """Characters of base64 the storages take."""
-        return sum(map(len, self.packed()))
+        return sum(self.packed_len(i) for i in range(len(self.storages)))
+
+
+PACK_AT_MOST = 4 << 20   # raw bytes: a storage over this is never compressed to see whether it fits inline
 
 
 def storage_bytes(storage) -> bytes:
@@ -489,9 +499,10 @@ def inline_inputs_source(enc: Encoded, made: set[int] | None = None) -> str:
         doc = ("Inputs of the captured sizes, strides and dtypes, made from a fixed seed: the failure does\n"
                "    not hang on their values (the saved ones are in the artifacts).")
     lines = ["def make_inputs():", f'    """{doc}"""'] + (["    torch.manual_seed(0)"] if made else [])
-    for i, ((device, _), data) in enumerate(zip(enc.storages, enc.packed())):
+    for i, (device, _) in enumerate(enc.storages):
         if i in made:
             continue
+        data = enc.pack(i)
         chunks = [data[j:j + B64_LINE] for j in range(0, len(data), B64_LINE)] or [""]
         lines.append(f"    s{i} = _storage({device!r}," + (" " if len(chunks) == 1 else "\n        ")
                      + "\n        ".join(f'"{c}"' for c in chunks) + ")")
@@ -510,7 +521,7 @@ def storages_to_make(enc: Encoded, *, everything_large: bool, limit: int) -> set
     """The storages to make from a seed rather than carry: every one over :data:`RANDOM_OVER`
     when random inputs fail the same way (``everything_large``); else, when the inputs do not fit
     ``limit``, the largest ones until the rest does. Empty when nothing is to be made."""
-    sizes = [len(p) for p in enc.packed()]
+    sizes = [enc.packed_len(i) for i in range(len(enc.storages))]
     if everything_large:
         return {i for i, n in enumerate(sizes) if n > RANDOM_OVER}
     made: set[int] = set()
@@ -587,7 +598,9 @@ def plain_source(p: Parts) -> str:
     values = {"backend": repr(p.backend), "dynamic": ", dynamic=True" if p.dynamic else "",
               "fp64": ", fp64=True" if p.fp64 else "", "tol": repr(float(p.tolerance)),
               "compare": repr(bool(p.compare_non_fp)), "run": "training step" if p.training else "function",
-              "what": "outputs and gradients" if p.training else "outputs"}
+              "what": "outputs and gradients" if p.training else "outputs",
+              # a GPU kernel's fault is reported at the next synchronizing call, not by the launch
+              "sync": "\n    torch.cuda.synchronize()" if "cuda" in p.inputs or "cuda" in p.fn else ""}
     main = Template((TRAINING_STEP if p.training else FORWARD_STEP) + (ACCURACY_MAIN if p.accuracy else ERROR_MAIN)
                     ).substitute(values)
     text = "\n".join(lines).rstrip("\n") + "\n\n\n" + p.fn + "\n\n" + p.inputs.strip("\n") + "\n" + main

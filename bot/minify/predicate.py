@@ -10,6 +10,8 @@ goes to stdout as ``@@ `` + JSON lines (:func:`emit`); everything else is the mi
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 import time
@@ -57,6 +59,17 @@ def _phase(phase: str, exc: BaseException) -> str:
     return phase
 
 
+class ProcessPoisoned(Exception):
+    """A run left this process's accelerator context unusable (an illegal memory access, a
+    device-side assert: every later CUDA call fails the same way), so no later query here means
+    anything. ``signature``: what the run that did it observed. The in-process worker exits on it
+    and minification resumes with one fresh process per query."""
+
+    def __init__(self, signature: Signature | None, error: str):
+        super().__init__(error)
+        self.signature = signature
+
+
 class Evaluator:
     """Evaluates one candidate graph in this process and returns (fails_same_way, signature)."""
 
@@ -73,6 +86,7 @@ class Evaluator:
         self.ignore_non_fp = not (self.strict or job.compare_non_fp)
         self.queries = 0
         self.last_error = ""
+        self.poisoned: str | None = None   # the device fault the last run left behind
         self.deadline = job.deadline
         self.training = job.training and kind == "dynamo"
         hook = os.environ.get(CRASH_HOOK_ENV, "")
@@ -88,11 +102,35 @@ class Evaluator:
         return M.compile_aot(gm, args)
 
     def observe(self, gm, args) -> Signature | None:
-        """Run the candidate; the signature of how it fails, or None when it does not fail."""
+        """Run the candidate; the signature of how it fails, or None when it does not fail. Raises
+        :class:`ProcessPoisoned` after a run that left the device unusable, unless this process
+        only ever answers one query (``job.isolate``: a query's own child, or the isolated worker,
+        whose queries run elsewhere)."""
+        from bot.torch_adapter import runtime as rt
+
+        self.poisoned = None
+        try:
+            sig = self._observe(gm, args)
+        except Exception as exc:  # noqa: BLE001 - only a device fault is handled here
+            if not rt.poisons_process(exc):
+                raise
+            self.poisoned, sig = f"{type(exc).__name__}: {exc}", None
+        if self.poisoned and not self.job.isolate:
+            raise ProcessPoisoned(sig, self.poisoned)
+        return sig
+
+    def _poison_check(self, exc: BaseException) -> None:
+        from bot.torch_adapter import runtime as rt
+
+        if rt.poisons_process(exc):
+            self.poisoned = f"{type(exc).__name__}: {str(exc)[:500]}"
+
+    def _observe(self, gm, args) -> Signature | None:
         import torch
 
         from bot.torch_adapter import minifier as M
         from bot.torch_adapter import repro as R
+        from bot.torch_adapter import runtime as rt
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
@@ -106,6 +144,9 @@ class Evaluator:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
         except Exception as exc:  # noqa: BLE001 - an eager failure is data for an error class
+            self._poison_check(exc)
+            if self.poisoned:
+                return None   # the device is gone: the compiled run could tell nothing
             if self.cls == "accuracy":
                 return None  # no reference to compare with: not a valid candidate
             # an error the program expects (an index out of bounds eager reports as IndexError):
@@ -117,7 +158,9 @@ class Evaluator:
                 fn = self.compile(gm, args)
                 phase = "runtime_error"
                 res = fn(M.clone_inputs(args))
+                rt.synchronize()   # a device fault of the compiled run surfaces here, as its error
         except Exception as exc:  # noqa: BLE001 - any failure is data here
+            self._poison_check(exc)
             if self.cls == "accuracy":
                 return None  # never drift from a wrong result to an error
             self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
@@ -139,7 +182,8 @@ class Evaluator:
 
         try:
             ref = M.train_step(lambda xs: gm(*xs), args)
-        except Exception:  # noqa: BLE001 - no eager step to compare with: not a valid candidate
+        except Exception as exc:  # noqa: BLE001 - no eager step to compare with: not a valid candidate
+            self._poison_check(exc)
             return None
         phase = "compile_error"
         try:
@@ -147,6 +191,7 @@ class Evaluator:
             phase = "runtime_error"   # torch.compile compiles at the first call: a compile error says so itself
             res = M.train_step(fn, args)
         except Exception as exc:  # noqa: BLE001 - any failure is data here
+            self._poison_check(exc)
             if self.cls == "accuracy":
                 return None
             self.last_error = "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))[-20000:]
@@ -214,13 +259,91 @@ def observe_forked(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: st
     return sig
 
 
+def _device_initialized() -> bool:
+    """Whether this process has initialized CUDA: a child forked from it could not use it."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    return bool(cuda is not None and cuda.is_initialized())
+
+
+def _observe_exec(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str, config):
+    """The candidate judged in a fresh interpreter (``python -m bot.minify.worker query QDIR``),
+    written out as a launcher beside its job: for a worker whose graph lives on the GPU, which
+    no forked child could use. Returns proc's Result, with the signature file's record as
+    ``value`` when the query ran to the end."""
+    from bot import proc
+    from bot.minify import procs
+    from bot.torch_adapter import repro as R
+
+    os.makedirs(qdir, exist_ok=True)
+    for name in (QUERY_SIGNATURE, "candidate.py"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(qdir, name))
+    src = R.repro_source(gm, args, kind=kind, accuracy=acc_mode(job), save_dir=os.path.join(job.workdir, "store"),
+                         backend=job.backend, tracing_mode="symbolic" if job.dynamic else None)
+    with open(os.path.join(qdir, "candidate.py"), "w") as fh:
+        fh.write(src)
+    job.replace(deadline=None, isolate=True).write(os.path.join(qdir, "job.json"))
+    with open(os.path.join(qdir, "query.json"), "w") as fh:
+        json.dump({"kind": kind, "config": list(config) if config is not None else None}, fh)
+    res = proc.run([sys.executable, "-m", "bot.minify.worker", "query", qdir], timeout=timeout, cwd=job.workdir,
+                   env=procs.child_env(), log_path=os.path.join(qdir, "query.log"), log_mode="w", capture=20000,
+                   grace=0.0)
+    try:
+        with open(os.path.join(qdir, QUERY_SIGNATURE)) as fh:
+            res.value = json.load(fh)["signature"]
+    except (OSError, ValueError, KeyError, TypeError):
+        res.value = None
+    return res
+
+
+QUERY_SIGNATURE = "signature.json"
+
+
+def cmd_query(qdir: str) -> int:
+    """The worker's ``query`` command: judge ``QDIR/candidate.py`` as the job there says (its
+    kind and config subset in ``query.json``) and write its signature to ``QDIR/signature.json``."""
+    job = MinifyJob.read(os.path.join(qdir, "job.json"))
+    with open(os.path.join(qdir, "query.json")) as fh:
+        q = json.load(fh)
+    if job.numerics:
+        from bot.torch_adapter import numerics
+
+        numerics.apply(job.numerics)
+    threads = job.threads
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
+    args = differentiable(job, q["kind"], args)
+    ev = Evaluator(job, q["kind"], None)
+    config = q.get("config")
+    sig = with_config(config[0], config[1], lambda: ev.observe(gm, args)) if config else ev.observe(gm, args)
+    with open(os.path.join(qdir, QUERY_SIGNATURE), "w") as fh:
+        json.dump({"signature": sig.to_json() if sig else None}, fh)
+    return 0
+
+
+def differentiable(job: MinifyJob, kind: str, args: list) -> list:
+    """A dynamo-level graph judged by a training step: its floating inputs require grad, so the
+    repros written from it differentiate them too."""
+    import torch
+
+    if not (job.training and kind == "dynamo"):
+        return args
+    return [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.is_leaf
+            else a for a in args]
+
+
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
-    from bot.signature import death_of, signature_of_abort
     from bot.torch_adapter.runtime import after_fork
 
     sys.stdout.flush()
     sys.stderr.flush()
+    if _device_initialized():
+        return _judged(job, _observe_exec(job, kind, gm, args, timeout + EXEC_START_S, qdir, config), timeout)
 
     def child(send):
         os.environ.pop(CRASH_HOOK_ENV, None)
@@ -238,6 +361,16 @@ def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
 
     res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
                     capture=20000, grace=0.0, child_setup=after_fork)
+    return _judged(job, res, timeout)
+
+
+EXEC_START_S = 30.0   # a fresh interpreter's import of torch and the device's start, on top of a query's time
+
+
+def _judged(job: MinifyJob, res, timeout: float):
+    """A query child's end as (signature or None, whether its death is unexplained)."""
+    from bot.signature import death_of, signature_of_abort
+
     if res.timed_out:
         log(f"query: killed at its {timeout:.0f} s limit")
         return None, False
@@ -287,10 +420,9 @@ def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signatur
     """
     def observe():
         ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
-        return ev.observe(gm, args)
+        return ev.observe(gm, args)   # ProcessPoisoned: the worker's step_sanity pins what it saw
 
     uncertain = job.class_uncertain
-    original = None if uncertain else signature_of_error_record(job.failure_class, job.original_error)
     sig = observe()
     if sig is None and uncertain and job.failure_class != "accuracy":
         log(f"sanity: the graph raises nothing as {job.failure_class}; judging its result against fp64")
@@ -303,6 +435,12 @@ def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signatur
             job.compare_non_fp = False
         else:
             log("sanity: the floating-point outputs agree; an integer or bool output differs")
+    return admitted(job, sig)
+
+
+def admitted(job: MinifyJob, sig: Signature | None) -> tuple[Signature | None, str]:
+    """(sig, "") when ``sig`` is the failure the check saw, else (None, why not)."""
+    original = None if job.class_uncertain else signature_of_error_record(job.failure_class, job.original_error)
     if sig is None:
         return None, "the captured graph does not fail when run on its own"
     if original is not None and not original.admits(sig):

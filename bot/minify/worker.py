@@ -3,6 +3,13 @@
     python -m bot.minify.worker minify JOB.json     reduce a captured graph (fast path: in-process
                                                      queries; or --isolate: one forked process per query)
     python -m bot.minify.worker probe-dynamo BACKEND does TORCHDYNAMO_REPRO_AFTER=dynamo work here?
+    python -m bot.minify.worker query QDIR           judge one candidate (QDIR/candidate.py) in a fresh
+                                                     process: the isolated queries of a worker whose
+                                                     graph is on the GPU, which no fork could use
+
+A run that leaves the device unusable (an illegal memory access, a device-side assert) ends the
+in-process worker (exit 75, :class:`ProcessPoisoned`) once the failure is pinned; the minify stage
+resumes from the latest checkpoint with one process per query.
 
 Normally :func:`cmd_minify` runs in a child forked from the minify command's fork server (see
 reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
@@ -29,8 +36,12 @@ from bot.minify.predicate import (
     BudgetExceeded,
     Evaluator,
     IsolatedEvaluator,
+    ProcessPoisoned,
     acc_mode,
+    admitted,
     bisect_probe,
+    cmd_query,
+    differentiable,
     judge_of,
     load_graph,
     log,
@@ -55,6 +66,7 @@ from bot.minify.records import (
 from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 
+EXIT_POISONED = 75   # the worker left because a run made its device unusable (ProcessPoisoned)
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
@@ -126,6 +138,13 @@ def cmd_minify(job_path: str) -> int:
             step_bisect(run, bisects)
     except Stop as stop:
         return _finish(run, stop.status, stop.reason)
+    except ProcessPoisoned as exc:
+        # no result: the minify stage resumes from the latest checkpoint with one process per query
+        log(f"the device is unusable in this process after {exc}; exiting so that the rest runs in fresh "
+            "processes")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_POISONED)
     from bot.torch_adapter import minifier as M
 
     r = run.result
@@ -161,10 +180,7 @@ def load_run(job_path: str) -> Run:
     rf, gm, args = load_graph(job.repro)
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
-    if job.training and rf.kind == "dynamo":
-        # judged by a training step: the repros written from it differentiate its floating inputs too
-        args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.is_leaf
-                else a for a in args]
+    args = differentiable(job, rf.kind, args)
     run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
     run.result.timings["load"] = round(time.time() - t, 2)
     emit(Loaded(nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job.dynamic))
@@ -182,7 +198,13 @@ def step_sanity(run: Run) -> None:
             with contextlib.suppress(OSError, ValueError):
                 run.job.learn(Judge.from_json(json.load(open(judge_path))))
         if run.pinned is None:
-            sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+            poisoned = None
+            try:
+                sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+            except ProcessPoisoned as exc:   # pinned from this run; the rest needs fresh processes
+                (sig, why_not), poisoned = admitted(run.job, exc.signature), exc
+                if sig is None and exc.signature is None:
+                    raise   # nothing learned here: the isolated worker asks again, in a fresh process
             if sig is None:
                 raise Stop("not_reproduced", why_not)
             run.pinned = sig
@@ -190,6 +212,8 @@ def step_sanity(run: Run) -> None:
                 json.dump(sig.to_json(), fh)
             with open(judge_path, "w") as fh:
                 json.dump(judge_of(run.job).to_json(), fh)
+            if poisoned is not None:
+                raise poisoned
     emit(Pinned(run.pinned))
     run.result.signature = run.pinned
     run.result.judge = judge_of(run.job)
@@ -357,7 +381,7 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
             hint = known_hint(job, evaluator, st) if job.use_hints and os.environ.get(NO_HINTS_ENV) != "1" else None
             found = staged("culprit_search", lambda: P.find_culprit(
                 st, oracle, log=log, hint=hint, windows=job.failure_class == "accuracy"), st)
-        except BudgetExceeded:
+        except (BudgetExceeded, ProcessPoisoned):
             raise
         except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
             log(f"culprit search failed: {type(exc).__name__}: {exc}")
@@ -496,6 +520,8 @@ def main(argv=None) -> int:
         return cmd_minify(rest[0])
     if cmd == "probe-dynamo":
         return cmd_probe_dynamo(rest[0])
+    if cmd == "query":
+        return cmd_query(rest[0])
     print(f"unknown worker command {cmd}", file=sys.stderr)
     return 2
 

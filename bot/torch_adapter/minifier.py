@@ -120,7 +120,11 @@ def compile_backend(gm, args, backend: str) -> Callable[[list], Any]:
 
 
 def run_eager(gm, args):
-    return gm(*clone_inputs(args))
+    from bot.torch_adapter.runtime import synchronize
+
+    out = gm(*clone_inputs(args))
+    synchronize()   # a device fault is this run's error (CUDA reports it at the next synchronizing call)
+    return out
 
 
 def flat_outputs(out) -> list:
@@ -166,6 +170,9 @@ def train_step(fn, args) -> list:
         grads: list = [None] * len(leaves)
         if terms and leaves:
             grads = list(torch.autograd.grad(torch.stack(terms).sum(), leaves, allow_unused=True))
+    from bot.torch_adapter.runtime import synchronize
+
+    synchronize()
     return [o.detach() for o in outs] + [torch.zeros_like(x) if g is None else g.detach()
                                          for g, x in zip(grads, leaves)]
 

@@ -113,6 +113,37 @@ def is_compile_exception(exc: BaseException) -> bool:
     return False
 
 
+def synchronize() -> None:
+    """Wait for the accelerator's queued work: a kernel that faults (an illegal address, a
+    device-side assert) reports it asynchronously, at the next synchronizing call. Called right
+    after a run, inside the ``try`` that judges it, so the fault is that run's error and not a
+    mystery of whatever touched the device next. Nothing to do when CUDA was never initialized."""
+    import torch
+
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        cuda.synchronize()
+
+
+# what a sticky accelerator error says: the process's CUDA context is unusable from here on
+_POISONING = ("illegal memory access", "device-side assert", "unspecified launch failure", "misaligned address",
+              "illegal instruction", "an illegal", "hardware stack error", "launch timed out")
+
+
+def poisons_process(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it wraps) is a sticky accelerator fault: every later CUDA
+    call of this process fails with it, so nothing more can be judged here (a fresh process can)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        names = {c.__name__ for c in type(exc).__mro__}
+        text = str(exc)
+        if ("AcceleratorError" in names or "CUDA error" in text or "HIP error" in text) and any(
+                p in text for p in _POISONING):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def is_oom(exc: BaseException) -> bool:
     import torch
 
@@ -171,9 +202,12 @@ def run_iteration(model, inputs, training: bool, autocast: Any = None):
             pred = model(*cloned)
             loss = reduce_to_scalar_loss(pred)
         loss.backward()
+        synchronize()
         return collect_results(model, pred, loss, cloned)
     with torch.no_grad(), ctx:
-        return model(*cloned)
+        out = model(*cloned)
+    synchronize()
+    return out
 
 
 def same(ref, res, fp64_ref=None, *, tol: float, cosine: bool = False, equal_nan: bool = True) -> bool:
