@@ -133,6 +133,7 @@ CHECKS = {
     "eager_drifts": ("drifts", {"backend": "eager"}),
     "missing_package": ("missing_package", {"backend": "eager"}),
     "not_implemented": ("not_implemented", {"backend": "eager"}),
+    "on_the_gpu": ("lin", {"backend": "eager", "device": "cuda"}),   # no GPU here: it cannot load, but is set up
 }
 
 RUNNER = '''
@@ -263,3 +264,12 @@ def test_a_model_not_implemented_here_fails_to_load_as_an_eager_error(rows):
 ])
 def test_the_tolerance_follows_the_harness_and_the_models_own_options(settings, options, expected):
     assert tolerance_for(Spec(options=options), settings) == expected
+
+
+def test_a_gpu_check_records_the_numerics_flags_the_harness_set_and_a_cpu_check_none(rows):
+    """On a GPU, TF32 and cuDNN's flags change the numbers: a check there records what the harness's
+    setup set, and the minify worker and the repros run the graph under it, as the check did."""
+    flags = rows["on_the_gpu"]["numerics"]
+    assert flags["deterministic_algorithms"] == "warn_only" and flags["torch.backends.cudnn.deterministic"] is True
+    assert flags["torch.backends.cudnn.allow_tf32"] is False
+    assert "numerics" not in rows["right"]

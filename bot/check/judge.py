@@ -77,7 +77,19 @@ class _Verdict(Exception):
 
 def judge(spec: Spec, s: Settings, phase: Callable[[str], None] = lambda p: None) -> CheckRow:
     """One check by the harness's rules: load, fp64 reference, two eager runs that must agree,
-    the compiled run, the comparison. The check's row (status, class, error, accuracy, extras)."""
+    the compiled run, the comparison. The check's row (status, class, error, accuracy, extras).
+    On a GPU the row records the numerics flags the harness's setup set (TF32 off, cuDNN
+    deterministic, deterministic algorithms), as a program's row records its own: the minify worker
+    and both repros run the graph under them, as the check did."""
+    row = _judge(spec, s, phase)
+    if s.device.startswith("cuda"):
+        from bot.torch_adapter import numerics
+
+        row.numerics = numerics.read() or None
+    return row
+
+
+def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
     from bot.torch_adapter import config as tconfig
     from bot.torch_adapter import runtime as rt
 
