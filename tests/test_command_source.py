@@ -390,6 +390,30 @@ def test_every_record_of_a_program_names_the_device_dtype_and_mode_it_compiled(t
     assert "float32" not in issue["body"] and "inference" not in issue["body"]
 
 
+def test_a_retry_request_names_a_program_by_what_it_compiled_and_its_log_is_named_so(tmp_path, bot):
+    """The dashboard's retry box names the check by its row's id, which for a program is what it
+    compiled (here cuda, bfloat16, training; the settings say cpu, float32, inference): the ticked
+    box reruns the check, as one naming the settings' id does, and the logs carry the row's id."""
+    (tmp_path / "prog.py").write_text(GPU_PROGRAM)
+    observed, given = "gpuprog-inductor-training-bfloat16-cuda", "gpuprog-inductor-inference-float32-cpu"
+    for k, retry in enumerate((observed, given)):
+        out = tmp_path / f"out{k}"
+        p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "gpuprog", "--reruns", "0",
+                "--retry", retry, "--out", out, cwd=tmp_path)
+        assert p.returncode == 1, p.stderr[-3000:]
+        (row,) = json.loads((out / "results.json").read_text())["checks"]
+        assert row["id"] == observed and row.get("reruns") == 1 and row.get("deterministic"), (retry, row)
+        assert "rerun 1 of 3" in p.stderr
+        assert row["log"] == f"checks/{observed}.log" and (out / row["log"]).is_file()
+        logs = sorted(f.name for f in (out / "checks").glob("*.log"))
+        assert logs == [f"{observed}.log", f"{observed}.rerun1.log"], logs
+    # no retry requested: no rerun
+    p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "gpuprog", "--reruns", "0",
+            "--retry", "gpuprog-inductor-training-float32-cuda", "--out", tmp_path / "none", cwd=tmp_path)
+    (row,) = json.loads((tmp_path / "none" / "results.json").read_text())["checks"]
+    assert not row.get("reruns") and "rerun" not in p.stderr
+
+
 STATE_PROGRAM = HEADER + """
 # the program's own settings, in code: a compiler setting (the bug) and global numerics flags
 ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
+from typing import Callable
 
+from bot import rundir
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
 from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
@@ -57,42 +60,10 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
             progress(f"ready in {runner.warm_seconds:.1f}s")
         for k, (m, settings) in enumerate(plan, 1):
-            cid = check_id(m.name, settings)
-            log_rel = os.path.join("checks", f"{cid}.log")
-            log_path = os.path.join(out_dir, log_rel)
-            base = dict(id=cid, model=m.name, spec=m.spec, backend=settings.backend, mode=settings.mode,
-                        dtype=settings.dtype, device=settings.device, dynamic=settings.dynamic,
-                        config=dict(settings.config))
-            if m.skip:
-                row = CheckRow(**base, status="pass_due_to_skip", skipped=m.skip, duration_s=0.0)
-                mark_baseline(row, baseline)
-                writer.add(row)
-                progress(f"[{k}/{total}] {m.name}: skipped ({m.skip})")
-                continue
-            program = bool(source_of(m.spec).program)
-            progress(f"[{k}/{total}] {m.name}: checking ({settings.backend}, "
-                     + ("mode, dtype and device as the program compiles)" if program else
-                        f"{settings.mode}, {settings.dtype}, {settings.device})"))
-            t0 = time.perf_counter()
-            n_reruns = max(reruns, RETRY_RERUNS) if cid in retry else reruns
-            result = run_with_reruns(
-                _first_then_capture(lambda path, capture, m=m, settings=settings:
-                                    _run_one(runner, m, settings, path, out_dir, capture)),
-                log_path, n_reruns,
-                progress=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
-            # a program's row names what it compiled (its graphs' device, dtype and mode), not the
-            # settings it was given: the check's id follows
-            observed = _observed(result, m.spec)
-            if observed:
-                base.update(observed)
-                base["id"] = check_id(m.name, settings.replace(**observed))
-            row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
-            if row.duration_s is None:
-                row.duration_s = round(time.perf_counter() - t0, 3)
+            row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry,
+                             say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             mark_baseline(row, baseline)
             writer.add(row)
-            seen = f" ({row.mode}, {row.dtype}, {row.device})" if observed else ""
-            progress(f"[{k}/{total}] {m.name}: {describe(row)}{seen} in {row.duration_s:.1f}s")
         complete = True
     except (_Terminated, KeyboardInterrupt):
         progress(f"interrupted: {len(writer.rows)} of {total} checks recorded in {out_dir}/results.json")
@@ -103,6 +74,74 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     return writer
 
 
+def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retry, say) -> CheckRow:
+    """One check with its reruns, as its row (``say``: its progress lines).
+
+    A program's row names what it compiled (its graphs' device, dtype and mode), not the settings
+    it was given, and its id follows; that is known only once it ran. So a dashboard's retry request
+    (which names the id a row had) is looked up after the first attempt, under both ids, and the
+    check's logs, written under the settings' id while it ran, are then named by the row's id."""
+    cid = check_id(m.name, settings)
+    log_rel = os.path.join(rundir.CHECKS_DIR, f"{cid}.log")
+    base = dict(id=cid, model=m.name, spec=m.spec, backend=settings.backend, mode=settings.mode,
+                dtype=settings.dtype, device=settings.device, dynamic=settings.dynamic, config=dict(settings.config))
+    if m.skip:
+        say(f"skipped ({m.skip})")
+        return CheckRow(**base, status="pass_due_to_skip", skipped=m.skip, duration_s=0.0)
+    program = bool(source_of(m.spec).program)
+    say(f"checking ({settings.backend}, " + ("mode, dtype and device as the program compiles)" if program else
+                                             f"{settings.mode}, {settings.dtype}, {settings.device})"))
+    t0 = time.perf_counter()
+
+    def reruns_for(first: CheckRow) -> int:
+        retried = cid in retry or _final_id(m, settings, first) in retry
+        return max(reruns, RETRY_RERUNS) if retried else reruns
+
+    result = run_with_reruns(_first_then_capture(lambda path, capture: _run_one(runner, m, settings, path, out_dir,
+                                                                                capture)),
+                             os.path.join(out_dir, log_rel), reruns_for, progress=say)
+    observed = _observed(result, m.spec)
+    if observed:
+        base.update(observed)
+        base["id"] = _final_id(m, settings, result)
+        log_rel, result = _logs_renamed(out_dir, cid, base["id"], result)
+    row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
+    if row.duration_s is None:
+        row.duration_s = round(time.perf_counter() - t0, 3)
+    seen = f" ({row.mode}, {row.dtype}, {row.device})" if observed else ""
+    say(f"{describe(row)}{seen} in {row.duration_s:.1f}s")
+    return row
+
+
+def _final_id(m, settings: Settings, row: CheckRow) -> str:
+    """The check's id once it ran: a program's names what it compiled (:func:`_observed`)."""
+    observed = _observed(row, m.spec)
+    return check_id(m.name, settings.replace(**observed)) if observed else check_id(m.name, settings)
+
+
+def _logs_renamed(out_dir: str, old_id: str, new_id: str, row: CheckRow) -> tuple[str, CheckRow]:
+    """The check's log and its reruns' logs (``<id>.log``, ``<id>.rerun<k>.log``) named by its final
+    id, so that the row's id finds its log (a run directory read back keeps only ``<row id>.log``);
+    returns the log's path for the row, and the row with its first attempt's log path updated. A
+    name another check's log already took is left alone. What a rerun captured stays where it is:
+    the row refers to it by its absolute path."""
+    old_rel = os.path.join(rundir.CHECKS_DIR, f"{old_id}.log")
+    checks = os.path.join(out_dir, rundir.CHECKS_DIR)
+    ours = re.compile(re.escape(old_id) + r"(\.rerun\d+)?\.log")
+    moved = False
+    for name in sorted(os.listdir(checks)) if new_id != old_id and os.path.isdir(checks) else []:
+        dest = os.path.join(checks, new_id + name[len(old_id):])
+        if ours.fullmatch(name) and not os.path.exists(dest):
+            os.rename(os.path.join(checks, name), dest)
+            moved = moved or name == f"{old_id}.log"
+    if not moved:
+        return old_rel, row
+    new_rel = os.path.join(rundir.CHECKS_DIR, f"{new_id}.log")
+    if row.flaky and row.flaky.log == old_rel:
+        row = row.replace(flaky=row.flaky.replace(log=new_rel))
+    return new_rel, row
+
+
 def _observed(row: CheckRow, spec: Spec) -> dict[str, str]:
     """The device, dtype and mode a program's run saw it compile (the environment hook's record,
     :meth:`bot.suites.command.Ran.note_in`); empty for a check the sweep built in-process."""
@@ -111,14 +150,17 @@ def _observed(row: CheckRow, spec: Spec) -> dict[str, str]:
     return {k: v for k in ("device", "dtype", "mode") if isinstance(v := getattr(row, k), str) and v}
 
 
-def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> CheckRow:
-    """Run a check; when it fails, run it again up to ``reruns`` times before it counts as failing.
+def run_with_reruns(run_once, log_path: str, reruns: int | Callable[[CheckRow], int], progress=_say) -> CheckRow:
+    """Run a check; when it fails, run it again up to ``reruns`` times before it counts as failing
+    (``reruns`` may be a function of the first attempt's row: what the check is shows only then).
 
     A check that passes on a rerun is the rerun's (passing) result with ``flaky`` set to what the first
     attempt saw; one that fails every time keeps its first failure, with ``reruns`` = how many were
     run. Rerun logs are ``<log>.rerun<k>.log`` next to the first attempt's."""
     t0 = time.perf_counter()
     result = run_once(log_path)
+    if callable(reruns):
+        reruns = reruns(result)
     if result.failure_class in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
         return result
     base = log_path[:-4] if log_path.endswith(".log") else log_path
@@ -126,7 +168,7 @@ def run_with_reruns(run_once, log_path: str, reruns: int, progress=_say) -> Chec
         progress(f"{result.status}; rerun {k} of {reruns}")
         again = run_once(f"{base}.rerun{k}.log")
         if again.failure_class is None:
-            first = FirstAttempt.of(result, k + 1, os.path.join("checks", os.path.basename(log_path)))
+            first = FirstAttempt.of(result, k + 1, os.path.join(rundir.CHECKS_DIR, os.path.basename(log_path)))
             return again.replace(flaky=first, duration_s=_elapsed(t0))
         if Signature.reruns_alike(result, again):
             # a deterministic failure (the same status and the same numbers twice) is not run again;
