@@ -144,8 +144,12 @@ def test_versions_of_a_cuda_record_and_a_recorded_collect_env(tmp_path, capsys):
     for line in ("PyTorch version: 2.15.0+cu130", "CUDA used to build PyTorch: 13.0", "OS: Linux-6.8-x86_64",
                  "Python version: 3.12.3", "GPU models and configuration: GPU 0: NVIDIA H100 80GB HBM3",
                  "Nvidia driver version: 580.65", "cuDNN version: 91000", "GCC version: g++ (Ubuntu 13.2.0) 13.2.0",
-                 "[pip3] triton==3.6.0", "PyTorch git version: a1b2c3d"):
+                 "[pip3] triton==3.6.0", "PyTorch git version: a1b2c3d", "CUDA runtime version: 13.0"):
         assert line in v, line
+    assert "unknown" not in v.split("CUDA runtime version:")[1].splitlines()[0]
+    # a CPU build's record says so; a record without versions does not know
+    assert "CUDA runtime version: No CUDA" in upstream.collect_env_text({**CUDA, "cuda": None, "gpus": []})
+    assert "CUDA runtime version: unknown" in upstream.collect_env_text({})
     env = "PyTorch version: 2.15.0\nIs debug build: False\nCUDA used to build PyTorch: 13.0"
     run2, _ = accuracy_run(tmp_path / "b", collect_env=env)
     _, out2, _ = run_upstream(capsys, "--run-dir", run2, "--no-search")

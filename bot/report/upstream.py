@@ -535,7 +535,8 @@ def collect_env_text(versions: dict, device: str | None = None) -> str:
         "",
         f"Python version: {say('python', 'unknown')}",
         f"Is CUDA available: {'True' if device == 'cuda' or (isinstance(gpus, list) and gpus) else 'unknown'}",
-        f"CUDA runtime version: {'No CUDA' if cuda_known and not v.get('cuda') else 'unknown'}",
+        # the record's CUDA is torch's build (torch.version.cuda), which is the runtime a wheel ships
+        f"CUDA runtime version: {say('cuda', 'No CUDA')}",
         f"GPU models and configuration: {gpu_text}",
         f"Nvidia driver version: {say('driver', 'unknown')}",
         f"cuDNN version: {say('cudnn', 'unknown' if not cuda_known or v.get('cuda') else 'No CUDA')}",
