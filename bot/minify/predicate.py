@@ -435,10 +435,10 @@ def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signatur
             job.compare_non_fp = False
         else:
             log("sanity: the floating-point outputs agree; an integer or bool output differs")
-    return admitted(job, sig)
+    return pinnable(job, sig)
 
 
-def admitted(job: MinifyJob, sig: Signature | None) -> tuple[Signature | None, str]:
+def pinnable(job: MinifyJob, sig: Signature | None) -> tuple[Signature | None, str]:
     """(sig, "") when ``sig`` is the failure the check saw, else (None, why not)."""
     original = None if job.class_uncertain else signature_of_error_record(job.failure_class, job.original_error)
     if sig is None:

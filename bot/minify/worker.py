@@ -38,13 +38,13 @@ from bot.minify.predicate import (
     IsolatedEvaluator,
     ProcessPoisoned,
     acc_mode,
-    admitted,
     bisect_probe,
     cmd_query,
     differentiable,
     judge_of,
     load_graph,
     log,
+    pinnable,
     random_inputs_reproduce,
     sanity,
     with_config,
@@ -202,7 +202,7 @@ def step_sanity(run: Run) -> None:
             try:
                 sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
             except ProcessPoisoned as exc:   # pinned from this run; the rest needs fresh processes
-                (sig, why_not), poisoned = admitted(run.job, exc.signature), exc
+                (sig, why_not), poisoned = pinnable(run.job, exc.signature), exc
                 if sig is None and exc.signature is None:
                     raise   # nothing learned here: the isolated worker asks again, in a fresh process
             if sig is None:
