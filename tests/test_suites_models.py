@@ -20,6 +20,34 @@ def test_huggingface_lists_at_least_six_architectures_with_the_harness_names(bot
     assert len(names) >= 6
 
 
+@pytest.mark.parametrize("name, out_shape", [("LlamaForCausalLM", (2, 16, 256)),
+                                             ("BartForConditionalGeneration", (2, 16, 256)),
+                                             ("ConvNextForImageClassification", (2, 2))])
+def test_any_transformers_model_class_asked_for_by_name_is_built_tiny_and_runs(name, out_shape):
+    """Not only the curated eight: a model class of the installed transformers named with
+    --models is offered and built from a tiny config of its own config class (a decoder, an
+    encoder-decoder fed decoder inputs too, a hierarchical vision model)."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from bot.suites import available, build, select
+
+    [model] = select(available("huggingface", names=[name]), [name])
+    assert model.spec.model == name and "tiny" in model.description
+    module, inputs, bs = build(model.spec)
+    assert bs == 2 and sum(p.numel() for p in module.parameters()) < 500_000
+    with torch.no_grad():
+        assert tuple(module(*inputs)[0].shape) == out_shape
+
+
+def test_a_name_that_is_no_transformers_model_class_is_an_unknown_model(bot):
+    pytest.importorskip("transformers")
+    for name in ("NoSuchModelForAnything", "BertConfig", "AutoTokenizer"):
+        p = bot("check", "--suite", "huggingface", "--models", name)
+        assert p.returncode == 2 and f"unknown model '{name}'" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+
+
 def test_a_missing_models_extra_is_one_error_line_and_exit_2(bot, tmp_path):
     fake = tmp_path / "transformers"
     fake.mkdir()

@@ -136,7 +136,8 @@ def source_models(args):
     file = {"yaml": args.model_file, "commands": getattr(args, "command_file", None)}.get(args.suite, args.csv)
     return available(args.suite, file=file,
                      pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name,
-                     batch_size=args.batch_size, patterns=patterns_of(args), device=getattr(args, "device", None))
+                     batch_size=args.batch_size, patterns=patterns_of(args), device=getattr(args, "device", None),
+                     names=list(getattr(args, "models", None) or []) or None)
 
 
 def select_models(args):

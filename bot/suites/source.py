@@ -49,6 +49,7 @@ class ListRequest:
     patterns: dict | None = None     # --accuracy-pattern / --error-pattern
     cwd: str | None = None
     device: str | None = None
+    names: list[str] | None = None   # --models: a source may offer a model by name only when asked
 
 
 @dataclass
