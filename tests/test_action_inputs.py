@@ -30,6 +30,41 @@ def test_bad_inputs_are_usage_errors(env, reason):
         Inputs.read(env)
 
 
+@pytest.mark.parametrize("stage", ["Report", "REPORT", "Known", "Authorize", "All", "chéck"])
+def test_a_stage_not_spelled_exactly_is_refused(stage):
+    """GitHub's expressions compare ignoring case (action.yml hands the job's token to ``Report``)
+    while the install step's bash does not (it would install ``Report`` unpinned): only the
+    documented lowercase names are taken, anything else is a usage error (exit 2)."""
+    with pytest.raises(UsageError, match="input 'stage' must be one of all, check, report, authorize, known") as exc:
+        Inputs.read({"INPUT_STAGE": stage})
+    assert exc.value.exit_code == 2
+
+
+@pytest.mark.parametrize("stage", ["Report", "report\n", "known;x", "authorize "])
+def test_the_install_step_refuses_a_stage_not_spelled_exactly_before_installing(tmp_path, stage):
+    """action.yml's install step (run by bash as the runner does) stops with exit 2 before it
+    creates or installs anything, for a stage the run step would hand the job's token to."""
+    import subprocess
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    [step] = [s for s in yaml.safe_load((root / "action.yml").read_text())["runs"]["steps"] if s.get("id") == "install"]
+    out = tmp_path / "github_output"
+    out.write_text("")
+    env = {"PATH": "/usr/bin:/bin", "ACTION_PATH": str(root), "MINIFY_INSTALL": "always", "MINIFY_STAGE": stage,
+           "MINIFY_PYTHON": str(tmp_path / "no-python"), "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(out)}
+    res = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "::error::input stage must be one of all, check, report, authorize, known" in res.stdout
+    assert out.read_text() == "" and not (tmp_path / "minify-bot-venv").exists()
+    # the documented names go on to the install (here: a python that does not exist, so it fails later)
+    ok = subprocess.run(["bash", "-c", step["run"]], env={**env, "MINIFY_STAGE": "report"}, capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode not in (0, 2) and "input stage" not in ok.stdout
+
+
 def test_numeric_inputs_for_stage_options():
     assert number_input("timeout", "") is None
     assert number_input("timeout", "1e3") == 1000.0

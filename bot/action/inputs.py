@@ -28,7 +28,7 @@ def inp(default=None, kind: str = TEXT, *, name: str | None = None, lower: bool 
 class Inputs:
     """The Action's inputs (action.yml), each read once, as its kind says."""
 
-    stage: str = inp("all", lower=True)
+    stage: str = inp("all")  # exactly as written: action.yml's steps compare it too (``_check_stage``)
     models: list[str] = inp(kind=LIST)
     suite: str = inp()
     config_file: str = inp()
@@ -75,8 +75,7 @@ class Inputs:
     @classmethod
     def read(cls, env) -> "Inputs":
         i = cls(**{f.name: _read(f, env) for f in fields(cls)})
-        if i.stage not in STAGES:
-            raise UsageError(f"input 'stage' must be one of {', '.join(STAGES)}, got {i.stage!r}")
+        _check_stage(i.stage)
         if i.fail_on not in FAIL_ON:
             raise UsageError(f"input 'fail-on' must be one of {', '.join(FAIL_ON)}, got {i.fail_on!r}")
         if i.tracker not in ("github", "local"):
@@ -90,6 +89,16 @@ class Inputs:
             raise UsageError("input 'check-result' must be success, failure, cancelled or skipped, "
                              f"got {i.check_result[:40]!r}")
         return i
+
+
+def _check_stage(stage: str) -> None:
+    """The stage must be one of STAGES exactly, in lowercase. action.yml's install step tells the
+    token-holding stages (hash-pinned install) from the others in bash, which compares case by case,
+    while its ``${{ }}`` expression that hands out the job's token compares ignoring case: ``Report``
+    would get the token and an unpinned install. No other spelling is ever taken."""
+    if stage not in STAGES:
+        raise UsageError(f"input 'stage' must be one of {', '.join(STAGES)} (lowercase, exactly), "
+                         f"got {stage[:40]!r}")
 
 
 def input_name(f) -> str:
