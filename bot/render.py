@@ -200,7 +200,8 @@ class Renderer:
             ctx = step(ctx)
             text = self.render("issue_body.md.j2", **ctx)
         if len(text) > room:  # last resort: cannot happen with the stock template
-            text = text[: room - 200] + "\n\n[... body truncated to fit GitHub's limit; see the artifacts ...]\n"
+            cut = max(room - 200, 0)  # a marker that leaves no room for text keeps none (never a negative cut)
+            text = text[:cut] + "\n\n[... body truncated to fit GitHub's limit; see the artifacts ...]\n"
             ctx["overflow"].append("body")
         return text.rstrip("\n") + "\n\n" + marker + "\n", list(ctx["overflow"])
 

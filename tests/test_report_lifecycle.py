@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -273,3 +274,45 @@ def test_a_different_bug_on_the_same_model_is_a_new_issue(where, tmp_path):
     [action] = json.loads((r5 / "report.json").read_text())["actions"]
     assert (action["action"], action["issue"]) == ("updated", 1)
     assert "other\\_net" in where.records()[0]["body"]
+
+
+# ---------------------------------------------------------------- a bug on more checks than the state holds
+
+def _many(tmp_path, name, n, started, **row):
+    rows = [check_row(f"model_{i:04d}", **row) for i in range(n)]
+    fails = {c["id"]: failure_record(c) for c in rows} if row.get("status", "fail_accuracy") != "pass" else {}
+    return write_run(tmp_path / name, rows, fails, started=started)
+
+
+def test_a_bug_on_over_a_thousand_checks_stays_one_issue_run_after_run(where, tmp_path):
+    """The issue's hidden state holds what it can (a state the next run cannot read back is
+    ignored, and the bug was filed again in every run): each run updates the one issue, its body
+    stays within GitHub's limit, and nobody is told of "newly affected" models that the state
+    merely could not keep."""
+    for k in range(3):
+        run = _many(tmp_path, f"r{k}", 1200, f"2026-11-0{k + 1}T00:00:00Z")
+        assert where.report(run, "--no-dashboard") == 0
+        doc = json.loads((run / "report.json").read_text())
+        assert doc["counts"]["created"] == (k == 0) and doc["counts"]["updated"] == (k > 0)
+        assert not doc.get("warnings")                            # no state was refused as malformed
+    [rec] = where.records()
+    assert len(rec["body"]) <= 65536 and rec["comments"] == []
+    assert fp.parse_marker(rec["body"])["occurrences"] == 3600
+
+
+def test_passing_runs_keep_a_full_body_within_githubs_limit_until_it_closes(where, tmp_path):
+    """A body rendered up to its budget (here: a template that pads it) gets longer with each
+    passing run the marker records; the state is compacted to fit, so every edit is accepted and
+    the issue closes."""
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    stock = (Path(__file__).resolve().parents[1] / "templates" / "issue_body.md.j2").read_text()
+    (templates / "issue_body.md.j2").write_text(stock + "\n" + "padding " * 10000 + "\n")
+    assert where.report(_many(tmp_path, "r0", 1200, "2026-11-01T00:00:00Z"), "--no-dashboard",
+                        "--templates", str(templates)) == 0
+    for k in range(1, 4):
+        run = _many(tmp_path, f"r{k}", 1200, f"2026-11-0{k + 1}T00:00:00Z", status="pass", failure_class=None)
+        assert where.report(run, "--no-dashboard", "--close-after", "3") == 0
+        [rec] = where.records()
+        assert len(rec["body"]) <= 65536 and fp.parse_marker(rec["body"]) is not None
+    assert rec["state"] == "closed" and len(fp.parse_marker(rec["body"])["passing_runs"]) == 3

@@ -14,6 +14,7 @@ from bot.report import state as st
 from bot.report.load import load_run
 from bot.report.state import AffectedCheck, IssueState, PassingRun
 from tests import rundirs
+from tests.ghstub.rundir import check_row, failure_record, write_run  # many rows: JSON written at once
 
 SIG = "v2:0123456789abcdef0123"
 
@@ -229,3 +230,50 @@ def test_a_class_or_stage_outside_the_known_words_never_becomes_a_label(tmp_path
     s, _ = st.merge_state(None, group, "run-1", "t1")
     labels = st.labels_for(s, group, [], "minify-bot")
     assert "@everyone" not in labels and labels[:2] == ["minify-bot", "accuracy"]
+
+
+# --------------------------------------------------------------------------- a bug on many checks
+
+def test_a_bug_on_more_checks_than_a_state_may_list_is_read_back_on_the_next_run(tmp_path):
+    """``validate`` refuses a list of over MAX_LIST entries, and a refused state is an issue the
+    next run does not find (it files the bug again): the bot never writes one, and its marker
+    leaves the body room under GitHub's limit."""
+    rows = [check_row(f"m{i:04d}") for i in range(st.MAX_LIST + 200)]
+    group = load_run(write_run(tmp_path / "r1", rows, {c["id"]: failure_record(c) for c in rows}))[1]
+    assert len({f.fingerprint.primary for f in group}) == 1       # one bug
+    s, _ = st.merge_state(None, group, "run-1", "2026-11-01")
+    assert st.read(body(s.marker())) == (s, None)
+    assert len(s.marker()) <= st.STATE_BUDGET and 100 <= len(s.checks) <= st.MAX_LIST
+    assert s.sigs == [group[0].fingerprint.primary]
+    assert group[-1].fingerprint.check_key in s.checks          # the most recently seen are kept
+    again, events = st.merge_state(s, group, "run-2", "2026-11-02")
+    assert st.read(body(again.marker())) == (again, None) and again.occurrences == 2 * len(group)
+    assert events == []          # the checks it could not keep are not "newly affected" every run
+
+
+def test_a_state_full_of_signatures_keeps_its_own_and_takes_the_new_one(tmp_path):
+    """The issue is found by ``sigs``: trimmed, the list keeps the issue's own signature (first)
+    and the one this run failed with, and drops the oldest others."""
+    others = [f"v2:{i:020x}" for i in range(st.MAX_LIST - 1)]
+    d = full_state().to_json() | {"sigs": [*others[:500], SIG, *others[500:]],
+                                  "checks": [f"v1-check:{i:020x}" for i in range(st.MAX_LIST)]}
+    old, why = st.read(body(fp.make_marker(d)))
+    assert why is None
+    group = _group(tmp_path, "r1", _failing("mlp_relu"))
+    s, _ = st.merge_state(old, group, "run-9", "2026-11-09")
+    assert st.read(body(s.marker())) == (s, None)
+    assert s.sigs[0] == SIG and s.sigs[-1] == group[0].fingerprint.primary and len(s.sigs) <= st.MAX_LIST
+    assert others[0] not in s.sigs and others[-1] in s.sigs
+    assert s.checks[-1] == group[0].fingerprint.check_key and len(s.checks) <= st.MAX_LIST
+
+
+def test_a_marker_too_large_for_the_body_is_compacted_oldest_first():
+    """Long texts (affected rows of long model names) are cut before what matching needs."""
+    s = full_state()
+    s.affected = [AffectedCheck(f"model_{i}_" + "x" * 190, "inductor", "inference", "float32", "cpu", f"v1:{i}",
+                                f"check-{i}", "2026-11-01", f"2026-11-{i % 28 + 1:02d}", 1) for i in range(50)]
+    s.checks = [f"v1-check:{i:020x}" for i in range(st.MAX_LIST)]
+    small = st.compact(s, 20000)
+    assert len(small.marker()) <= 20000 and small.sigs == s.sigs and small.checks == s.checks[-len(small.checks):]
+    assert {a.last_seen for a in small.affected} >= {"2026-11-28"}    # the latest seen rows stay
+    assert st.compact(small, 20000) == small                          # nothing more to cut

@@ -13,11 +13,11 @@ from bot import fingerprint as fp
 from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
 from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc, ResultsDoc
-from bot.render import Renderer
+from bot.render import BODY_LIMIT, Renderer
 from bot.report import upstream
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
-from bot.report.state import IssueState, PassingRun, is_flaky, labels_for, merge_state, read, with_passing_run
+from bot.report.state import IssueState, PassingRun, compact, is_flaky, labels_for, merge_state, read, with_passing_run
 from bot.tracker.base import Issue, Tracker
 
 REPORT_SCHEMA = rundir.REPORT_SCHEMA
@@ -353,8 +353,12 @@ def _back_in(state: IssueState, group) -> list[str]:
 
 
 def _replace_marker(body: str, state: IssueState) -> str:
-    head = body.rstrip().rsplit("\n", 1)[0] if "\n" in body.rstrip() else ""
-    return head.rstrip("\n") + "\n\n" + state.marker() + "\n"
+    """The body with its marker replaced by ``state``'s. The text stays as it was rendered, so the
+    state is compacted to what fits beside it (a passing run makes the marker longer): a body over
+    GitHub's limit is refused, and the issue would never close."""
+    head = body.rstrip().rsplit("\n", 1)[0].rstrip("\n") if "\n" in body.rstrip() else ""
+    state = compact(state, BODY_LIMIT - len(head) - 3)
+    return head + "\n\n" + state.marker() + "\n"
 
 
 def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOptions | None = None) -> ReportResult:

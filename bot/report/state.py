@@ -251,11 +251,80 @@ def is_regression(group: list[Failure]) -> bool:
     return (not is_flaky(group)) and any(passed_before(f.check) for f in group)
 
 
+# The marker's share of the issue body: GitHub refuses a body over 65,536 characters, and the body's
+# text (bot/render.py's budget) is shortened to fit beside the marker; the dashboard's is the same.
+STATE_BUDGET = 40000
+MAX_NEWLY_AFFECTED = 10  # "newly affected" lines in one update comment; the rest are counted
+
+
+def _seen_again(items: list[str], values) -> None:
+    """Add ``values`` to ``items`` as its most recent entries (one seen before moves to the end), so
+    that trimming the oldest entries (``compact``) keeps what the bug still fails on."""
+    for v in values:
+        if v in items:
+            items.remove(v)
+        items.append(v)
+
+
+def _newly_affected(described: list[str]) -> list[str]:
+    """The update comment's lines on configurations the bug was not seen on before: one per
+    configuration, the rest counted (a bug that spreads to hundreds of checks is one line more, not
+    hundreds)."""
+    lines = [f"newly affected: {d}" for d in described[:MAX_NEWLY_AFFECTED]]
+    if len(described) > MAX_NEWLY_AFFECTED:
+        lines.append(f"newly affected: {len(described) - MAX_NEWLY_AFFECTED} more configurations")
+    return lines
+
+
+def _drop_oldest(s: IssueState, name: str, n: int) -> None:
+    """Drop ``n`` of the entries of the state's list ``name`` seen longest ago: the first ones of
+    ``checks``, ``alt`` and ``sigs`` (most recent last; the issue's own signature always stays first),
+    the rows of ``affected`` with the oldest ``last_seen``."""
+    items = getattr(s, name)
+    if n <= 0:
+        return
+    if name == "affected":
+        gone = set(sorted(range(len(items)), key=lambda i: str(items[i].last_seen or ""))[:n])
+        s.affected = [a for i, a in enumerate(items) if i not in gone]
+    elif name == "sigs":
+        rest = [x for x in items if x != s.sig]
+        s.sigs = ([s.sig] if s.sig in items else []) + rest[n:]
+    else:
+        setattr(s, name, items[n:])
+
+
+# Trimmed in this order, each down to its floor, until the marker fits: affected rows first (shown
+# in the body, which keeps 20 of them when short of room), then check keys (a bug is closed by its
+# checks passing, and a configuration missing from them is "newly affected" again) and model
+# alternatives, the oldest first (one seen again is the most recent), then the issue's other
+# signatures last (the issue is found by ``sigs``: its own is never dropped).
+_TRIM_STEPS = (("affected", 20), ("checks", 100), ("alt", 20), ("affected", 10), ("sigs", 20), ("checks", 1),
+               ("alt", 0), ("affected", 1), ("sigs", 1))
+
+
+def compact(state: IssueState, budget: int = STATE_BUDGET) -> IssueState:
+    """The state as the marker can hold it: every list within what ``validate`` accepts (a state it
+    rejects is ignored on the next run, and the bug is filed again as a new issue), and the marker
+    under ``budget`` characters, so that the issue body fits GitHub's limit beside it. The entries
+    seen longest ago go first (``_TRIM_STEPS``)."""
+    s = copy.deepcopy(state)
+    if s.sig in s.sigs:
+        s.sigs = [s.sig] + [x for x in s.sigs if x != s.sig]
+    for name in ("sigs", "alt", "checks"):
+        _drop_oldest(s, name, len(getattr(s, name)) - MAX_LIST)
+    for name, floor in _TRIM_STEPS:
+        while len(s.marker()) > budget and len(getattr(s, name)) > floor:
+            items = len(getattr(s, name))
+            _drop_oldest(s, name, max(1, min(items - floor, items // 10)))
+    return s
+
+
 def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
                 when: str, *, trusted: bool = True) -> tuple[IssueState, list[str]]:
     """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment).
     ``trusted``: the failures come from a run of trusted code. Only such a run may record the repro
-    that later runs execute instead of minifying (``known``); a pull-request run's artifact never does."""
+    that later runs execute instead of minifying (``known``); a pull-request run's artifact never does.
+    The state comes back compacted (``compact``): whatever the bug's size, the next run reads it back."""
     new = state is None
     s = copy.deepcopy(state) if state is not None else IssueState.new(group[0].fingerprint.primary, when)
     events: list[str] = []
@@ -264,19 +333,20 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
         # (the old keys stay in "sigs", so the issue is still found by them); no event, no comment
         s.sig = group[0].fingerprint.primary
     s.repro = s.has_repro or any(f.fingerprint.has_repro for f in group)
+    seen = set(s.checks) | {a.check_key for a in s.affected}  # the configurations it was seen on before
+    newly: list[tuple[str, str]] = []  # (check key, the configuration in words)
     for f in group:
         for vals, into in (([f.fingerprint.primary], s.sigs), (f.fingerprint.alternatives, s.alt),
                            ([f.fingerprint.check_key], s.checks)):
-            for v in vals:
-                if v not in into:
-                    into.append(v)
+            _seen_again(into, vals)
         aff = next((a for a in s.affected if a.check_key == f.fingerprint.check_key), None)
         if aff is None:
             aff = AffectedCheck.of(f.check, when)
             if len(s.affected) < MAX_AFFECTED:
                 s.affected.append(aff)
-            if not new:
-                events.append(f"newly affected: {aff.describe()}")
+            if not new and aff.check_key not in seen:
+                newly.append((aff.check_key, aff.describe()))
+            seen.add(aff.check_key)
         aff.last_seen = when
         aff.occurrences += 1
         torch_v = f.failure.torch if f.failure else None
@@ -313,7 +383,11 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
             # the bot signed is ever run (bot/known.py); a block read back from the issue never is signed
             s.known = known.merge_block(s.known, known.signed(block, signing.signer_from_env(os.environ)))
             break
-    return s, events
+    s = compact(s)
+    # a configuration the state cannot hold (a bug seen on more checks than it keeps) is not news:
+    # it would be "newly affected" again in every run
+    kept = set(s.checks)
+    return s, _newly_affected([words for key, words in newly if key in kept]) + events
 
 
 def with_passing_run(state: IssueState, run: PassingRun) -> IssueState:
