@@ -117,13 +117,33 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
 BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+ZWSP = "\u200b"
+_MENTION_RX = re.compile(r"@(?=[A-Za-z0-9_-])")
+_REF_RX = re.compile(r"#(?=\d)")
+_COMMENT_RX = re.compile(r"<!--|-->|<(?=!)")
+
+
+def break_comments(text: str) -> str:
+    """Break HTML-comment delimiters (so no text can open, close or forge a marker)."""
+    return _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text)
+
+
+def neutralize(text: str) -> str:
+    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space; drop
+    bidirectional controls (a right-to-left override makes text read as something it is not). A
+    backslash alone does not stop GitHub from linking ``\\#3`` to issue 3; the zero-width space does.
+    The one definition for the issue bodies (bot/render.py) and the Action's summary (md_escape)."""
+    text = break_comments(BIDI_CONTROLS.sub("", text))
+    text = _MENTION_RX.sub("@" + ZWSP, text)
+    return _REF_RX.sub("#" + ZWSP, text)
 
 
 def md_escape(text: object, limit: int | None = 200) -> str:
     """Make untrusted text inert in GitHub-flavoured markdown, on one line (safe in table cells).
 
     HTML is entity-escaped, markdown punctuation backslash-escaped, `@mentions` and `#refs`
-    defused, newlines flattened. Long text is cut to `limit` characters.
+    defused the way the issue bodies' are (``neutralize``), newlines flattened. Long text is cut to
+    `limit` characters.
     """
     s = BIDI_CONTROLS.sub("", str(text))  # no right-to-left overrides that make text read as something else
     s = re.sub(r"[\r\n\x85\u2028\u2029]", " ", s)
@@ -131,8 +151,7 @@ def md_escape(text: object, limit: int | None = 200) -> str:
         s = s[: limit - 1] + "…"
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
-    s = s.replace("@", "@\u200b")  # no pings
-    return s
+    return neutralize(s)  # no pings, no issue references
 
 
 def md_code(text: object, limit: int | None = 200) -> str:

@@ -32,36 +32,17 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.fingerprint import make_marker
+from bot.gha import ZWSP as ZWSP  # re-exported: bot.report.upstream undoes the neutralization
+from bot.gha import break_comments, neutralize
 
 BODY_LIMIT = 65536
 # Headroom under GitHub's limit for the marker line and the budget's own arithmetic.
 BODY_BUDGET = BODY_LIMIT - 1536
-ZWSP = "\u200b"
 
 
 TEMPLATE_NAMES = ("issue_title.j2", "issue_body.md.j2", "update_comment.md.j2", "reopen_comment.md.j2",
                   "close_comment.md.j2", "duplicate_comment.md.j2", "summary.md.j2",
                   "dashboard.md.j2")
-
-_MENTION_RX = re.compile(r"@(?=[A-Za-z0-9_-])")
-_REF_RX = re.compile(r"#(?=\d)")
-_COMMENT_RX = re.compile(r"<!--|-->|<(?=!)")
-
-
-def break_comments(text: str) -> str:
-    """Break HTML-comment delimiters (so no text can open, close or forge a marker)."""
-    return _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text)
-
-
-def neutralize(text: str) -> str:
-    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space; drop
-    bidirectional controls (a right-to-left override makes text read as something it is not)."""
-    from bot.gha import BIDI_CONTROLS
-
-    text = break_comments(BIDI_CONTROLS.sub("", text))
-    text = _MENTION_RX.sub("@" + ZWSP, text)
-    return _REF_RX.sub("#" + ZWSP, text)
-
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 

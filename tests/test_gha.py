@@ -132,6 +132,18 @@ def test_markdown_escape_defuses_html_links_mentions_and_tables():
     assert gha.md_escape("x" * 300, limit=10) == "x" * 9 + "…"
 
 
+def test_markdown_escape_breaks_issue_references_as_the_issue_bodies_do():
+    """GitHub may still link ``\\#3`` to issue 3 (and cross-reference it): the summary's text is
+    neutralized with the same zero-width space as the issue bodies' (one definition)."""
+    from bot.render import md
+
+    s = gha.md_escape("fixed by #3, see org/repo#12 and @octo-org/team <!-- x -->")
+    assert not re.search(r"#\d", s) and "#\u200b3" in s and "#\u200b12" in s
+    assert "@\u200bocto-org" in s and "<!--" not in s
+    for text in ("#3", "a @b", "x|#12 `y` <b>", "\u202egnp.exe"):
+        assert gha.md_escape(text, limit=None) == md(text)
+
+
 def test_read_event_rejects_malformed_payloads_with_exit_2(tmp_path):
     p = tmp_path / "e.json"
     p.write_text("{not json")
