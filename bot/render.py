@@ -11,7 +11,8 @@ Untrusted text (model names, error messages, logs, config values) only reaches m
 filters below:
     {{ x | md }}            inline text: HTML-escaped, markdown punctuation escaped, one line,
                             @mentions and #references neutralized
-    {{ x | code }}          an inline code span sized to its content (one line, neutralized)
+    {{ x | code }}          an inline code span sized to its content (one line, neutralized; `|`
+                            escaped, so a value in a table never leaves its cell)
     {{ x | fence("py") }}   a fenced block whose fence is longer than any backtick run inside;
                             HTML-comment delimiters are broken (code stays otherwise verbatim)
     {{ x | logfence }}      like fence, for logs: also neutralizes @mentions, #references and
@@ -70,7 +71,11 @@ def _longest_run(text: str, ch: str) -> int:
 
 
 def code(value) -> str:
-    text = neutralize(" ".join(str(value).split()))
+    """Untrusted text as one inline code span. A ``|`` is escaped as ``\\|``: a table row is split
+    into cells on every pipe, backticks or not, and a value that ended its cell would put the rest
+    of it into the next one as live markup (links, images, HTML); GFM reads ``\\|`` inside a table
+    cell's code span as a plain pipe (outside a table, the backslash shows)."""
+    text = neutralize(" ".join(str(value).split())).replace("|", "\\|")
     ticks = "`" * (_longest_run(text, "`") + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"

