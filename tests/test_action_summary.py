@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bot import rundir
 from bot.action import summary
 from bot.errors import EXIT_FAILURES, EXIT_OK
@@ -39,6 +41,27 @@ def test_results_section_lists_failures_first_with_repro_and_issue(tmp_path):
     assert "not minified" in rows[0] and "✅ pass" in rows[2]
     # the link's label is escaped like any text: a zero-width space keeps "#7" from being a reference
     assert "- **created** [\\#\u200b7](https://gh/o/r/issues/7) `" + bad["id"] + "` — new fingerprint" in text
+
+
+@pytest.mark.parametrize("runs,failed,shown", [
+    (float("inf"), float("inf"), "minimized"),          # no count: no claim that it was verified
+    (float("nan"), 1, "minimized"),
+    ({"a": 1}, [1], "minimized"),
+    (2.5, 2, "minimized"),
+    (3, float("inf"), "minimized (?/3 verified)"),      # runs counted, the failed ones not a count
+    (3.0, 2, "minimized (2/3 verified)"),
+])
+def test_verification_counts_that_are_not_counts_never_stop_the_summary(tmp_path, runs, failed, shown):
+    """failure.json comes from the job that ran model code, and JSON allows Infinity and NaN: the
+    results table says what it can, and the summary is written (no internal error, exit 3)."""
+    bad = check_row("mlp_relu")
+    rec = failure_record(bad)
+    rec["repro"]["verification"] = {"runs": runs, "failed_same_way": failed, "random_inputs_reproduce": True}
+    write_run(tmp_path / "out", [bad], {bad["id"]: rec})
+    ctx = make_ctx(tmp_path)
+    summary.summary_results(ctx, rundir.read_results(tmp_path / "out"), None, "T")
+    [row] = [line for line in "\n".join(ctx.summary).splitlines() if line.startswith("| `mlp_relu` |")]
+    assert row.split(" | ")[7] == shown  # the repro column
 
 
 def test_an_issue_link_cannot_end_its_table_cell(tmp_path):

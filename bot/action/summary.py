@@ -26,6 +26,7 @@ from bot.action.results import (
     rows,
 )
 from bot.errors import EXIT_FAILURES, EXIT_OK
+from bot.failure import FailureRecord
 from bot.records import ReportAction, ReportDoc, ResultsDoc
 
 SETTINGS_SHOWN = ("backend", "mode", "dtype", "device", "shard")
@@ -66,10 +67,34 @@ def table_rows(results: ResultsDoc | None, failures_dir: Path | None, report: Re
     for r in sorted(checks, key=lambda r: (not r.failure_class, str(r.id))):
         looked = bool(r.failure_class) and failures_dir is not None
         entry = by_id.get(str(r.id))
+        failure = failure_of(failures_dir.parent, str(r.id)) if looked else None
         url = link_target(entry_url(entry)) if entry else None
-        out.append({"check": r, "looked": looked, "entry": entry, "url": url,
-                    "failure": failure_of(failures_dir.parent, str(r.id)) if looked else None})
+        out.append({"check": r, "looked": looked, "entry": entry, "url": url, "failure": failure,
+                    "verified": verified_words(failure)})
     return out
+
+
+def _count(value) -> int | None:
+    """A number of runs from a failure record, or None when it is not one. The record was written by
+    a job that ran model code and is read by the trusted reader, which takes any JSON value: Infinity,
+    NaN, a fraction or an object is not a count (and must not stop the summary)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not (0 <= value < 10 ** 9) or value != int(value):  # NaN fails every comparison
+        return None
+    return int(value)
+
+
+def verified_words(failure: FailureRecord | None) -> str | None:
+    """The results table's "k/n verified" for a repro run n times in fresh processes; None when it
+    was not run or its run count is not a count. A failed count that is not one reads ``?``."""
+    repro = failure.repro if failure is not None else None
+    ver = repro.verification if repro is not None else None
+    runs = _count(ver.runs) if ver is not None else None
+    if not runs:
+        return None
+    failed = _count(ver.failed_same_way or 0)
+    return f"{'?' if failed is None else failed}/{runs} verified"
 
 
 # what a link target keeps as it is; anything else (parentheses, a pipe, spaces, angle brackets) is
