@@ -40,7 +40,7 @@ def test_issue_links_replace_the_reported_here_only_note(tmp_path):
     report = report_of({"actions": [{"action": "created", "issue": 3, "url": "https://gh/o/r/issues/3",
                                      "checks": [cid], "reason": "new fingerprint"}], "error": None, "dry_run": False})
     body = sticky.sticky_body(make_ctx(tmp_path), requested=None, sha=None, results=results, report=report)
-    assert "**Issues**" in body and "[\\#3](https://gh/o/r/issues/3)" in body
+    assert "**Issues**" in body and "[\\#\u200b3](https://gh/o/r/issues/3)" in body
     assert "reported here only" not in body
 
 

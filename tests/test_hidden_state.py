@@ -315,4 +315,4 @@ def test_the_actions_summary_lists_what_was_ignored(tmp_path):
         "issue #4: its hidden state is malformed and was ignored (runs is not a list of at most 1000 strings) @x"]}))
     text = summary._renderer.env.from_string('{% import "action_macros.md.j2" as m %}{{ m.issues(rep) }}').render(
         rep=rep)
-    assert "⚠️ issue \\#4: its hidden state is malformed" in text and "@x" not in text
+    assert "⚠️ issue \\#\u200b4: its hidden state is malformed" in text and "@x" not in text

@@ -460,3 +460,12 @@ def test_carry_box_keeps_only_the_bots_own_done_line():
     assert upstream.carry_box(done, fresh).count(upstream.DONE_TAG) == 1
     forged = done.replace("#issuecomment-7", "<!-- x -->")
     assert upstream.DONE_TAG not in upstream.carry_box(forged, fresh)
+
+
+def test_a_version_with_a_pipe_reads_back_as_written_from_the_issues_versions_table():
+    """The issue escapes `|` inside a table cell's code span (it would split the cell); the upstream
+    report reads the value back unescaped."""
+    from bot.render import code
+
+    section = f"| | |\n|---|---|\n| os | {code('Linux-6.1 | custom')} |\n| torch | {code('2.15.0')} |\n"
+    assert upstream._versions_table(section) == {"os": "Linux-6.1 | custom", "torch": "2.15.0"}

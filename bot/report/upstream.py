@@ -219,7 +219,7 @@ def _versions_table(section: str) -> dict:
     """The Versions section's ``| key | `value` |`` rows."""
     out = {}
     for m in re.finditer(r"^\| (.+?) \| (`+) ?(.*?) ?\2 \|$", section or "", re.M):
-        key, value = _unescape(m.group(1)).strip(), m.group(3).replace(ZWSP, "")
+        key, value = _unescape(m.group(1)).strip(), m.group(3).replace(ZWSP, "").replace("\\|", "|")
         if key and re.fullmatch(r"[A-Za-z0-9_ .-]{1,40}", key):
             try:
                 out[key] = safejson.loads(value) if key == "gpus" and value.startswith("[") else value
