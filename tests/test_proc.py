@@ -397,7 +397,7 @@ daemon = (
     "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
     "time.sleep(60)\n")
 res = proc.run([sys.executable, "-c", daemon, sys.argv[1]], timeout=30)
-for _ in range(200):
+for _ in range(3000):   # a loaded machine may take seconds to start it
     if os.path.exists(sys.argv[1]) and open(sys.argv[1]).read():
         break
     time.sleep(0.02)
@@ -419,6 +419,6 @@ def test_a_detached_daemon_outlives_its_group_but_not_the_stage_that_adopted_it(
     res = subprocess.run([sys.executable, "-c", DETACHER, str(tmp_path / "pid")], capture_output=True, text=True,
                          timeout=120, cwd=Path(proc.__file__).parent.parent)
     assert res.returncode == 0, res.stderr[-2000:]
-    adopted, rc, alive_after_run, killed, alive_after_end, left = res.stdout.split(" ", 5)
+    adopted, rc, alive_after_run, killed, alive_after_end, left = res.stdout.strip().splitlines()[-1].split(" ", 5)
     assert (adopted, rc, alive_after_run) == ("True", "0", "True")   # the group kill did not reach it
-    assert int(killed) >= 1 and alive_after_end == "False" and left.strip() == "[]"
+    assert int(killed) >= 1 and alive_after_end == "False" and left.strip() == "[]", res.stdout
