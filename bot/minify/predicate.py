@@ -11,12 +11,11 @@ goes to stdout as ``@@ `` + JSON lines (:func:`emit`); everything else is the mi
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
 
-from bot.minify.records import Judge, MinifyJob, Query, emit
+from bot.minify.records import Judge, MinifyJob, Query, QueryAnswer, QueryJob, emit
 from bot.signature import Signature, exception_chain, signature_of_error_record, signature_of_exception
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
@@ -284,14 +283,12 @@ def _observe_exec(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str
     with open(os.path.join(qdir, "candidate.py"), "w") as fh:
         fh.write(src)
     job.replace(deadline=None, isolate=True).write(os.path.join(qdir, "job.json"))
-    with open(os.path.join(qdir, "query.json"), "w") as fh:
-        json.dump({"kind": kind, "config": list(config) if config is not None else None}, fh)
+    QueryJob(kind, list(config) if config is not None else None).write(os.path.join(qdir, "query.json"))
     res = proc.run([sys.executable, "-m", "bot.minify.worker", "query", qdir], timeout=timeout, cwd=job.workdir,
                    env=procs.child_env(), log_path=os.path.join(qdir, "query.log"), log_mode="w", capture=20000,
                    grace=0.0)
     try:
-        with open(os.path.join(qdir, QUERY_SIGNATURE)) as fh:
-            res.value = json.load(fh)["signature"]
+        res.value = QueryAnswer.read(os.path.join(qdir, QUERY_SIGNATURE)).signature
     except (OSError, ValueError, KeyError, TypeError):
         res.value = None
     return res
@@ -304,8 +301,7 @@ def cmd_query(qdir: str) -> int:
     """The worker's ``query`` command: judge ``QDIR/candidate.py`` as the job there says (its
     kind and config subset in ``query.json``) and write its signature to ``QDIR/signature.json``."""
     job = MinifyJob.read(os.path.join(qdir, "job.json"))
-    with open(os.path.join(qdir, "query.json")) as fh:
-        q = json.load(fh)
+    q = QueryJob.read(os.path.join(qdir, "query.json"))
     if job.numerics:
         from bot.torch_adapter import numerics
 
@@ -316,12 +312,11 @@ def cmd_query(qdir: str) -> int:
 
         torch.set_num_threads(int(threads))
     _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
-    args = differentiable(job, q["kind"], args)
-    ev = Evaluator(job, q["kind"], None)
-    config = q.get("config")
+    args = differentiable(job, q.kind, args)
+    ev = Evaluator(job, q.kind, None)
+    config = q.config
     sig = with_config(config[0], config[1], lambda: ev.observe(gm, args)) if config else ev.observe(gm, args)
-    with open(os.path.join(qdir, QUERY_SIGNATURE), "w") as fh:
-        json.dump({"signature": sig.to_json() if sig else None}, fh)
+    QueryAnswer(sig.to_json() if sig else None).write(os.path.join(qdir, QUERY_SIGNATURE))
     return 0
 
 

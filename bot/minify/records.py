@@ -57,6 +57,22 @@ class _File(Record):
 
 
 @dataclass
+class QueryJob(_File):
+    """One candidate judged in a fresh interpreter (``python -m bot.minify.worker query QDIR``):
+    its kind, and the config step's question ([every key of the diff, the subset to set]) if any."""
+
+    kind: str = "aot"
+    config: list | None = None
+
+
+@dataclass
+class QueryAnswer(_File):
+    """What that interpreter found: the candidate's failure signature (None: it does not fail)."""
+
+    signature: dict | None = None
+
+
+@dataclass
 class MinifyJob(_File):
     """One worker run over one captured graph (``job.json``)."""
 
