@@ -188,3 +188,50 @@ def test_a_worker_that_dies_in_the_bisector_still_ends_with_one_verified_repro(s
     assert len(re.findall(r"(?m)^verify run 1/3", log)) == 1, log[-3000:]
     # both workers (the one that died and the resumed one) forked from the command's fork server
     assert log.count("(forked from the fork server) -m bot.minify.worker minify") == 2, log[-3000:]
+
+
+USER_BACKEND = '''
+import torch
+
+
+def _relu_off(x, *args, **kwargs):
+    return torch.relu(x) + 0.01
+
+
+def buggy(gm, example_inputs):
+    """A user's compiler with a bug: relu comes out 0.01 too high."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch.relu, torch.nn.functional.relu):
+            n.target = _relu_off
+        elif n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.ReLU):
+            n.op, n.target = "call_function", _relu_off
+    gm.recompile()
+    return gm.forward
+'''
+
+
+def test_a_users_own_backend_is_minified_verified_and_its_repro_registers_it(bot, workdir):
+    """`--backend module:function`: the worker compiles with the user's function, the repros import
+    and register it under the name the check used, and two models that hit its one bug file one
+    issue with a verified repro that runs on its own."""
+    import subprocess
+    import sys
+
+    pkg = workdir / "userbackend"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "mycompiler.py").write_text(USER_BACKEND)
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
+    out = workdir / "user-backend"
+    p = bot("run", "--models", "mlp_relu,conv_bn", "--backend", "mycompiler:buggy", "--out", out, env=env)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    issues = [json.loads(f.read_text()) for f in (out / "issues").glob("*.json")]
+    bugs = [i for i in issues if "dashboard" not in i["title"]]
+    assert len(bugs) == 1 and "relu" in bugs[0]["title"], [i["title"] for i in issues]
+    for cid in ("mlp_relu-mycompiler_buggy-inference-float32-cpu", "conv_bn-mycompiler_buggy-inference-float32-cpu"):
+        rec = json.loads((out / "failures" / cid / "failure.json").read_text())
+        assert rec["repro"]["status"] == "minimized" and rec["repro"]["verification"]["failed_same_way"] == 3, rec
+        plain = (out / "failures" / cid / "repro_plain.py").read_text()
+        assert "torch._dynamo.register_backend(_backend_under_test, 'mycompiler:buggy')" in plain
+        run = subprocess.run([sys.executable, str(out / "failures" / cid / "repro_plain.py")], capture_output=True,
+                             text=True, timeout=300, env={**os.environ, **env})
+        assert run.returncode == 1 and "AccuracyError" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

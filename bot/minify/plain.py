@@ -589,6 +589,12 @@ def plain_source(p: Parts) -> str:
     lines += [f"import {MODULES[x]}" for x in MODULES if x in prefixes]
     if p.config:
         lines += ["", "# the settings the failure needs"] + [config_line(e.key, e.value) for e in p.config]
+    from bot.torch_adapter.repro import backend_lines
+
+    registered = backend_lines(p.backend)
+    if registered:
+        lines += ["", "# the compiler under test is a user's backend, registered under the name the check used"]
+        lines += registered
     extra = numerics.lines(p.numerics)
     if extra:
         lines += ["# the program's numerics settings (process state, not part of the graph)"] + extra

@@ -102,9 +102,12 @@ def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], 
     shapes, as the failure was captured); returns f(list)."""
     import torch
 
+    from bot.torch_adapter.runtime import resolve_backend
+
     torch._dynamo.reset()
     src = _shallow_copy(gm) if dynamic else copy.deepcopy(gm)
-    opt = torch.compile(src, backend=backend, fullgraph=True, dynamic=True if dynamic else None)
+    opt = torch.compile(src, backend=resolve_backend(backend) if isinstance(backend, str) else backend,
+                        fullgraph=True, dynamic=True if dynamic else None)
     return lambda inputs: opt(*inputs)
 
 
@@ -115,7 +118,10 @@ def compile_backend(gm, args, backend: str) -> Callable[[list], Any]:
     bisector compiles one graph some 16 times). Static shapes only; returns f(list)."""
     from torch._dynamo.backends.registry import lookup_backend
 
-    compiled = lookup_backend(backend)(copy.deepcopy(gm), list(args))
+    from bot.torch_adapter.runtime import resolve_backend
+
+    resolved = resolve_backend(backend) if isinstance(backend, str) else backend   # a user's module:function too
+    compiled = lookup_backend(resolved)(copy.deepcopy(gm), list(args))
     return lambda inputs: compiled(*inputs)
 
 

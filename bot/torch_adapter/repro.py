@@ -354,7 +354,32 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
                 kw["tracing_mode"] = mode
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
-    return buf.getvalue()
+    return with_backend_registered(buf.getvalue(), backend)
+
+
+def backend_lines(backend: str | None) -> list[str]:
+    """The lines a repro needs to compile with ``backend``: none for a registered name; for a user's
+    compiler given as ``module:function``, its import and its registration under that name
+    (``torch._dynamo.register_backend``, the documented way to name a custom backend), so the
+    repro's ``backend='module:function'`` resolves in a process of its own as in the check."""
+    if not backend or ":" not in backend:
+        return []
+    module, _, fn = backend.partition(":")
+    if not (all(p.isidentifier() for p in module.split(".")) and fn.isidentifier()):
+        return []
+    return [f"from {module} import {fn} as _backend_under_test   # the compiler under test: {backend}",
+            f"if {backend!r} not in torch._dynamo.list_backends(exclude_tags=()):",
+            f"    torch._dynamo.register_backend(_backend_under_test, {backend!r})"]
+
+
+def with_backend_registered(source: str, backend: str | None) -> str:
+    """``source`` (a repro) with :func:`backend_lines` before its main block."""
+    lines = backend_lines(backend)
+    marker = "\nif __name__ == '__main__':"
+    if not lines or marker not in source:
+        return source
+    head, _, tail = source.rpartition(marker)
+    return head + "\n" + "\n".join(lines) + "\n" + marker + tail
 
 
 # --------------------------------------------------------------------------------------------
