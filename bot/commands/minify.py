@@ -116,6 +116,14 @@ def execute(args) -> int:
         servers.close()
 
 
+def _launcher_device(path: str) -> str:
+    """The device a launcher's graph runs on, as its inputs say (torch writes each storage's
+    ``device(type='cuda', index=0)``): the record, title and signature name it, not ``unknown``."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        types = set(re.findall(r"device\(type='(\w+)'", fh.read()))
+    return next((t for t in sorted(types) if t != "cpu"), "cpu")
+
+
 def _todo(args, run_dir: str) -> list[tuple[CheckRow, Settings, str | None]] | None:
     """What to minify: (check row, its settings, given launcher); None when nothing fails."""
     given = args.launcher or args.repro
@@ -125,7 +133,9 @@ def _todo(args, run_dir: str) -> list[tuple[CheckRow, Settings, str | None]] | N
 
         parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.splitext(os.path.basename(given))[0])
-        todo.append((CheckRow(id=name, backend="inductor", config={}), Settings(), os.path.abspath(given)))
+        device = _launcher_device(given)
+        todo.append((CheckRow(id=name, backend="inductor", config={}, device=device), Settings(device=device),
+                     os.path.abspath(given)))
     else:
         from bot.check import results
 
