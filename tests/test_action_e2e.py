@@ -61,7 +61,7 @@ def test_schedule_sweep_with_an_injected_bug_files_one_issue(runner, ghstub, tmp
     assert "| `mlp_relu` | inductor | inference | float32 | cpu | ❌ fail\\_accuracy |" in res.summary
     assert "| `gru` | inductor | inference | float32 | cpu | ✅ pass |" in res.summary
     assert "minimized (1/1 verified)" in res.summary
-    assert f"**created** [\\#{issue['number']}]({issue['html_url']})" in res.summary
+    assert f"**created** [\\#\u200b{issue['number']}]({issue['html_url']})" in res.summary
     assert "::group::minify-bot report" in res.stdout
     assert_token_not_leaked(res)
 

@@ -391,10 +391,12 @@ from bot import proc
 adopted = proc.adopt_orphans()
 daemon = (
     "import os, sys, time\n"
-    "if os.fork(): os._exit(0)\n"          # the classic double fork: a new session, then orphaned
-    "os.setsid()\n"
+    "r, w = os.pipe()\n"
+    "if os.fork(): os.read(r, 1); os._exit(0)\n"   # the classic double fork: a new session, then orphaned
+    "os.setsid()\n"                                 # (the program exits once its daemon is detached)
     "if os.fork(): os._exit(0)\n"
     "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "os.write(w, b'x')\n"
     "time.sleep(60)\n")
 res = proc.run([sys.executable, "-c", daemon, sys.argv[1]], timeout=30)
 for _ in range(3000):   # a loaded machine may take seconds to start it
