@@ -235,3 +235,64 @@ def test_a_users_own_backend_is_minified_verified_and_its_repro_registers_it(bot
         run = subprocess.run([sys.executable, str(out / "failures" / cid / "repro_plain.py")], capture_output=True,
                              text=True, timeout=300, env={**os.environ, **env})
         assert run.returncode == 1 and "AccuracyError" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+POISONING_BACKEND = '''
+import torch
+
+
+class AcceleratorError(RuntimeError):
+    """What torch raises for a sticky CUDA fault."""
+
+
+_FAULTED = []   # this process's device is unusable from the first fault on, as CUDA's context is
+
+
+def _has_relu(gm):
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch.relu, torch.nn.functional.relu):
+            return True
+        if n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.ReLU):
+            return True
+    return False
+
+
+def faulting(gm, example_inputs):
+    """A user's GPU compiler whose relu kernel reads out of bounds: the run faults, and every
+    later run in the same process fails the same way."""
+    relu = _has_relu(gm)
+
+    def run(*args):
+        if relu or _FAULTED:
+            _FAULTED.append(1)
+            raise AcceleratorError("CUDA error: an illegal memory access was encountered\\n"
+                                   "CUDA kernel errors might be asynchronously reported at some other API call")
+        return gm.forward(*args)
+    return run
+'''
+
+
+def test_a_device_fault_is_pinned_then_minimized_in_fresh_processes_and_verified(bot, workdir):
+    """The whole chain a GPU fault takes: the in-process worker pins the fault the capture shows,
+    leaves (its process can judge nothing more), and minification resumes with one process per
+    query; the repro is minimal, verified 3/3 in fresh processes, and filed as one issue."""
+    pkg = workdir / "poisoning"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "gpucompiler.py").write_text(POISONING_BACKEND)
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
+    out = workdir / "poisoned"
+    p = bot("run", "--models", "mlp_relu", "--backend", "gpucompiler:faulting", "--out", out, env=env)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    fdir = out / "failures" / "mlp_relu-gpucompiler_faulting-inference-float32-cpu"
+    rec = json.loads((fdir / "failure.json").read_text())
+    r = rec["repro"]
+    log = (fdir / "minifier.log").read_text()
+    assert r["status"] == "minimized" and r["verification"]["failed_same_way"] == 3, (r, log[-4000:])
+    assert "the device is unusable in this process" in log, log[-4000:]
+    note = r["capture"]["note"] or ""
+    assert "device unusable" in note and "one process per query" in note and "InvalidBackend" not in note, note
+    assert [g["op"] for g in r["graph"]] == ["relu"], r["graph"]
+    assert rec["error"]["type"] == "AcceleratorError"
+    bugs = [json.loads(f.read_text()) for f in (out / "issues").glob("*.json")]
+    bugs = [i for i in bugs if "dashboard" not in i["title"]]
+    assert len(bugs) == 1 and "illegal memory access" in bugs[0]["body"], [i["title"] for i in bugs]

@@ -285,6 +285,24 @@ def test_a_sticky_device_fault_is_told_from_other_errors():
         assert not poisons_process(other)
 
 
+def _out_of_bounds_backend(gm, example_inputs):
+    """A compiler whose code indexes out of bounds at run time (a runtime error, raised in C++)."""
+    def run(*args):
+        return torch.ones(3)[torch.tensor([7])]
+    return run
+
+
+def test_a_dynamo_level_graph_that_raises_at_run_time_is_judged_by_its_own_error(tmp_path):
+    """The error the compiled code raised, not what dynamo said while unwinding: compiling the
+    graph module itself under fullgraph turned every run-time error into "Unsupported: Attempt to
+    trace generator" (a compile error), so a dynamo-level runtime error never reproduced."""
+    gm = torch.fx.symbolic_trace(_ReluPlusOne())
+    ev = P.Evaluator(_job(tmp_path, "runtime_error"), "dynamo", None)
+    ev.backend = _out_of_bounds_backend
+    sig = ev.observe(gm, [torch.randn(4, 4)])
+    assert (sig.failure_class, sig.exc_type) == ("runtime_error", "IndexError"), sig
+
+
 @pytest.mark.slow
 def test_a_device_fault_ends_the_in_process_worker_with_what_it_saw(tmp_path):
     """The in-process evaluator raises ProcessPoisoned carrying the failure it observed (the worker

@@ -370,6 +370,13 @@ def _capture_mode(f: Failure, work: str) -> tuple[str, str | None]:
     if mode == "aot" and f.stage_backend != "inductor":
         mode = "dynamo"
         note = "repro_after=aot wraps inductor only; captured after dynamo instead"
+    if mode == "dynamo" and ":" in (f.stage_backend or ""):
+        # torch's launcher names its backend, and a user's 'module:function' is registered under no name
+        note = ((note + "; ") if note else "") + (
+            f"captured after dynamo by minify-bot's capture backend (torch's repro-after dynamo cannot name "
+            f"the user's backend {f.stage_backend!r} in its launcher)")
+        f.say(note)
+        return "project", note
     if mode == "dynamo":
         reason = cap.probe_dynamo(f.stage_backend, work, f.log_path)
         if reason is None:

@@ -105,24 +105,25 @@ class Evaluator:
         :class:`ProcessPoisoned` after a run that left the device unusable, unless this process
         only ever answers one query (``job.isolate``: a query's own child, or the isolated worker,
         whose queries run elsewhere)."""
-        from bot.torch_adapter import runtime as rt
-
         self.poisoned = None
         try:
             sig = self._observe(gm, args)
         except Exception as exc:  # noqa: BLE001 - only a device fault is handled here
-            if not rt.poisons_process(exc):
+            if not self._poison_check(exc):
                 raise
-            self.poisoned, sig = f"{type(exc).__name__}: {exc}", None
+            sig = None
         if self.poisoned and not self.job.isolate:
             raise ProcessPoisoned(sig, self.poisoned)
         return sig
 
-    def _poison_check(self, exc: BaseException) -> None:
+    def _poison_check(self, exc: BaseException) -> bool:
+        """Note a run's error that left the device unusable (the one place ``poisoned`` is set:
+        where a run's error is data, and for any other step that raises it); True when it did."""
         from bot.torch_adapter import runtime as rt
 
         if rt.poisons_process(exc):
             self.poisoned = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return self.poisoned is not None
 
     def _observe(self, gm, args) -> Signature | None:
         import torch
@@ -143,8 +144,7 @@ class Evaluator:
             with torch.no_grad():
                 ref = M.run_eager(gm, args)
         except Exception as exc:  # noqa: BLE001 - an eager failure is data for an error class
-            self._poison_check(exc)
-            if self.poisoned:
+            if self._poison_check(exc):
                 return None   # the device is gone: the compiled run could tell nothing
             if self.cls == "accuracy":
                 return None  # no reference to compare with: not a valid candidate
@@ -258,13 +258,6 @@ def observe_forked(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: st
     return sig
 
 
-def _device_initialized() -> bool:
-    """Whether this process has initialized CUDA: a child forked from it could not use it."""
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None) if torch is not None else None
-    return bool(cuda is not None and cuda.is_initialized())
-
-
 def _observe_exec(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str, config):
     """The candidate judged in a fresh interpreter (``python -m bot.minify.worker query QDIR``),
     written out as a launcher beside its job: for a worker whose graph lives on the GPU, which
@@ -302,15 +295,7 @@ def cmd_query(qdir: str) -> int:
     kind and config subset in ``query.json``) and write its signature to ``QDIR/signature.json``."""
     job = MinifyJob.read(os.path.join(qdir, "job.json"))
     q = QueryJob.read(os.path.join(qdir, "query.json"))
-    if job.numerics:
-        from bot.torch_adapter import numerics
-
-        numerics.apply(job.numerics)
-    threads = job.threads
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+    enter_query_process(job, fresh=True)
     _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
     args = differentiable(job, q.kind, args)
     ev = Evaluator(job, q.kind, None)
@@ -318,6 +303,22 @@ def cmd_query(qdir: str) -> int:
     sig = with_config(config[0], config[1], lambda: ev.observe(gm, args)) if config else ev.observe(gm, args)
     QueryAnswer(sig.to_json() if sig else None).write(os.path.join(qdir, QUERY_SIGNATURE))
     return 0
+
+
+def enter_query_process(job: MinifyJob, *, fresh: bool) -> list[str]:
+    """Make a query's process the worker's: the program's numerics flags (a forked child has them
+    from its worker; a ``fresh`` interpreter sets them) and the worker's thread count (the isolated
+    worker itself runs one thread, so that forking it is safe). The flags this torch cannot set."""
+    failed: list[str] = []
+    if fresh and job.numerics:
+        from bot.torch_adapter import numerics
+
+        failed = numerics.apply(job.numerics)
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(int(job.threads))
+    return failed
 
 
 def differentiable(job: MinifyJob, kind: str, args: list) -> list:
@@ -333,20 +334,16 @@ def differentiable(job: MinifyJob, kind: str, args: list) -> list:
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
-    from bot.torch_adapter.runtime import after_fork
+    from bot.torch_adapter.runtime import after_fork, device_initialized
 
     sys.stdout.flush()
     sys.stderr.flush()
-    if _device_initialized():
+    if device_initialized():   # a forked child could not use the device: a fresh interpreter judges
         return _judged(job, _observe_exec(job, kind, gm, args, timeout + EXEC_START_S, qdir, config), timeout)
 
     def child(send):
         os.environ.pop(CRASH_HOOK_ENV, None)
-        threads = job.threads
-        if threads:
-            import torch
-
-            torch.set_num_threads(int(threads))
+        enter_query_process(job, fresh=False)
         ev = Evaluator(job.replace(deadline=None), kind, None)
         if config is not None:
             sig = with_config(config[0], config[1], lambda: ev.observe(gm, args))

@@ -30,6 +30,8 @@ from bot.signature import Signature
 CHECK_TOLERANCE = 1e-4   # the check's tolerance when its row names none (bot/check/judge.py's default)
 
 
+EXIT_POISONED = 75   # the in-process worker left: a run made its device unusable (predicate.ProcessPoisoned)
+
 @dataclass
 class Judge(Record):
     """How a candidate's result is judged, as the sanity step learned it; the repro carries it

@@ -15,7 +15,7 @@ import time
 
 from bot import rundir
 from bot.minify import procs
-from bot.minify.records import Event, Loaded, MinifyJob, Query, WorkerResult, parse_event
+from bot.minify.records import EXIT_POISONED, Event, Loaded, MinifyJob, Query, WorkerResult, parse_event
 from bot.signature import Signature
 
 GRACE_S = 30.0
@@ -76,8 +76,9 @@ def reduce(job: MinifyJob, log_path: str, on_event=None, interpreters=None) -> W
         # the in-process worker died: resume with per-query isolation
         ck = latest_checkpoint(workdir)
         resumed_from = "from the " + os.path.basename(ck)[:-3] + "-node checkpoint " if ck else ""
-        note = (f"the in-process minify worker died (exit {out.returncode}); resumed "
-                f"{resumed_from}with one process per query")
+        why = ("left after a run made the device unusable in its process" if out.returncode == EXIT_POISONED
+               else f"died (exit {out.returncode})")
+        note = f"the in-process minify worker {why}; resumed {resumed_from}with one process per query"
         job = job.replace(repro=ck or job.repro, isolate=True, nodes_before=job.nodes_before or _nodes_before(out))
         out = _run_worker(job, workdir, log_path, on_event, interpreters)
     if os.path.exists(result_path):

@@ -51,6 +51,7 @@ from bot.minify.predicate import (
 )
 from bot.minify.readout import step_readout
 from bot.minify.records import (
+    EXIT_POISONED,
     Checkpoint,
     Done,
     Final,
@@ -66,7 +67,6 @@ from bot.minify.records import (
 from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 
-EXIT_POISONED = 75   # the worker left because a run made its device unusable (ProcessPoisoned)
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 

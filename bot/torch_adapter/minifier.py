@@ -106,7 +106,10 @@ def compile_dynamo(gm, backend: str, dynamic: bool = False) -> Callable[[list], 
 
     torch._dynamo.reset()
     src = _shallow_copy(gm) if dynamic else copy.deepcopy(gm)
-    opt = torch.compile(src, backend=resolve_backend(backend) if isinstance(backend, str) else backend,
+    # its forward, not the module: an error the compiled code raises unwinds through the module's
+    # call wrapper, which dynamo would then trace, and under fullgraph the run's IndexError or device
+    # fault came out as "Unsupported: Attempt to trace generator" (torch 2.13 - 2.15)
+    opt = torch.compile(src.forward, backend=resolve_backend(backend) if isinstance(backend, str) else backend,
                         fullgraph=True, dynamic=True if dynamic else None)
     return lambda inputs: opt(*inputs)
 
