@@ -296,3 +296,55 @@ def test_a_device_fault_is_pinned_then_minimized_in_fresh_processes_and_verified
     bugs = [json.loads(f.read_text()) for f in (out / "issues").glob("*.json")]
     bugs = [i for i in bugs if "dashboard" not in i["title"]]
     assert len(bugs) == 1 and "illegal memory access" in bugs[0]["body"], [i["title"] for i in bugs]
+
+
+AMP_BACKEND = '''
+import torch
+
+
+def _relu(x, *args, **kwargs):
+    out = torch.relu(x)
+    return out + 1 if x.dtype in (torch.bfloat16, torch.float16) else out
+
+
+def half_relu_off(gm, example_inputs):
+    """A user's compiler whose relu is off by one in reduced precision only."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch.relu, torch.nn.functional.relu):
+            n.target = _relu
+        elif n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.ReLU):
+            n.op, n.target = "call_function", _relu
+    gm.recompile()
+    return gm.forward
+'''
+
+
+def test_a_graph_captured_after_dynamo_is_judged_and_repro_d_under_the_programs_autocast(bot, workdir):
+    """An amp check whose bug shows only in reduced precision, captured after dynamo: the graph
+    holds the program's float32 ops (autocast cast them as they ran), so the worker and the repros
+    run it under the autocast the capture recorded. Without it the graph computes in float32 and
+    the failure was "not reproduced"."""
+    import subprocess
+    import sys
+
+    pkg = workdir / "amp"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "ampcompiler.py").write_text(AMP_BACKEND)
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
+    out = workdir / "amp-run"
+    p = bot("run", "--models", "mlp_relu", "--backend", "ampcompiler:half_relu_off", "--dtype", "amp", "--out", out,
+            env=env)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    fdir = out / "failures" / "mlp_relu-ampcompiler_half_relu_off-inference-amp-cpu"
+    rec = json.loads((fdir / "failure.json").read_text())
+    r = rec["repro"]
+    assert r["status"] == "minimized" and r["verification"]["failed_same_way"] == 3, (
+        r, (fdir / "minifier.log").read_text()[-4000:])
+    assert r["capture"]["repro_after"] == "dynamo" and [g["op"] for g in r["graph"]] == ["relu"], r
+    on = "torch.set_autocast_enabled('cpu', True); torch.set_autocast_dtype('cpu', torch.bfloat16)"
+    plain = (fdir / "repro_plain.py").read_text()
+    assert on in plain and on in (fdir / "repro.py").read_text()
+    assert "autocast=True" in (fdir / "repro.py").read_text()   # torch's run_repro would turn it off
+    run = subprocess.run([sys.executable, str(fdir / "repro_plain.py")], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, **env})
+    assert run.returncode == 1 and "AccuracyError" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

@@ -54,6 +54,31 @@ def test_only_known_flags_with_values_they_take_become_code():
     assert numerics.validate("not a dict") == {} and numerics.with_lines("x = 1\n", {}) == "x = 1\n"
 
 
+def test_autocast_is_read_for_a_graphs_devices_only_and_its_lines_turn_it_on(tmp_path):
+    """Autocast as the capture backend reads it inside the program (not by :func:`numerics.read`,
+    which every graph's record takes: an after-AOT graph holds autocast's casts already); the
+    repro's line turns it on with the dtype, and a captured graph's state file is validated."""
+    code = ("import json, torch; from bot.torch_adapter import numerics as n\n"
+            "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+            "    print(json.dumps([n.read_autocast({'cpu'}), n.read_autocast({'cuda'}), n.read()]))")
+    on_cpu, on_cuda, flags = json.loads(_python(code))
+    assert on_cpu == {"autocast.cpu": "bfloat16"} and on_cuda == {} and flags == {}
+    line = numerics.lines(on_cpu)
+    assert line == ["torch.set_autocast_enabled('cpu', True); torch.set_autocast_dtype('cpu', torch.bfloat16)"]
+    code = (f"import torch\n{line[0]}\n"
+            "print((torch.randn(2, 2) @ torch.randn(2, 2)).dtype, (torch.randn(2, 2, dtype=torch.float64) @ "
+            "torch.randn(2, 2, dtype=torch.float64)).dtype)")
+    assert _python(code) == "torch.bfloat16 torch.float64"   # a float64 reference is never cast
+    from bot.torch_adapter.repro import captured_state
+
+    graph = tmp_path / "graph_0.py"
+    (tmp_path / "graph_0.state.json").write_text(json.dumps({"autocast": {
+        "autocast.cuda": "float16", "autocast.cpu": "bfloat16; import os", "default_dtype": "float64"}}))
+    assert captured_state(str(graph)) == {"autocast.cuda": "float16"}
+    (tmp_path / "graph_0.state.json").write_text("[not json")
+    assert captured_state(str(graph)) == {} and captured_state(str(tmp_path / "graph_1.py")) == {}
+
+
 def test_tf32s_new_api_is_recorded_alone_and_sets_again():
     """A program that used TF32's per-backend API: recorded as that (not beside the legacy switch,
     which torch refuses to mix with it), and set again without error."""

@@ -411,6 +411,14 @@ def _capture_built(f: Failure, work: str, level: int | None) -> tuple[list[str],
 # --- reduce -----------------------------------------------------------------------------------------
 
 
+def numerics_of(f: Failure, candidate: str) -> dict:
+    """The process state a candidate graph is judged under, and its repros set: the program's numerics
+    flags, and for a graph captured after dynamo the autocast it ran under."""
+    from bot.torch_adapter.repro import captured_state
+
+    return {**(f.row.numerics or {}), **captured_state(candidate)}
+
+
 def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
     """The worker's job for one candidate: every value from the stage's options or the check."""
     # a failure that aborted the check's process (a C++ exception thrown inside an OpenMP region)
@@ -426,7 +434,7 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
         original_error=error,
         tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
-        isolate=f.opts.isolate or aborts, check_config=f.row.config or {}, numerics=f.row.numerics or {},
+        isolate=f.opts.isolate or aborts, check_config=f.row.config or {}, numerics=numerics_of(f, candidate),
         training=(f.row.mode or f.settings.mode) == "training",
         bisect=not f.opts.no_bisect and f.rec.stage == "inductor", backend=f.stage_backend or "inductor")
 
@@ -435,8 +443,8 @@ class _Progress:
     """The worker's events as progress lines; on its ``final`` event (the bisector runs next), the
     final repro's verification starts in the background."""
 
-    def __init__(self, f: Failure, interps):
-        self.f, self.interps = f, interps
+    def __init__(self, f: Failure, interps, numerics: dict):
+        self.f, self.interps, self.numerics = f, interps, numerics
         self.last_nodes: int | None = None
         self.pinned: Signature | None = None
         self.early: _EarlyVerify | None = None
@@ -452,7 +460,8 @@ class _Progress:
             self.pinned = e.signature
         elif isinstance(e, Final) and e.bisects and self.early is None and self.pinned is not None:
             f.say(f"verify: {_verify_plan(f.opts, e.random_inputs_reproduce)} (while the bisector runs)")
-            self.early = _EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps, _plain_job(f, e.judge))
+            self.early = _EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps,
+                                      _plain_job(f, e.judge, self.numerics))
 
 
 def _reduce_and_verify(f: Failure, candidates: list[str], c: cap.Capture | None, work: str) -> None:
@@ -463,7 +472,7 @@ def _reduce_and_verify(f: Failure, candidates: list[str], c: cap.Capture | None,
     try:
         result, job, progress = _reduce(f, candidates, c, work, interps)
         if _take_result(f, result, job):
-            _verify(f, result, progress.early, interps)
+            _verify(f, result, job, progress.early, interps)
         elif progress.early is not None:
             progress.early.discard()
     finally:
@@ -477,7 +486,7 @@ def _reduce(f: Failure, candidates: list[str], c: cap.Capture | None, work: str,
         job = job_for(f, cand, os.path.join(work, f"minify{i}"))
         f.say(f"minify: {'isolated ' if job.isolate else ''}culprit search and reduction on "
               f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
-        progress = _Progress(f, interps)
+        progress = _Progress(f, interps, job.numerics)
         t = time.time()
         result = red.reduce(job, f.log_path, on_event=progress, interpreters=interps)
         f.repro.add_time("reduce_total", time.time() - t)
@@ -522,12 +531,12 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
 # --- package and verify -----------------------------------------------------------------------------
 
 
-def _verify(f: Failure, result: WorkerResult, early: _EarlyVerify | None, interps) -> None:
+def _verify(f: Failure, result: WorkerResult, job: MinifyJob, early: _EarlyVerify | None, interps) -> None:
     """Package the worker's final repro and verify it in fresh processes (taking the verification
     begun while the bisector ran when it verified this very repro); then the config fallbacks."""
     sig, rnd_known = result.signature, result.random_inputs_reproduce
     judge_lines = (result.judge.config if result.judge else None) or None
-    plain = _plain_job(f, result.judge)
+    plain = _plain_job(f, result.judge, job.numerics)
     config = _repro_config(f.rec.config.minimal, f.rec.config.diff)
     done = early.outcome(result.final, config, rnd_known, f.log, judge_lines) if early is not None else None
     if done is None:
@@ -593,13 +602,13 @@ def _plain_words(p) -> str:
             + ("inline" if p.inputs_inline else f"in {p.inputs_file} (sha256 {p.inputs_sha256})"))
 
 
-def _plain_job(f: Failure, judge: Judge | None) -> plainmod.PlainJob:
+def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.PlainJob:
     """How the plain repro (repro_plain.py) is written: compiled with the failure's backend under the
-    program's numerics flags, judged as the worker learned to judge (``judge``)."""
+    process state the worker judged in (``numerics``), judged as the worker learned to judge (``judge``)."""
     j = judge or Judge(f.failure_class or "accuracy")
     return plainmod.PlainJob(out_dir=f.fdir, failure_class=j.failure_class, backend=f.stage_backend or "inductor",
                              tolerance=j.tolerance or CHECK_TOLERANCE, compare_non_fp=bool(j.compare_non_fp),
-                             numerics=f.row.numerics or {}, training=(f.row.mode or f.settings.mode) == "training",
+                             numerics=numerics, training=(f.row.mode or f.settings.mode) == "training",
                              dynamic=bool(f.row.dynamic or f.settings.dynamic))
 
 

@@ -303,11 +303,7 @@ def step_final(run: Run) -> bool:
                 for a in args]
     src = R.repro_source(run.gm, args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
-                         tracing_mode=run.rf.tracing_mode)
-    if run.job.numerics:
-        from bot.torch_adapter import numerics
-
-        src = numerics.with_lines(src, run.job.numerics)
+                         tracing_mode=run.rf.tracing_mode, state=run.job.numerics)
     with open(path, "w") as fh:
         fh.write(src)
     r = run.result

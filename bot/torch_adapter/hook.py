@@ -340,13 +340,8 @@ def graph_facts(gm, example_inputs, graph: int | None) -> GraphFacts:
             n = 1
         dtypes[name] = dtypes.get(name, 0) + max(n, 1)
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    autocast = None
-    for kind in dict.fromkeys(d.split(":")[0] for d in devices):
-        try:
-            if torch.is_autocast_enabled(kind):
-                autocast = str(torch.get_autocast_dtype(kind)).removeprefix("torch.")
-        except (AttributeError, RuntimeError, TypeError):
-            pass
+    # an accelerator's autocast over the CPU's (a GPU graph may hold CPU scalars)
+    autocast = next(reversed(numerics.read_autocast({d.split(":")[0] for d in devices}).values()), None)
     return GraphFacts(graph, list(devices), dtypes, bool(grad), autocast, numerics.read())
 
 

@@ -9,6 +9,10 @@ what differs from torch's defaults); the minify worker sets them before it loads
 Names and values are checked against the table below (:func:`validate`): they come from the
 program's process, and they become code in a repro.
 
+Autocast is process state too (per device type: on, with a dtype), but only a graph captured after
+dynamo runs under it (:data:`AUTOCAST`, read by the capture backend with :func:`read_autocast`):
+an after-AOT graph already holds autocast's casts.
+
 Every flag is read and set feature-detected: a torch without it, or one that refuses the read (a
 program that mixed TF32's legacy and new APIs), only leaves that flag out, never the rest.
 
@@ -110,7 +114,33 @@ FLAGS: tuple[Flag, ...] = (
          lambda torch, v: torch.set_default_dtype(getattr(torch, v)),
          lambda v: f"torch.set_default_dtype(torch.{v})"),
 )
-_BY_NAME = {f.name: f for f in FLAGS}
+
+
+def _autocast(device: str) -> Flag:
+    """Autocast for one device type, on with a dtype (not recorded when off). Only a graph captured
+    after dynamo carries it: its ops are the program's own, which autocast cast as they ran (a graph
+    captured after AOTAutograd has the casts in it). Set, it leaves autocast's weight cache off: a
+    process that runs many candidates would otherwise keep a cast copy of every candidate's weights
+    (the cache empties only when the outermost ``torch.autocast`` block exits)."""
+    def get(torch):
+        return str(torch.get_autocast_dtype(device)).removeprefix("torch.") if torch.is_autocast_enabled(device) \
+            else None
+
+    def put(torch, v):
+        torch.set_autocast_enabled(device, v is not None)
+        if v is not None:
+            torch.set_autocast_dtype(device, getattr(torch, v))
+            torch.set_autocast_cache_enabled(False)
+
+    def line(v):
+        return f"torch.set_autocast_enabled({device!r}, True); torch.set_autocast_dtype({device!r}, torch.{v})"
+
+    return Flag(f"autocast.{device}", None, ("float16", "bfloat16"), get, put, line)
+
+
+AUTOCAST: tuple[Flag, ...] = tuple(_autocast(d) for d in ("cpu", "cuda", "xpu"))
+_ALL = FLAGS + AUTOCAST
+_BY_NAME = {f.name: f for f in _ALL}
 # TF32's new API: the nodes that set every backend's precision (the tree's root and CUDA's), and per
 # legacy switch the nodes it stands for (a switch on reads "tf32" there, off "none")
 _TF32_ROOTS = ("torch.backends.fp32_precision", "torch.backends.cudnn.fp32_precision")
@@ -168,6 +198,24 @@ def read() -> dict[str, Any]:
     return out
 
 
+def read_autocast(device_types) -> dict[str, str]:
+    """The autocast flags on in this process for ``device_types`` (a graph's devices: "cuda"); not
+    part of :func:`read`, which every graph's record takes."""
+    import torch
+
+    out: dict[str, str] = {}
+    for flag in AUTOCAST:
+        if flag.name.partition(".")[2] not in device_types:
+            continue
+        try:
+            value = flag.get(torch)
+        except Exception:  # noqa: BLE001 - feature-detected: a torch without per-device autocast
+            continue
+        if value in flag.values:
+            out[flag.name] = value
+    return out
+
+
 def validate(state: Any) -> dict[str, Any]:
     """Only known flags with values they can take (a record from a program is untrusted)."""
     if not isinstance(state, dict):
@@ -183,7 +231,7 @@ def apply(state: dict[str, Any]) -> list[str]:
 
     failed = []
     ok = validate(state)
-    for flag in FLAGS:   # the table's order: a node before the nodes it sets
+    for flag in _ALL:   # the table's order: a node before the nodes it sets
         if flag.name not in ok:
             continue
         try:
@@ -198,7 +246,7 @@ def apply(state: dict[str, Any]) -> list[str]:
 def lines(state: dict[str, Any]) -> list[str]:
     """The repro's lines that set ``state`` (in the table's order)."""
     ok = validate(state)
-    return [f.line(ok[f.name]) for f in FLAGS if f.name in ok]
+    return [f.line(ok[f.name]) for f in _ALL if f.name in ok]
 
 
 def with_lines(source: str, state: dict[str, Any]) -> str:

@@ -324,11 +324,13 @@ def _quiet_logs():
 
 
 def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, command: str = "run",
-                 backend: str | None = None, tracing_mode: str | None = None) -> str:
+                 backend: str | None = None, tracing_mode: str | None = None, state: dict | None = None) -> str:
     """A torch-format repro for ``gm``/``args``; tensors are written to ``save_dir/storages``.
 
     A graph with symbolic inputs gets ``tracing_mode='symbolic'``: torch's ``run_repro`` then
-    traces it symbolically and compiles it with dynamic shapes, as the launcher it came from."""
+    traces it symbolically and compiles it with dynamic shapes, as the launcher it came from.
+    ``state``: the process state it runs under (numerics flags, autocast: :mod:`bot.torch_adapter.numerics`),
+    set by the repro's first lines."""
     torch = _torch()
     buf = io.StringIO()
     with _quiet_logs(), torch._dynamo.config.patch(repro_after=None):
@@ -354,7 +356,29 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
                 kw["tracing_mode"] = mode
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
-    return with_backend_registered(buf.getvalue(), backend)
+    src = with_backend_registered(buf.getvalue(), backend)
+    if kind == "dynamo":
+        src = _dynamo_repro_fixed(src, autocast=any(k.startswith("autocast.") for k in state or {}))
+    if state:
+        from bot.torch_adapter import numerics
+
+        src = numerics.with_lines(src, state)
+    return src
+
+
+def _dynamo_repro_fixed(source: str, *, autocast: bool) -> str:
+    """torch's after-dynamo ``run_repro`` runs the graph inside ``torch.amp.autocast(device,
+    enabled=autocast)``, which written ``False`` turns off the autocast the program ran under:
+    ``True`` where it did (the dtype is the one the repro's first lines set).
+
+    Left as torch writes it: ``mod = Repro()`` is no GraphModule, so for an accuracy failure torch's
+    float64 reference fails ("Could not generate fp64 outputs") and its ``same`` passes a mismatch
+    it cannot judge without one under ``repro_ignore_non_fp``; a traced ``mod`` instead loses its
+    compilation when ``run_fwd_maybe_bwd`` deep-copies the optimized module (torch 2.13). Such a
+    repro does not verify, and the plain repro (bot.minify.plain) is the verified one."""
+    if autocast:
+        source = re.sub(r"(run_repro\((?:[^()]|\([^()]*\))*?)\bautocast=False", r"\1autocast=True", source, count=1)
+    return source
 
 
 def backend_lines(backend: str | None) -> list[str]:
@@ -495,6 +519,7 @@ def capture_backend(gm, example_inputs, **kwargs):
                 else a.detach().clone() if isinstance(a, torch.Tensor) else a for a in example_inputs]
         src = repro_source(copy.deepcopy(gm), real, kind="dynamo", accuracy="",
                            save_dir=os.path.join(out_dir, f"graph_{k}_inputs"), command="run", backend=inner_name)
+        _write_graph_state(os.path.join(out_dir, f"graph_{k}.py"), gm, real)
         with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
             fh.write(src)
     except Exception as exc:  # noqa: BLE001 - best-effort capture must never change the outcome
@@ -504,3 +529,33 @@ def capture_backend(gm, example_inputs, **kwargs):
 
     return lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs else \
         lookup_backend(inner_name)(gm, example_inputs)
+
+
+def _write_graph_state(graph_path: str, gm, inputs) -> None:
+    """Beside a captured graph (``graph_<k>.state.json``), the process state it ran under that is
+    not in the graph: autocast (:data:`bot.torch_adapter.numerics.AUTOCAST`) for its devices."""
+    import json
+
+    from bot.torch_adapter import numerics
+
+    torch = _torch()
+    tensors = [t for t in list(inputs) + list(gm.parameters()) + list(gm.buffers()) if isinstance(t, torch.Tensor)]
+    state = numerics.read_autocast({t.device.type for t in tensors})
+    with open(graph_path[:-3] + ".state.json", "w") as fh:
+        json.dump({"autocast": state}, fh)
+
+
+def captured_state(graph_path: str) -> dict[str, Any]:
+    """The process state a graph the capture backend saved ran under, as numerics flags to set
+    with it (empty for any other file, or a record that is not one: the capture ran model code)."""
+    import json
+
+    from bot.torch_adapter import numerics
+
+    try:
+        with open(graph_path[:-3] + ".state.json", encoding="utf-8") as fh:
+            doc = json.loads(fh.read(65536))
+    except (OSError, ValueError):
+        return {}
+    state = numerics.validate(doc.get("autocast") if isinstance(doc, dict) else None)
+    return {k: v for k, v in state.items() if k.startswith("autocast.")}
