@@ -31,6 +31,9 @@ from bot.records import Accuracy, CheckError, CheckRow, GraphBisect
 
 ERROR_CLASSES = ("compile_error", "runtime_error")
 MINIFIABLE_CLASSES = ("accuracy", "compile_error", "runtime_error", "crash")
+# the model or program fails without the compiler (it cannot be set up, or eager itself fails or
+# varies): on the dashboard, never filed as a compiler bug
+NOT_COMPILER_CLASSES = ("setup_error", "eager_error")
 
 # Exceptions that only wrap the real one.
 WRAPPERS = {

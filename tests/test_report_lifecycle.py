@@ -142,6 +142,26 @@ def test_a_flaky_failure_is_not_filed_with_no_file_flaky(where, tmp_path):
     assert json.loads((run / "report.json").read_text())["counts"]["created"] == 0
 
 
+def test_a_model_that_cannot_be_set_up_or_fails_in_eager_is_not_filed_as_a_compiler_bug(where, tmp_path):
+    """A missing package or a model that fails without the compiler is no torch.compile bug: not
+    filed (and never offered an upstream report); report.json says why. A compiler failure of the
+    same run is filed as usual."""
+    err = {"type": "ModuleNotFoundError", "message": "No module named 'timm'"}
+    setup = check_row("timm_model", status="model_fail_to_load", failure_class="setup_error", error=err)
+    eager = check_row("flaky_model", status="eager_two_runs_differ", failure_class="eager_error",
+                      error={"type": "EagerNondeterminism", "message": "two eager runs differ"})
+    bug = check_row("mlp_relu")
+    run = write_run(tmp_path / "run", [setup, eager, bug], {bug["id"]: failure_record(bug)})
+    where.report(run)
+    [rec] = where.records()
+    assert "mlp\\_relu" in rec["body"] and "timm" not in rec["body"]
+    rep = json.loads((run / "report.json").read_text())
+    skipped = {c: a["reason"] for a in rep["actions"] if a["action"] == "skipped" for c in a["checks"]}
+    assert skipped == {setup["id"]: "the model or program could not be set up: not a compiler failure",
+                       eager["id"]: "the model fails or varies in eager: not a compiler failure"}, rep["actions"]
+    assert rep["counts"]["created"] == 1
+
+
 def test_cap_on_new_issues_lists_the_rest(where, tmp_path):
     checks = [check_row(f"m{k}") for k in range(4)]
     graphs = ["aten.relu.default", "aten.sigmoid.default", "aten.tanh.default", "aten.exp.default"]

@@ -17,7 +17,17 @@ from bot.render import BODY_LIMIT, Renderer
 from bot.report import upstream
 from bot.report.context import issue_context
 from bot.report.load import Failure, ReportOptions, default_run_id, load_run
-from bot.report.state import IssueState, PassingRun, compact, is_flaky, labels_for, merge_state, read, with_passing_run
+from bot.report.state import (
+    IssueState,
+    PassingRun,
+    compact,
+    is_flaky,
+    labels_for,
+    merge_state,
+    not_compiler,
+    read,
+    with_passing_run,
+)
 from bot.tracker.base import Issue, Tracker
 
 REPORT_SCHEMA = rundir.REPORT_SCHEMA
@@ -138,6 +148,10 @@ class Lifecycle:
                 issue, state = match
                 buckets.setdefault(issue.number, (issue, state, []))[2].extend(group)
         for group in unmatched:
+            why = not_compiler(group)
+            if why:
+                self.record("skipped", group, None, f"{why}: not a compiler failure")
+                continue
             if is_flaky(group) and not self.opts.file_flaky:
                 self.record("skipped", group, None, "flaky: passed on rerun; not filed")
                 continue

@@ -238,6 +238,18 @@ def is_flaky(group: list[Failure]) -> bool:
     return all(f.failure is not None and bool(f.failure.flaky) for f in group)
 
 
+def not_compiler(group: list[Failure]) -> str | None:
+    """Why the group is no compiler bug (every check failed without the compiler: set up or eager),
+    in the issue's words; None when it may be one."""
+    from bot.signature import NOT_COMPILER_CLASSES
+
+    classes = {f.check.failure_class for f in group}
+    if not classes or not classes <= set(NOT_COMPILER_CLASSES):
+        return None
+    return " and ".join(sorted({"the model or program could not be set up" if c == "setup_error"
+                                else "the model fails or varies in eager" for c in classes}))
+
+
 def passed_before(check: CheckRow) -> bool:
     """The check passed in an earlier run (the baseline's status for it: --baseline or the dashboard's
     history). A check failing in its first run, or one with no earlier result, did not."""
