@@ -190,16 +190,19 @@ def test_a_worker_that_dies_in_the_bisector_still_ends_with_one_verified_repro(s
     assert log.count("(forked from the fork server) -m bot.minify.worker minify") == 2, log[-3000:]
 
 
-USER_BACKEND = '''
+def relu_backend(name: str, doc: str, relu_off: str) -> str:
+    """The source of a user's compiler module: ``name`` compiles a graph with every relu replaced
+    by ``_relu_off`` (its body: ``relu_off``, over ``x``)."""
+    return f'''
 import torch
 
 
 def _relu_off(x, *args, **kwargs):
-    return torch.relu(x) + 0.01
+    {relu_off}
 
 
-def buggy(gm, example_inputs):
-    """A user's compiler with a bug: relu comes out 0.01 too high."""
+def {name}(gm, example_inputs):
+    """{doc}"""
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in (torch.relu, torch.nn.functional.relu):
             n.target = _relu_off
@@ -210,6 +213,23 @@ def buggy(gm, example_inputs):
 '''
 
 
+def run_with_backend(bot, workdir, module: str, source: str, function: str, models: str, *extra):
+    """``minify-bot run`` over ``models`` with a user's compiler ``module:function`` (its
+    ``source`` written where the run imports it): (run directory, process, the env it needs)."""
+    pkg = workdir / f"{module}-pkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / f"{module}.py").write_text(source)
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
+    out = workdir / f"{module}-run"
+    p = bot("run", "--models", models, "--backend", f"{module}:{function}", *extra, "--out", out, env=env)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    return out, p, env
+
+
+USER_BACKEND = relu_backend("buggy", "A user's compiler with a bug: relu comes out 0.01 too high.",
+                            "return torch.relu(x) + 0.01")
+
+
 def test_a_users_own_backend_is_minified_verified_and_its_repro_registers_it(bot, workdir):
     """`--backend module:function`: the worker compiles with the user's function, the repros import
     and register it under the name the check used, and two models that hit its one bug file one
@@ -217,13 +237,7 @@ def test_a_users_own_backend_is_minified_verified_and_its_repro_registers_it(bot
     import subprocess
     import sys
 
-    pkg = workdir / "userbackend"
-    pkg.mkdir(exist_ok=True)
-    (pkg / "mycompiler.py").write_text(USER_BACKEND)
-    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
-    out = workdir / "user-backend"
-    p = bot("run", "--models", "mlp_relu,conv_bn", "--backend", "mycompiler:buggy", "--out", out, env=env)
-    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    out, _, env = run_with_backend(bot, workdir, "mycompiler", USER_BACKEND, "buggy", "mlp_relu,conv_bn")
     issues = [json.loads(f.read_text()) for f in (out / "issues").glob("*.json")]
     bugs = [i for i in issues if "dashboard" not in i["title"]]
     assert len(bugs) == 1 and "relu" in bugs[0]["title"], [i["title"] for i in issues]
@@ -276,13 +290,7 @@ def test_a_device_fault_is_pinned_then_minimized_in_fresh_processes_and_verified
     """The whole chain a GPU fault takes: the in-process worker pins the fault the capture shows,
     leaves (its process can judge nothing more), and minification resumes with one process per
     query; the repro is minimal, verified 3/3 in fresh processes, and filed as one issue."""
-    pkg = workdir / "poisoning"
-    pkg.mkdir(exist_ok=True)
-    (pkg / "gpucompiler.py").write_text(POISONING_BACKEND)
-    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
-    out = workdir / "poisoned"
-    p = bot("run", "--models", "mlp_relu", "--backend", "gpucompiler:faulting", "--out", out, env=env)
-    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    out, _, _ = run_with_backend(bot, workdir, "gpucompiler", POISONING_BACKEND, "faulting", "mlp_relu")
     fdir = out / "failures" / "mlp_relu-gpucompiler_faulting-inference-float32-cpu"
     rec = json.loads((fdir / "failure.json").read_text())
     r = rec["repro"]
@@ -298,25 +306,8 @@ def test_a_device_fault_is_pinned_then_minimized_in_fresh_processes_and_verified
     assert len(bugs) == 1 and "illegal memory access" in bugs[0]["body"], [i["title"] for i in bugs]
 
 
-AMP_BACKEND = '''
-import torch
-
-
-def _relu(x, *args, **kwargs):
-    out = torch.relu(x)
-    return out + 1 if x.dtype in (torch.bfloat16, torch.float16) else out
-
-
-def half_relu_off(gm, example_inputs):
-    """A user's compiler whose relu is off by one in reduced precision only."""
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target in (torch.relu, torch.nn.functional.relu):
-            n.target = _relu
-        elif n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.ReLU):
-            n.op, n.target = "call_function", _relu
-    gm.recompile()
-    return gm.forward
-'''
+AMP_BACKEND = relu_backend("half_relu_off", "A user's compiler whose relu is off by one in reduced precision only.",
+                           "return torch.relu(x) + (1 if x.dtype in (torch.bfloat16, torch.float16) else 0)")
 
 
 def test_a_graph_captured_after_dynamo_is_judged_and_repro_d_under_the_programs_autocast(bot, workdir):
@@ -327,14 +318,8 @@ def test_a_graph_captured_after_dynamo_is_judged_and_repro_d_under_the_programs_
     import subprocess
     import sys
 
-    pkg = workdir / "amp"
-    pkg.mkdir(exist_ok=True)
-    (pkg / "ampcompiler.py").write_text(AMP_BACKEND)
-    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), str(pkg)])}
-    out = workdir / "amp-run"
-    p = bot("run", "--models", "mlp_relu", "--backend", "ampcompiler:half_relu_off", "--dtype", "amp", "--out", out,
-            env=env)
-    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    out, _, env = run_with_backend(bot, workdir, "ampcompiler", AMP_BACKEND, "half_relu_off", "mlp_relu",
+                                   "--dtype", "amp")
     fdir = out / "failures" / "mlp_relu-ampcompiler_half_relu_off-inference-amp-cpu"
     rec = json.loads((fdir / "failure.json").read_text())
     r = rec["repro"]
