@@ -9,6 +9,7 @@ import re
 import sys
 
 import pytest
+import torch
 
 from bot import rundir
 from bot.errors import UsageError
@@ -268,3 +269,47 @@ def test_a_program_with_the_relu_bug_gets_an_issue_with_the_readout(tmp_path, bo
     sec = next(s for s in (_section(b, "Numerics readout") for b in bodies if b) if s)
     assert "| `aten.relu.default` |" in sec and "✓" in sec
     assert "is `aten.relu.default`; the compiled graph is deterministic" in sec
+
+
+class _ReluWrongGrad(torch.autograd.Function):
+    """relu whose backward lets near-zero negative inputs through (its forward is right)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.relu(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (ctx.saved_tensors[0] >= -0.5)
+
+
+def _relu_wrong_grad(x):
+    return _ReluWrongGrad.apply(x)
+
+
+def _wrong_grad_backend(gm, example_inputs):
+    """A user's compiler whose relu has a wrong gradient."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.relu:
+            n.target = _relu_wrong_grad
+    gm.recompile()
+    return gm.forward
+
+
+def test_a_training_failure_in_the_gradients_is_not_read_as_a_fused_kernel_bug(tmp_path):
+    """The readout measures forward values: for a failure judged on a training step whose forward
+    agrees it says so, instead of suggesting that a fused kernel hides the bug."""
+    from bot.minify.predicate import Evaluator
+    from bot.minify.records import MinifyJob
+
+    gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) * 2)
+    job = MinifyJob(repro=str(tmp_path / "graph.py"), workdir=str(tmp_path), failure_class="accuracy",
+                    budget=300.0, training=True, tolerance=1e-4)
+    ev = Evaluator(job, "dynamo", None)
+    ev.backend = _wrong_grad_backend
+    args = [torch.randn(16, 16).requires_grad_(True)]
+    assert ev.observe(gm, args) is not None      # the training step fails: the gradient is wrong
+    readout = RO.numerics_readout(ev, gm, args, budget=30)
+    assert readout.first_diverging is None
+    assert "judged on a training step" in readout.note and "fusion" not in readout.note, readout.note

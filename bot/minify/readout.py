@@ -83,14 +83,18 @@ def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
     notes = []
     if not fp64:
         notes.append("the graph does not run in float64: errors are not measured, divergence is against eager")
-    if first is None and time.time() < deadline:
+    training = bool(getattr(evaluator, "training", False))
+    if first is None and training:
+        notes.append("the forward's values agree: this failure is judged on a training step (forward and "
+                     "backward together), and the readout measures no gradient")
+    elif first is None and time.time() < deadline:
         fused = fused_divergence(evaluator, gm, args, eager, fp64, deadline)
         if fused is not None:
             first, rows[names.index(fused.name)] = names.index(fused.name), fused
             notes.append(f"no op diverges with every intermediate as an output (that changes inductor's fusion); "
                          f"{fused.op} is the last op of the shortest prefix of the graph that diverges compiled "
                          "as the repro fuses it, and its row is measured there")
-    if first is None:
+    if first is None and not training:
         notes.append("no op diverges with every intermediate as an output (materializing them changes "
                      "inductor's fusion: a bug of a fused kernel may not show per op)")
     shown = window(rows, first)
