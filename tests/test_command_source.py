@@ -390,6 +390,24 @@ def test_every_record_of_a_program_names_the_device_dtype_and_mode_it_compiled(t
     assert "float32" not in issue["body"] and "inference" not in issue["body"]
 
 
+def test_a_program_that_compiles_with_aot_eager_is_an_aot_eager_check(tmp_path, bot):
+    """The settings say inductor; the program passes backend="aot_eager" to torch.compile: the
+    check is named and reproduced with the backend the program used (localize then asks only
+    whether eager fails before it)."""
+    (tmp_path / "prog.py").write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())\n"
+        "out = torch.compile(m, backend='aot_eager')(torch.randn(4, 8))\n"
+        "print('wrong result: max abs error 1.0 (accuracy mismatch)')\n"
+        "sys.exit(1)\n")
+    p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "aotprog", "--reruns", "0",
+            "--out", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["checks"]
+    assert (row["id"], row["backend"]) == ("aotprog-aot_eager-inference-float32-cpu", "aot_eager"), row
+    assert (tmp_path / "out" / "checks" / "aotprog-aot_eager-inference-float32-cpu.log").exists()
+
+
 def test_a_retry_request_names_a_program_by_what_it_compiled_and_its_log_is_named_so(tmp_path, bot):
     """The dashboard's retry box names the check by its row's id, which for a program is what it
     compiled (here cuda, bfloat16, training; the settings say cpu, float32, inference): the ticked

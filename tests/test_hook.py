@@ -136,6 +136,22 @@ def test_a_gpu_programs_graphs_name_its_device_dtype_and_mode(state):
     assert hook.read_state(str(state)).configuration()["mode"] == "inference"
 
 
+def test_the_backend_a_program_compiles_with_is_its_checks_when_every_graph_names_the_same(state):
+    """A program that compiles with backend="aot_eager" is an aot_eager check; graphs compiled by
+    two backends, or one by a function of the program's own (registered under no name), leave the
+    settings' backend; a name that is no backend name (the program wrote the record) is none."""
+    def backends(*names):
+        state.write_text("".join(json.dumps(hook.GraphFacts(graph=k, devices=["cpu"], dtypes={"float32": 4},
+                                                            backend=name).to_json()) + "\n"
+                                 for k, name in enumerate(names, 1)))
+        return hook.read_state(str(state)).configuration().get("backend")
+
+    assert backends("aot_eager", "aot_eager") == "aot_eager"
+    assert backends("aot_eager", "inductor") is None
+    assert backends("aot_eager", None) is None
+    assert backends("inductor; rm -rf /") is None and backends("module:function") is None
+
+
 PROGRAM = """\
 import torch
 torch.backends.cuda.matmul.allow_tf32 = True
@@ -162,7 +178,8 @@ def test_a_program_records_what_it_compiled_and_the_numerics_it_set(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     got = hook.read_state(str(state))
     assert got.devices == ["cpu"] and set(got.dtypes) == {"uint8", "bfloat16"}
-    assert got.configuration() == {"device": "cpu", "dtype": "bfloat16", "mode": "training"}
+    # the program compiles with backend="eager": its check is an eager check, not the settings' inductor
+    assert got.configuration() == {"device": "cpu", "dtype": "bfloat16", "mode": "training", "backend": "eager"}
     assert got.numerics == {"torch.backends.cuda.matmul.allow_tf32": True, "float32_matmul_precision": "high",
                             "deterministic_algorithms": "warn_only"}
     assert got.isa is None   # nothing compiled C++: the exit probes no vector ISA (seconds on a small machine)

@@ -89,8 +89,8 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
         say(f"skipped ({m.skip})")
         return CheckRow(**base, status="pass_due_to_skip", skipped=m.skip, duration_s=0.0)
     program = bool(source_of(m.spec).program)
-    say(f"checking ({settings.backend}, " + ("mode, dtype and device as the program compiles)" if program else
-                                             f"{settings.mode}, {settings.dtype}, {settings.device})"))
+    say("checking (" + ("backend, mode, dtype and device as the program compiles)" if program else
+                        f"{settings.backend}, {settings.mode}, {settings.dtype}, {settings.device})"))
     t0 = time.perf_counter()
 
     def reruns_for(first: CheckRow) -> int:
@@ -108,7 +108,7 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
     row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
     if row.duration_s is None:
         row.duration_s = round(time.perf_counter() - t0, 3)
-    seen = f" ({row.mode}, {row.dtype}, {row.device})" if observed else ""
+    seen = f" ({row.backend}, {row.mode}, {row.dtype}, {row.device})" if observed else ""
     say(f"{describe(row)}{seen} in {row.duration_s:.1f}s")
     return row
 
@@ -143,11 +143,11 @@ def _logs_renamed(out_dir: str, old_id: str, new_id: str, row: CheckRow) -> tupl
 
 
 def _observed(row: CheckRow, spec: Spec) -> dict[str, str]:
-    """The device, dtype and mode a program's run saw it compile (the environment hook's record,
-    :meth:`bot.suites.command.Ran.note_in`); empty for a check the sweep built in-process."""
+    """The device, dtype, mode and backend a program's run saw it compile (the environment hook's
+    record, :meth:`bot.suites.command.Ran.note_in`); empty for a check the sweep built in-process."""
     if not source_of(spec).program:
         return {}
-    return {k: v for k in ("device", "dtype", "mode") if isinstance(v := getattr(row, k), str) and v}
+    return {k: v for k in ("device", "dtype", "mode", "backend") if isinstance(v := getattr(row, k), str) and v}
 
 
 def run_with_reruns(run_once, log_path: str, reruns: int | Callable[[CheckRow], int], progress=_say) -> CheckRow:

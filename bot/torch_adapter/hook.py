@@ -30,7 +30,8 @@ Events, one JSON line each in the state file, each a :class:`HookEvent` (written
                      tensors (elements per dtype), whether it was compiled for a backward (grad
                      enabled and a tensor that requires grad), the autocast dtype in force, and the
                      process's numerics flags that differ from torch's defaults
-                     (bot.torch_adapter.numerics),
+                     (bot.torch_adapter.numerics), and the registered backend that compiles it
+                     (none when the hook forces one, or for a function of the program's own),
         BackwardRan  {"event": "backward"}  the program ran a backward (once per process),
         Forced       {"event": "forced", "backend": ...},
         ConfigSet    {"event": "config", "keys": [...]},
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ from bot import safejson
 from bot.records import Event, Launcher, Record
 
 CONFIG_ENV = "MINIFY_BOT_CONFIG"
+_BACKEND_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")   # a registered backend's name, as a record may hold it
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
           "compiling": False, "produced": 0, "at_start": None, "own_count": False}
@@ -90,6 +93,7 @@ class GraphFacts(HookEvent, kind="graph"):
     grad: bool = False
     autocast: str | None = None
     numerics: dict[str, bool | str] = field(default_factory=dict)
+    backend: str | None = None    # the registered backend the program compiled it with (not a forced one)
 
 
 class BackwardRan(HookEvent, kind="backward"):
@@ -283,7 +287,10 @@ def _watch_graphs() -> None:
     def call_user_compiler(self, gm, example_inputs, *args, **kwargs):
         if not _STATE["dumping"]:
             try:
-                _emit(graph_facts(gm, example_inputs, _STATE["graphs"] or None))
+                facts = graph_facts(gm, example_inputs, _STATE["graphs"] or None)
+                if not os.environ.get("MINIFY_BOT_FORCE_BACKEND"):
+                    facts.backend = backend_name(getattr(self, "compiler_fn", None))
+                _emit(facts)
             except Exception as exc:  # noqa: BLE001 - never break the program's compile
                 _emit(Unsupported(f"graph facts: {type(exc).__name__}: {exc}"[:200]))
         return original(self, gm, example_inputs, *args, **kwargs)
@@ -314,6 +321,27 @@ def _watch_backward() -> None:
         wrapper._minify_bot = True
         wrapper.__doc__, wrapper.__name__ = original.__doc__, original.__name__
         setattr(autograd, name, wrapper)
+
+
+def backend_name(compiler_fn) -> str | None:
+    """The registered name of the backend dynamo compiles with (``inductor``, ``aot_eager``):
+    torch.compile's wrapper says it, under dynamo's debug wrappers. None for a function of the
+    program's own (registered under no name, it cannot be named to a check or a repro)."""
+    import torch._dynamo
+
+    fn = compiler_fn
+    for _ in range(8):
+        name = getattr(fn, "compiler_name", None) or getattr(fn, "_compiler_name", None)
+        if isinstance(name, str):
+            try:
+                known = torch._dynamo.list_backends(exclude_tags=())
+            except TypeError:   # an older signature
+                known = torch._dynamo.list_backends()
+            return name if name in known or name == "eager" else None
+        fn = getattr(fn, "_torchdynamo_orig_backend", None)
+        if fn is None:
+            return None
+    return None
 
 
 def graph_facts(gm, example_inputs, graph: int | None) -> GraphFacts:
@@ -493,15 +521,19 @@ class HookState(Record):
     training: bool | None = None     # a graph was compiled for a backward that ran (None: no graph seen)
     autocast: str | None = None      # the autocast dtype some graph was compiled under
     numerics: dict[str, bool | str] = field(default_factory=dict)  # the last graph's numerics flags
+    backends: list[str] = field(default_factory=list)   # registered backends the program compiled with
+    unnamed_backend: bool = False    # some graph was compiled by a function of the program's own
 
     def counting_unsupported(self) -> bool:
         return any("graph counting" in w for w in self.unsupported)
 
     def configuration(self) -> dict[str, str]:
-        """The device, dtype and mode of what the program compiled, in the check's words (the
-        settings' vocabulary): the device type of its graphs (an accelerator over the CPU: a GPU
-        program's graphs may hold CPU scalars), ``amp`` under autocast, else the dtype of most of
-        its tensors' elements, and ``training`` when a graph was compiled for a backward. Empty
+        """The device, dtype, mode and backend of what the program compiled, in the check's words
+        (the settings' vocabulary): the device type of its graphs (an accelerator over the CPU: a
+        GPU program's graphs may hold CPU scalars), ``amp`` under autocast, else the dtype of most
+        of its tensors' elements, ``training`` when a graph was compiled for a backward, and the
+        registered backend every graph was compiled with (``aot_eager`` in a program that compiles
+        with it; none named when one graph's compiler is a function of the program's own). Empty
         when the program compiled no graph the hook saw."""
         if self.training is None:
             return {}
@@ -510,6 +542,8 @@ class HookState(Record):
         device = next((k for k in kinds if k != "cpu"), kinds[0] if kinds else None)
         if device:
             out["device"] = device
+        if len(self.backends) == 1 and not self.unnamed_backend:   # one for every graph (a mix keeps the settings')
+            out["backend"] = self.backends[0]
         if self.autocast:
             out["dtype"] = "amp"
         elif self.dtypes:
@@ -569,6 +603,10 @@ def _add_graph(out: HookState, ev: GraphFacts) -> None:
             out.dtypes[name[:40]] = out.dtypes.get(name[:40], 0) + max(0, n)
     out.training = bool(out.training) or ev.grad
     out.autocast = out.autocast or (ev.autocast[:40] if ev.autocast else None)
+    if not isinstance(ev.backend, str) or not _BACKEND_NAME.fullmatch(ev.backend):
+        out.unnamed_backend = True   # (a forced run names none: its check's backend is the forced one)
+    elif ev.backend not in out.backends and len(out.backends) < 8:
+        out.backends.append(ev.backend)
     if ev.numerics:
         from bot.torch_adapter import numerics
 
