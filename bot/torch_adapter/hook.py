@@ -324,24 +324,29 @@ def _watch_backward() -> None:
 
 
 def backend_name(compiler_fn) -> str | None:
-    """The registered name of the backend dynamo compiles with (``inductor``, ``aot_eager``):
-    torch.compile's wrapper says it, under dynamo's debug wrappers. None for a function of the
-    program's own (registered under no name, it cannot be named to a check or a repro)."""
-    import torch._dynamo
-
+    """The name of the torch backend dynamo compiles with (``inductor``, ``aot_eager``):
+    torch.compile's wrapper says it, under dynamo's debug wrappers. None for a compiler of the
+    program's own (a function, or one it registered itself: the minify worker and the repros, in
+    processes of their own, could not name it). Never imports torch's backends (that costs a
+    program a third of a second): a name torch.compile looked up is registered already."""
     fn = compiler_fn
     for _ in range(8):
         name = getattr(fn, "compiler_name", None) or getattr(fn, "_compiler_name", None)
         if isinstance(name, str):
-            try:
-                known = torch._dynamo.list_backends(exclude_tags=())
-            except TypeError:   # an older signature
-                known = torch._dynamo.list_backends()
-            return name if name in known or name == "eager" else None
+            return name if name == "inductor" or _torch_backend(name) else None
         fn = getattr(fn, "_torchdynamo_orig_backend", None)
         if fn is None:
             return None
     return None
+
+
+def _torch_backend(name: str) -> bool:
+    try:
+        from torch._dynamo.backends.registry import _COMPILER_FNS
+    except ImportError:
+        return False
+    registered = _COMPILER_FNS.get(name)
+    return str(getattr(registered, "__module__", "")).startswith("torch.")
 
 
 def graph_facts(gm, example_inputs, graph: int | None) -> GraphFacts:
