@@ -6,7 +6,7 @@ same inductor cache warm for both (the first pair is a warm-up and not counted).
 
 Printed per program: the median wall time of the plain program, of the check (the whole
 `minify-bot check` process), the program's own run time as the check recorded it (results.json's
-``program_s``), the ratio check / plain (target <= 1.15x), and the device, dtype and mode the
+``program_s``), the ratio check / plain (target <= 1.15x), and the backend, device, dtype and mode the
 check recorded (what the program compiled).
 
     python benchmarks/command_overhead.py [--programs gnn_index_add,ranker_int32] [--repeat 3]
@@ -57,7 +57,8 @@ def measure(prog: str, repeat: int) -> dict:
             check.append(s_check)
             own.append(row.get("program_s") or float("nan"))
     return {"plain": statistics.median(plain), "check": statistics.median(check), "own": statistics.median(own),
-            "status": row.get("status"), "where": f"{row.get('device')}, {row.get('dtype')}, {row.get('mode')}",
+            "status": row.get("status"),
+            "where": ", ".join(str(row.get(k)) for k in ("backend", "device", "dtype", "mode")),
             "rc": rc}
 
 
