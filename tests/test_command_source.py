@@ -408,6 +408,36 @@ def test_a_program_that_compiles_with_aot_eager_is_an_aot_eager_check(tmp_path, 
     assert (tmp_path / "out" / "checks" / "aotprog-aot_eager-inference-float32-cpu.log").exists()
 
 
+@pytest.mark.slow
+def test_a_program_that_compiles_with_eager_and_fails_without_it_is_localized_to_eager(tmp_path, bot):
+    """backend="eager" leaves no debug backend to try before it: the run without torch.compile
+    still says the program fails without the compiler (stage eager, not minified)."""
+    _, doc = _check(bot, tmp_path, "eagerprog", HEADER + "def f(x):\n    return torch.ones(3)[torch.tensor([7])] + x\n"
+                    "torch.compile(f, backend='eager')(torch.randn(1))\n")
+    (row,) = doc["checks"]
+    assert (row["id"], row["failure_class"]) == ("eagerprog-eager-inference-float32-cpu", "runtime_error"), row
+    run = tmp_path / "run-eagerprog"
+    proc = bot("minify", "--out", run, "--verify-runs", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    f = json.loads((run / "failures" / row["id"] / "failure.json").read_text())
+    assert f["stage"] == "eager" and f["ablation"][0] == {"backend": "none", "status": "fail_to_run"}, f["ablation"]
+
+
+@pytest.mark.slow
+def test_a_matrix_over_a_program_that_ignores_it_keeps_one_id_per_check(tmp_path, bot):
+    """A program that compiles with inductor whatever MINIFY_BOT_BACKEND says, checked over a
+    backend matrix: both rows compiled the same thing; the second keeps the id of its settings
+    (two rows of one id would make the run directory unreadable)."""
+    (tmp_path / "prog.py").write_text("import torch\nprint(torch.compile(lambda x: x.cos())(torch.randn(4)).shape)\n")
+    p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "fixed", "--matrix",
+            "backend=inductor,aot_eager", "--reruns", "0", "--out", tmp_path / "out", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["checks"]
+    assert [(r["id"], r["backend"]) for r in rows] == [("fixed-inductor-inference-float32-cpu", "inductor"),
+                                                        ("fixed-aot_eager-inference-float32-cpu", "inductor")]
+    assert all((tmp_path / "out" / r["log"]).exists() for r in rows)
+
+
 def test_a_retry_request_names_a_program_by_what_it_compiled_and_its_log_is_named_so(tmp_path, bot):
     """The dashboard's retry box names the check by its row's id, which for a program is what it
     compiled (here cuda, bfloat16, training; the settings say cpu, float32, inference): the ticked

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from bot.minify import package
 from bot.torch_adapter import numerics
@@ -75,8 +76,30 @@ def test_autocast_is_read_for_a_graphs_devices_only_and_its_lines_turn_it_on(tmp
     (tmp_path / "graph_0.state.json").write_text(json.dumps({"autocast": {
         "autocast.cuda": "float16", "autocast.cpu": "bfloat16; import os", "default_dtype": "float64"}}))
     assert captured_state(str(graph)) == {"autocast.cuda": "float16"}
-    (tmp_path / "graph_0.state.json").write_text("[not json")
-    assert captured_state(str(graph)) == {} and captured_state(str(tmp_path / "graph_1.py")) == {}
+    for bad in ("[not json", "[" * 40000 + "]" * 40000):   # a program wrote it: malformed, or nested to crash a parser
+        (tmp_path / "graph_0.state.json").write_text(bad)
+        assert captured_state(str(graph)) == {}
+    assert captured_state(str(tmp_path / "graph_1.py")) == {}
+    # a check row's record never carries autocast (an after-AOT graph holds the casts already)
+    assert numerics.validate({"autocast.cpu": "bfloat16", "default_dtype": "float64"}) == {"default_dtype": "float64"}
+
+
+def test_torchs_dynamo_repro_keeps_the_autocast_it_is_given_for_its_graphs_device(tmp_path):
+    """torch's run_repro wraps the graph in autocast(device, enabled=autocast) for the device type of
+    its first non-CPU input: told True only when the state turns autocast on for that device."""
+    from bot.torch_adapter.repro import repro_source
+
+    gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    args = [torch.randn(2, 2)]
+
+    def source(state):
+        return repro_source(gm, args, kind="dynamo", accuracy="accuracy", save_dir=str(tmp_path / "s"),
+                            backend="inductor", state=state)
+
+    on_cpu = source({"autocast.cpu": "bfloat16"})
+    assert "autocast=True" in on_cpu and "torch.set_autocast_dtype('cpu', torch.bfloat16)" in on_cpu
+    assert "autocast=False" in source({"autocast.cuda": "float16"})   # a CPU graph: cuda's autocast is not its
+    assert "autocast=False" in source({})
 
 
 def test_tf32s_new_api_is_recorded_alone_and_sets_again():

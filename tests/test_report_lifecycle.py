@@ -162,6 +162,26 @@ def test_a_model_that_cannot_be_set_up_or_fails_in_eager_is_not_filed_as_a_compi
     assert rep["counts"]["created"] == 1
 
 
+def test_an_issue_filed_for_a_setup_failure_before_is_not_reopened_by_it(where, tmp_path, monkeypatch):
+    """An issue an older version filed for a setup failure and that was closed since: the same
+    failure does not reopen it (an open one would still be kept current)."""
+    from bot.report import lifecycle
+
+    err = {"type": "ModuleNotFoundError", "message": "No module named 'timm'"}
+    setup = check_row("timm_model", status="model_fail_to_load", failure_class="setup_error", error=err)
+    with monkeypatch.context() as m:   # as the older version did: filed
+        m.setattr(lifecycle, "not_compiler", lambda group: None)
+        where.report(write_run(tmp_path / "r1", [setup], {}, started="2026-11-01T00:00:00Z"))
+    [rec] = where.records()
+    where.tracker().edit_issue(rec["number"], state="closed")
+    run = write_run(tmp_path / "r2", [setup], {}, started="2026-11-02T00:00:00Z")
+    where.report(run)
+    assert where.records()[0]["state"] == "closed"
+    rep = json.loads((run / "report.json").read_text())
+    assert [a["reason"] for a in rep["actions"] if a["checks"] == [setup["id"]]] == [
+        "the model or program could not be set up: not a compiler failure; not reopened"], rep["actions"]
+
+
 def test_cap_on_new_issues_lists_the_rest(where, tmp_path):
     checks = [check_row(f"m{k}") for k in range(4)]
     graphs = ["aten.relu.default", "aten.sigmoid.default", "aten.tanh.default", "aten.exp.default"]

@@ -62,6 +62,11 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
         for k, (m, settings) in enumerate(plan, 1):
             row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry,
                              say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
+            if any(r.id == row.id for r in writer.rows):
+                # a program that ignores what a matrix tells it compiles the same thing twice: the
+                # later row keeps the id of the settings it was given (its log was left there too)
+                given = check_id(m.name, settings)
+                row = row.replace(id=given if all(r.id != given for r in writer.rows) else f"{given}-{k}")
             mark_baseline(row, baseline)
             writer.add(row)
         complete = True

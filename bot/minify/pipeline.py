@@ -236,8 +236,8 @@ def _first_stage(f: Failure) -> bool:
 
 def _localize(f: Failure, wdir: str) -> Localized:
     """Rerun the check (or the program) with the debug backends: the first failing stage."""
-    f.say(f"localize: rerunning {'the program ' if f.program else ''}with eager / aot_eager / "
-          "aot_eager_decomp_partition")
+    stages = loc.stage_backends(f.row.backend or f.settings.backend)
+    f.say(f"localize: rerunning {'the program ' if f.program else ''}with {' / '.join(stages) or 'no compile'}")
     return (loc.localize_program if f.program else loc.localize)(
         f.row, f.settings, wdir, f.log_path, f.opts.check_timeout,
         on_event=lambda e: f.say(f"localize: {e.backend}: {e.status}"))
@@ -414,9 +414,10 @@ def _capture_built(f: Failure, work: str, level: int | None) -> tuple[list[str],
 def numerics_of(f: Failure, candidate: str) -> dict:
     """The process state a candidate graph is judged under, and its repros set: the program's numerics
     flags, and for a graph captured after dynamo the autocast it ran under."""
+    from bot.torch_adapter import numerics
     from bot.torch_adapter.repro import captured_state
 
-    return {**(f.row.numerics or {}), **captured_state(candidate)}
+    return {**numerics.validate(f.row.numerics or {}), **captured_state(candidate)}
 
 
 def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:

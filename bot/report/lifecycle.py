@@ -275,6 +275,10 @@ class Lifecycle:
         if reopen and issue.state_reason == "not_planned":
             self.record("skipped", group, issue, "closed as not planned; not reopened")
             return
+        why = not_compiler(group)
+        if reopen and why:   # an issue filed for it before such failures were no longer filed
+            self.record("skipped", group, issue, f"{why}: not a compiler failure; not reopened")
+            return
         if self.run_id in state.runs:
             self.record("unchanged", group, issue, "this run was already reported")
             return

@@ -289,7 +289,10 @@ def _watch_graphs() -> None:
             try:
                 facts = graph_facts(gm, example_inputs, _STATE["graphs"] or None)
                 if not os.environ.get("MINIFY_BOT_FORCE_BACKEND"):
-                    facts.backend = backend_name(getattr(self, "compiler_fn", None))
+                    try:
+                        facts.backend = backend_name(getattr(self, "compiler_fn", None))
+                    except Exception:  # noqa: BLE001 - an unnamed backend: the graph's other facts stand
+                        facts.backend = None
                 _emit(facts)
             except Exception as exc:  # noqa: BLE001 - never break the program's compile
                 _emit(Unsupported(f"graph facts: {type(exc).__name__}: {exc}"[:200]))

@@ -138,7 +138,7 @@ def _autocast(device: str) -> Flag:
     return Flag(f"autocast.{device}", None, ("float16", "bfloat16"), get, put, line)
 
 
-AUTOCAST: tuple[Flag, ...] = tuple(_autocast(d) for d in ("cpu", "cuda", "xpu"))
+AUTOCAST: tuple[Flag, ...] = tuple(_autocast(d) for d in ("cpu", "cuda", "xpu", "mps", "hpu"))
 _ALL = FLAGS + AUTOCAST
 _BY_NAME = {f.name: f for f in _ALL}
 # TF32's new API: the nodes that set every backend's precision (the tree's root and CUDA's), and per
@@ -216,12 +216,15 @@ def read_autocast(device_types) -> dict[str, str]:
     return out
 
 
-def validate(state: Any) -> dict[str, Any]:
-    """Only known flags with values they can take (a record from a program is untrusted)."""
+def validate(state: Any, *, autocast: bool = False) -> dict[str, Any]:
+    """Only known flags with values they can take (a record from a program is untrusted), and
+    autocast's only where asked (a dynamo-level graph's state: never a check row's record, which an
+    after-AOT graph is judged under too)."""
     if not isinstance(state, dict):
         return {}
     return {k: v for k, v in state.items()
-            if k in _BY_NAME and any(v == ok and type(v) is type(ok) for ok in _BY_NAME[k].values)}
+            if k in _BY_NAME and (autocast or not k.startswith("autocast."))
+            and any(v == ok and type(v) is type(ok) for ok in _BY_NAME[k].values)}
 
 
 def apply(state: dict[str, Any]) -> list[str]:
@@ -230,7 +233,7 @@ def apply(state: dict[str, Any]) -> list[str]:
     import torch
 
     failed = []
-    ok = validate(state)
+    ok = validate(state, autocast=True)
     for flag in _ALL:   # the table's order: a node before the nodes it sets
         if flag.name not in ok:
             continue
@@ -245,7 +248,7 @@ def apply(state: dict[str, Any]) -> list[str]:
 
 def lines(state: dict[str, Any]) -> list[str]:
     """The repro's lines that set ``state`` (in the table's order)."""
-    ok = validate(state)
+    ok = validate(state, autocast=True)
     return [f.line(ok[f.name]) for f in _ALL if f.name in ok]
 
 

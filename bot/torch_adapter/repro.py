@@ -357,8 +357,9 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
     src = with_backend_registered(buf.getvalue(), backend)
-    if kind == "dynamo":
-        src = _dynamo_repro_fixed(src, autocast=any(k.startswith("autocast.") for k in state or {}))
+    if kind == "dynamo":   # run_repro's autocast is for the device type of the first non-CPU tensor input
+        device = next((a.device.type for a in args if isinstance(a, torch.Tensor) and a.device.type != "cpu"), "cpu")
+        src = _dynamo_repro_fixed(src, autocast=f"autocast.{device}" in (state or {}))
     if state:
         from bot.torch_adapter import numerics
 
@@ -376,8 +377,10 @@ def _dynamo_repro_fixed(source: str, *, autocast: bool) -> str:
     it cannot judge without one under ``repro_ignore_non_fp``; a traced ``mod`` instead loses its
     compilation when ``run_fwd_maybe_bwd`` deep-copies the optimized module (torch 2.13). Such a
     repro does not verify, and the plain repro (bot.minify.plain) is the verified one."""
-    if autocast:
-        source = re.sub(r"(run_repro\((?:[^()]|\([^()]*\))*?)\bautocast=False", r"\1autocast=True", source, count=1)
+    call = source.rfind("run_repro(")
+    flag = source.find("autocast=False", call) if autocast and call >= 0 else -1
+    if flag >= 0:
+        source = source[:flag] + "autocast=True" + source[flag + len("autocast=False"):]
     return source
 
 
@@ -541,21 +544,24 @@ def _write_graph_state(graph_path: str, gm, inputs) -> None:
     torch = _torch()
     tensors = [t for t in list(inputs) + list(gm.parameters()) + list(gm.buffers()) if isinstance(t, torch.Tensor)]
     state = numerics.read_autocast({t.device.type for t in tensors})
-    with open(graph_path[:-3] + ".state.json", "w") as fh:
+    with open(_state_path(graph_path), "w") as fh:
         json.dump({"autocast": state}, fh)
 
 
 def captured_state(graph_path: str) -> dict[str, Any]:
     """The process state a graph the capture backend saved ran under, as numerics flags to set
     with it (empty for any other file, or a record that is not one: the capture ran model code)."""
-    import json
-
+    from bot import safejson
     from bot.torch_adapter import numerics
 
     try:
-        with open(graph_path[:-3] + ".state.json", encoding="utf-8") as fh:
-            doc = json.loads(fh.read(65536))
+        with open(_state_path(graph_path), encoding="utf-8") as fh:
+            doc = safejson.loads(fh.read(65536))
     except (OSError, ValueError):
         return {}
-    state = numerics.validate(doc.get("autocast") if isinstance(doc, dict) else None)
+    state = numerics.validate(doc.get("autocast") if isinstance(doc, dict) else None, autocast=True)
     return {k: v for k, v in state.items() if k.startswith("autocast.")}
+
+
+def _state_path(graph_path: str) -> str:
+    return os.path.splitext(graph_path)[0] + ".state.json"
