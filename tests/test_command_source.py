@@ -426,15 +426,17 @@ def test_a_program_that_compiles_with_eager_and_fails_without_it_is_localized_to
 @pytest.mark.slow
 def test_a_matrix_over_a_program_that_ignores_it_keeps_one_id_per_check(tmp_path, bot):
     """A program that compiles with inductor whatever MINIFY_BOT_BACKEND says, checked over a
-    backend matrix: both rows compiled the same thing; the second keeps the id of its settings
-    (two rows of one id would make the run directory unreadable)."""
+    backend matrix: both rows compiled the same thing. The first may not take the id the second was
+    given (two rows of one id make the run directory unreadable, and the second's log would be
+    written over the first's): each keeps the id of its settings, and its own log."""
     (tmp_path / "prog.py").write_text("import torch\nprint(torch.compile(lambda x: x.cos())(torch.randn(4)).shape)\n")
     p = bot("check", "--command", f"{sys.executable} prog.py", "--name", "fixed", "--matrix",
-            "backend=inductor,aot_eager", "--reruns", "0", "--out", tmp_path / "out", cwd=tmp_path)
+            "backend=aot_eager,inductor", "--reruns", "0", "--out", tmp_path / "out", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads((tmp_path / "out" / "results.json").read_text())["checks"]
-    assert [(r["id"], r["backend"]) for r in rows] == [("fixed-inductor-inference-float32-cpu", "inductor"),
-                                                        ("fixed-aot_eager-inference-float32-cpu", "inductor")]
+    assert [(r["id"], r["backend"]) for r in rows] == [("fixed-aot_eager-inference-float32-cpu", "inductor"),
+                                                        ("fixed-inductor-inference-float32-cpu", "inductor")]
+    assert sorted(r["log"] for r in rows) == sorted(f"checks/{r['id']}.log" for r in rows)
     assert all((tmp_path / "out" / r["log"]).exists() for r in rows)
 
 

@@ -59,14 +59,11 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
 
             runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
             progress(f"ready in {runner.warm_seconds:.1f}s")
+        given = [check_id(m.name, s) for m, s in plan]
         for k, (m, settings) in enumerate(plan, 1):
-            row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry,
+            taken = set(given[:k - 1] + given[k:]) | {r.id for r in writer.rows}
+            row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
                              say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
-            if any(r.id == row.id for r in writer.rows):
-                # a program that ignores what a matrix tells it compiles the same thing twice: the
-                # later row keeps the id of the settings it was given (its log was left there too)
-                given = check_id(m.name, settings)
-                row = row.replace(id=given if all(r.id != given for r in writer.rows) else f"{given}-{k}")
             mark_baseline(row, baseline)
             writer.add(row)
         complete = True
@@ -79,13 +76,17 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     return writer
 
 
-def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retry, say) -> CheckRow:
+def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retry, say,
+               taken: set[str] = frozenset()) -> CheckRow:
     """One check with its reruns, as its row (``say``: its progress lines).
 
-    A program's row names what it compiled (its graphs' device, dtype and mode), not the settings
-    it was given, and its id follows; that is known only once it ran. So a dashboard's retry request
-    (which names the id a row had) is looked up after the first attempt, under both ids, and the
-    check's logs, written under the settings' id while it ran, are then named by the row's id."""
+    A program's row names what it compiled (its graphs' backend, device, dtype and mode), not the
+    settings it was given, and its id follows; that is known only once it ran. So a dashboard's
+    retry request (which names the id a row had) is looked up after the first attempt, under both
+    ids, and the check's logs, written under the settings' id while it ran, are then named by the
+    row's id. An id that is ``taken`` (another check of the run has it, or was given it: a program
+    that ignores what a matrix tells it compiles the same thing for every entry) is not: the row
+    keeps the id of the settings it was given."""
     cid = check_id(m.name, settings)
     log_rel = os.path.join(rundir.CHECKS_DIR, f"{cid}.log")
     base = dict(id=cid, model=m.name, spec=m.spec, backend=settings.backend, mode=settings.mode,
@@ -108,7 +109,8 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
     observed = _observed(result, m.spec)
     if observed:
         base.update(observed)
-        base["id"] = _final_id(m, settings, result)
+        final = _final_id(m, settings, result)
+        base["id"] = cid if final in taken else final
         log_rel, result = _logs_renamed(out_dir, cid, base["id"], result)
     row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
     if row.duration_s is None:

@@ -116,11 +116,10 @@ def execute(args) -> int:
         servers.close()
 
 
-def _launcher_device(path: str) -> str:
+def _launcher_device(source: str) -> str:
     """The device a launcher's graph runs on, as its inputs say (torch writes each storage's
     ``device(type='cuda', index=0)``): the record, title and signature name it, not ``unknown``."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        types = set(re.findall(r"device\(type='(\w+)'", fh.read()))
+    types = set(re.findall(r"device\(type='(\w+)'", source))
     return next((t for t in sorted(types) if t != "cpu"), "cpu")
 
 
@@ -131,9 +130,9 @@ def _todo(args, run_dir: str) -> list[tuple[CheckRow, Settings, str | None]] | N
     if given:
         from bot.torch_adapter.repro import parse_repro_file
 
-        parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
+        rf = parse_repro_file(given)  # UsageError (exit 2) for a missing or corrupt file
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.splitext(os.path.basename(given))[0])
-        device = _launcher_device(given)
+        device = _launcher_device(rf.source)
         todo.append((CheckRow(id=name, backend="inductor", config={}, device=device), Settings(device=device),
                      os.path.abspath(given)))
     else:

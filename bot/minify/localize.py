@@ -166,8 +166,8 @@ def localize_program(row: CheckRow, settings: Settings, workdir: str, log_path: 
     verdicts = probe(backends, run)
     first = next((v["backend"] for v in verdicts if v["failure_class"]), None)
     without = None
-    eager_failed = first == "eager" or (not backends and (row.backend or settings.backend) == "eager")
-    if eager_failed and src.localizes_without_compile:   # (a program that compiles with eager itself)
+    # no stage before the backend: the program compiles with eager itself
+    if (first == "eager" or not backends) and src.localizes_without_compile:
         r = rerun_program(row, settings, workdir, log_path, "localize-no-compile", timeout, force_backend=NO_COMPILE)
         without = r
         if on_event:

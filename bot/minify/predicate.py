@@ -295,7 +295,7 @@ def cmd_query(qdir: str) -> int:
     kind and config subset in ``query.json``) and write its signature to ``QDIR/signature.json``."""
     job = MinifyJob.read(os.path.join(qdir, "job.json"))
     q = QueryJob.read(os.path.join(qdir, "query.json"))
-    enter_query_process(job, fresh=True)
+    apply_process_state(job, fresh=True)
     _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
     args = differentiable(job, q.kind, args)
     ev = Evaluator(job, q.kind, None)
@@ -305,10 +305,11 @@ def cmd_query(qdir: str) -> int:
     return 0
 
 
-def enter_query_process(job: MinifyJob, *, fresh: bool) -> list[str]:
-    """Make a query's process the worker's: the program's numerics flags (a forked child has them
-    from its worker; a ``fresh`` interpreter sets them) and the worker's thread count (the isolated
-    worker itself runs one thread, so that forking it is safe). The flags this torch cannot set."""
+def apply_process_state(job: MinifyJob, *, fresh: bool) -> list[str]:
+    """The process state a job is judged under, in this process: the program's numerics flags (a
+    ``fresh`` interpreter sets them: the worker, a query's own; a forked query child has them from
+    its worker) and the worker's thread count (the isolated worker itself runs one thread, so that
+    forking it is safe). Returns the flags this torch cannot set."""
     failed: list[str] = []
     if fresh and job.numerics:
         from bot.torch_adapter import numerics
@@ -334,16 +335,17 @@ def differentiable(job: MinifyJob, kind: str, args: list) -> list:
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
-    from bot.torch_adapter.runtime import after_fork, device_initialized
+    from bot.torch_adapter.device import cuda_initialized
+    from bot.torch_adapter.runtime import after_fork
 
     sys.stdout.flush()
     sys.stderr.flush()
-    if device_initialized():   # a forked child could not use the device: a fresh interpreter judges
+    if cuda_initialized():   # a forked child could not use the device: a fresh interpreter judges
         return _judged(job, _observe_exec(job, kind, gm, args, timeout + EXEC_START_S, qdir, config), timeout)
 
     def child(send):
         os.environ.pop(CRASH_HOOK_ENV, None)
-        enter_query_process(job, fresh=False)
+        apply_process_state(job, fresh=False)
         ev = Evaluator(job.replace(deadline=None), kind, None)
         if config is not None:
             sig = with_config(config[0], config[1], lambda: ev.observe(gm, args))

@@ -38,6 +38,7 @@ from bot.minify.predicate import (
     IsolatedEvaluator,
     ProcessPoisoned,
     acc_mode,
+    apply_process_state,
     bisect_probe,
     cmd_query,
     differentiable,
@@ -161,10 +162,8 @@ def load_run(job_path: str) -> Run:
     from bot.torch_adapter import repro as R
 
     job = MinifyJob.read(job_path)
-    if job.numerics:   # the program's process state the graph ran under (TF32, default dtype, ...)
-        from bot.torch_adapter import numerics
-
-        failed = numerics.apply(job.numerics)
+    if job.numerics:   # the program's process state the graph ran under (TF32, default dtype, autocast)
+        failed = apply_process_state(job, fresh=True)
         log(f"numerics: the program's {', '.join(sorted(job.numerics))}"
             + (f" (this torch cannot set {', '.join(failed)})" if failed else ""))
     os.makedirs(job.workdir, exist_ok=True)

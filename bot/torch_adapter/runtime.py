@@ -114,21 +114,15 @@ def is_compile_exception(exc: BaseException) -> bool:
     return False
 
 
-def device_initialized() -> bool:
-    """Whether this process has initialized CUDA (without importing torch or initializing it):
-    its queued work may need a synchronize, and a child forked from it could not use the device."""
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None) if torch is not None else None
-    return bool(cuda is not None and cuda.is_initialized())
-
-
 def synchronize() -> None:
     """Wait for the accelerator's queued work: a kernel that faults (an illegal address, a
     device-side assert) reports it asynchronously, at the next synchronizing call. Called right
     after a run, inside the ``try`` that judges it, so the fault is that run's error and not a
     mystery of whatever touched the device next. Nothing to do when CUDA was never initialized."""
-    if device_initialized():
-        sys.modules["torch"].cuda.synchronize()
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    if cuda is not None and cuda.is_initialized():
+        cuda.synchronize()
 
 
 # what a sticky accelerator error says: the process's CUDA context is unusable from here on
