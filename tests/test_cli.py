@@ -51,13 +51,12 @@ def test_the_module_and_the_console_script_exit_with_the_commands_code(tmp_path,
     assert p.returncode == 2 and "unknown model 'no_such_model'" in p.stderr, p.stderr[-2000:]
 
 
-def test_a_launcher_minified_on_its_own_is_labelled_with_its_graphs_device(tmp_path):
+def test_a_launcher_minified_on_its_own_is_labelled_with_its_graphs_device():
     """`minify --launcher FILE`: the device comes from the storages torch wrote (a GPU graph's say
     ``device=device(type='cuda', index=0)``), so the record and the issue do not say `unknown`."""
     from bot.commands.minify import _launcher_device
 
-    gpu, cpu = tmp_path / "gpu.py", tmp_path / "cpu.py"
-    gpu.write_text("    buf0 = reader.storage('ab12', 4096, device=device(type='cuda', index=0))\n"
-                   "    buf1 = reader.storage('cd34', 64)\n")
-    cpu.write_text("    buf0 = reader.storage('ab12', 4096)\n")
-    assert (_launcher_device(str(gpu)), _launcher_device(str(cpu))) == ("cuda", "cpu")
+    gpu = ("    buf0 = reader.storage('ab12', 4096, device=device(type='cuda', index=0))\n"
+           "    buf1 = reader.storage('cd34', 64)\n")
+    cpu = "    buf0 = reader.storage('ab12', 4096)\n"
+    assert (_launcher_device(gpu), _launcher_device(cpu)) == ("cuda", "cpu")
