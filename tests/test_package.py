@@ -168,3 +168,55 @@ def test_a_comment_naming_a_home_or_temp_directory_is_dropped_and_other_comments
     assert "/home/builder" not in text and "# torch version: 2.13.0" in text
     assert "x = 'w.bin'" in text                            # an absolute path keeps its file name only
     assert re.search(r"(?m)^import os$", text)               # _INPUTS needs os, imported when missing
+
+
+def test_a_dynamo_graph_holding_its_weights_keeps_their_values_in_its_repro_and_its_package(tmp_path):
+    """Under ``inductor.freezing`` in an inference program dynamo keeps a model's parameters and
+    buffers in the graph as attributes, and torch's after-dynamo ``Repro()`` makes each one
+    ``torch.randn``: a BatchNorm's random running variance then makes every output NaN in eager and
+    compiled alike, and the bug is gone. The repro saves their values beside its inputs; loaded as
+    the worker loads it (and after packaging, relative to the file), the graph has the program's
+    weights and only the real input is an input."""
+    import torch
+
+    from bot.torch_adapter import repro as R
+
+    class Stem(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(1, 4, 2), torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+    torch.manual_seed(0)
+    model = Stem().eval()
+    model.bn.running_var.uniform_(0.5, 2.0)
+    model.conv.weight.requires_grad_(False)
+    gm = torch.fx.symbolic_trace(model)
+    x = torch.randn(2, 1, 5, 5)
+    save_dir = tmp_path / "capture" / "graph_0_inputs"
+    src = R.repro_source(gm, [x], kind="dynamo", accuracy="", save_dir=str(save_dir), backend="eager")
+    first = tmp_path / "capture" / "graph_0.py"
+    first.write_text(src)
+    packaged = pkg.write_repro(str(first), str(save_dir), str(tmp_path / "pkg"), None)
+
+    for path in (first, Path(packaged)):
+        rf = R.parse_repro_file(str(path))
+        loaded = R.load_repro_file(rf)
+        args = R.read_inputs(loaded, rf.save_dir)
+        assert len(args) == 1 and torch.equal(args[0], x)
+        got = dict(R.trace_dynamo_graph(loaded).state_dict())
+        assert got.keys() == model.state_dict().keys()
+        for name, value in model.state_dict().items():
+            assert torch.equal(got[name], value), name
+        weights = dict(loaded.mod.named_parameters())
+        assert isinstance(weights["bn.weight"], torch.nn.Parameter) and not weights["conv.weight"].requires_grad
+        assert torch.equal(loaded.mod.eval()(*args), model(x))   # torch writes submodules in training mode
+    # torch's own run_repro reads the file with a counting reader first: the file runs as it is
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, str(first)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert p.returncode == 0, p.stderr[-3000:]

@@ -235,8 +235,10 @@ def trace_aot_graph(loaded: LoadedRepro, args: list):
     torch = _torch()
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    if any(True for _ in loaded.mod.named_parameters()):
-        raise UsageError(f"{loaded.file.path}: repro graph has parameters; not an after-aot repro")
+    params = sum(1 for _ in loaded.mod.named_parameters())
+    if params:   # inductor's freezing keeps the weights in the graph; torch writes them as random values
+        raise UsageError(f"{os.path.basename(loaded.file.path)}: the graph holds {params} parameter(s) whose "
+                         f"values torch's after-AOT launcher does not save (frozen weights, inductor.freezing)")
     mode = "symbolic" if loaded.file.dynamic else loaded.file.tracing_mode if loaded.file.tracing_mode == "fake" \
         else "real"
     loaded.traced = mode
@@ -357,7 +359,9 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
             save_graph_repro(buf, gm, args, "inductor_accuracy" if accuracy else "inductor",
                              save_dir=save_dir, command=command, accuracy=accuracy or False, **kw)
     src = with_backend_registered(buf.getvalue(), backend)
-    if kind == "dynamo":   # run_repro's autocast is for the device type of the first non-CPU tensor input
+    if kind == "dynamo":
+        src = _with_attribute_values(src, gm, save_dir)
+        # run_repro's autocast is for the device type of the first non-CPU tensor input
         device = next((a.device.type for a in args if isinstance(a, torch.Tensor) and a.device.type != "cpu"), "cpu")
         src = _dynamo_repro_fixed(src, autocast=f"autocast.{device}" in (state or {}))
     if state:
@@ -365,6 +369,55 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
 
         src = numerics.with_lines(src, state)
     return src
+
+
+_ATTR_HELPER = '''
+def _minify_bot_attr(reader, name, value):
+    """A parameter or buffer of the graph, set on ``mod`` with the value it had in the program."""
+    read = getattr(reader, "args", None)   # torch's run_repro first counts the storages with a reader of none
+    if read and read[-1] is value:
+        read.pop()   # not a graph input
+    if not isinstance(value, torch.Tensor):
+        return
+    *path, leaf = name.split(".")
+    owner = mod.get_submodule(".".join(path)) if path else mod
+    if isinstance(getattr(owner, leaf, None), torch.nn.Parameter):
+        value = torch.nn.Parameter(value.detach(), requires_grad=value.requires_grad)
+    setattr(owner, leaf, value)
+'''
+
+
+def _with_attribute_values(source: str, gm, save_dir: str | None) -> str:
+    """A dynamo-format repro whose graph reads parameters or buffers as attributes (dynamo installs
+    them so when inductor freezes weights: ``inductor.freezing`` in an inference program) with
+    their real values. torch's ``Repro()`` makes each one ``torch.randn`` of its shape, so the
+    graph would run on random weights (a BatchNorm's random running variance turns every output
+    into NaN, and eager and compiled then agree). Their values are saved with the inputs (same
+    content store, so a packaged repro copies them as it copies inputs) and ``load_args`` sets
+    them on ``mod`` after reading the inputs; without saved inputs they stay random."""
+    torch = _torch()
+    from torch._dynamo.debug_utils import InputWriter
+
+    attrs = [(n, t) for n, t in [*gm.named_parameters(remove_duplicate=False),
+                                 *gm.named_buffers(remove_duplicate=False)] if isinstance(t, torch.Tensor)]
+    anchor = "\nload_args._version = 0"
+    if not attrs or save_dir is None or anchor not in source:
+        return source
+    try:
+        writer = InputWriter(save_dir, stable_hash=True)
+    except TypeError:   # a torch whose writer has no stable_hash
+        writer = InputWriter(save_dir)
+    for name, t in attrs:
+        writer.tensor(name, t.detach().requires_grad_(t.requires_grad) if t.is_leaf else t.detach())
+    names = iter(n for n, _ in attrs)
+    lines = ["    # the graph's parameters and buffers, as they were in the program"]
+    for line in writer._lines:  # noqa: SLF001 - the writer's lines, one per storage and tensor, in order
+        if line.startswith("reader.tensor("):
+            call, _, _ = line.rpartition("  # ")
+            line = f"_minify_bot_attr(reader, {next(names)!r}, {call})"
+        lines.append("    " + line)
+    head, _, tail = source.partition(anchor)
+    return head + "\n" + "\n".join(lines) + anchor + tail.replace("\n", "\n" + _ATTR_HELPER, 1)
 
 
 def _dynamo_repro_fixed(source: str, *, autocast: bool) -> str:
