@@ -45,6 +45,9 @@ WRAPPERS = {
 # calls std::terminate and the process aborts. ``check`` records that as a runtime error of type
 # UncaughtCppException; a minify query or a repro run that dies the same way fails the same way.
 ABORT_TYPE = "UncaughtCppException"
+# A program that failed without printing an exception (it caught one and said so in its own words,
+# or just exited non-zero): ``check`` records its exit status as the error, of this type.
+EXIT_TYPE = "ExitCode"
 UNCAUGHT_CPP = re.compile(r"terminate called after throwing an instance of '[^'\n]*'")
 # what other OpenMP threads write while the first one reports: it can land inside that line
 _OTHER_TERMINATE = r"terminate called (?:recursively|without an active exception)"
@@ -187,8 +190,8 @@ class Signature:
         both_errors = self.failure_class in ERROR_CLASSES and captured.failure_class in ERROR_CLASSES
         if self.failure_class != captured.failure_class and not both_errors:
             return False
-        if captured.failure_class not in ERROR_CLASSES:
-            return True
+        if captured.failure_class not in ERROR_CLASSES or self.exc_type == EXIT_TYPE:
+            return True   # an exit status names no exception: any error of the class is the program's
         if self.exc_type and captured.exc_type and self.exc_type != captured.exc_type:
             return False
         if self.messages and captured.messages:

@@ -218,3 +218,23 @@ def test_a_triton_error_reads_alike_from_the_exception_the_row_and_the_compile_p
     pool = InductorError(SubprocException(_pool_text(BROADCAST, nested=True)))
     assert sg.signature_of_exception("compile_error", pool).matches(call)
     assert sg.message_keys(str(pool)) == sorted([in_process.messages[0], call.messages[0]])
+
+
+def test_a_program_that_printed_no_exception_admits_any_error_its_graph_raises():
+    """A benchmark that catches the compile error and says so in its own words ("pooler: compile
+    failed: ...") leaves the check only its exit status (and the class its output showed): the
+    captured graph's CppCompileError is that failure, not another one. An accuracy failure is
+    still no compile error, and a program that did print its exception still pins its type."""
+    from bot.suites.classify import classify
+
+    out = "stem: ok\npooler: compile failed: InductorError: CppCompileError: C++ compile error\nFAILED: pooler\n"
+    row = classify(returncode=1, output=out)
+    check = sg.signature_of_error_record(row.failure_class, row.error)
+    assert (row.failure_class, check.exc_type) == ("compile_error", sg.EXIT_TYPE)
+    captured = sg.Signature("compile_error", "CppCompileError", ["error: conflicting declaration 'auto tmpN'"])
+    assert check.admits(captured)
+    assert check.admits(sg.Signature("runtime_error", "RuntimeError", ["index out of bounds"]))
+    assert not check.admits(sg.Signature("accuracy"))
+    printed = sg.signature_of_error_record("compile_error", CheckError(type="InductorError", message=(
+        "CppCompileError: C++ compile error\nerror: 'x' was not declared in this scope")))
+    assert not printed.admits(captured)

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from bot.records import CheckError, CheckRow
-from bot.signature import ABORT_TYPE, death_of
+from bot.signature import ABORT_TYPE, EXIT_TYPE, death_of
 
 ACCURACY = re.compile(
     r"AccuracyError|fail_accuracy|Accuracy failed|Bad accuracy detected|Tensor-likes are not close|"
@@ -129,7 +129,7 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
     patterns = patterns or Patterns()
     tail = "\n".join(output.splitlines()[-40:])
     exc = last_exception(output)
-    etype, emsg = exc if exc else ("ExitCode", f"{what} exited with code {returncode}")
+    etype, emsg = exc if exc else (EXIT_TYPE, f"{what} exited with code {returncode}")
 
     def out(row: CheckRow, why: str) -> CheckRow:
         row.classified_by = why

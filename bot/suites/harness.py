@@ -17,6 +17,7 @@ import sys
 
 from bot.errors import UsageError
 from bot.records import Accuracy, CheckError, CheckRow, HarnessFacts, Spec
+from bot.signature import EXIT_TYPE
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.torch_adapter.hook import config_env
 
@@ -215,7 +216,7 @@ def _accuracy_from_output(row: CheckRow, output: str) -> None:
         res, ref, tol = found[-1]
         row.accuracy = Accuracy(rmse_res=_float(res), rmse_ref=_float(ref), tolerance=_float(tol))
     err = row.error or CheckError()
-    if err.type in (row.status, "ExitCode") or err.message == row.status:
+    if err.type in (row.status, EXIT_TYPE) or err.message == row.status:
         what = f"output {key[-1]!r}" if key else "an output"
         acc = row.accuracy or Accuracy()
         numbers = (f": RMSE compiled vs fp64 {acc.rmse_res:.5g}, eager vs fp64 {acc.rmse_ref:.5g}, "
