@@ -570,6 +570,7 @@ class CheckRow(Configuration, _Named):
     program_s: float | None = None      # a program: its own run time (one run, the first), beside
                                         # duration_s, the check's with its reruns
     numerics: dict | None = None        # a program: numerics flags it set (bot.torch_adapter.numerics)
+    compile_options: dict | None = None  # a program: inductor settings its torch.compile(mode=, options=) gave
     reruns: int | None = None           # failed every rerun: how many ran
     deterministic: bool | None = None   # a rerun failed the same way, to the number
     capture: RerunCapture | None = None

@@ -477,12 +477,22 @@ with torch.no_grad():
 """
 
 
+# the same, the bug's setting given to torch.compile (inductor sets it only while it compiles: no
+# launcher or captured graph carries it)
+OPTIONS_PROGRAM = STATE_PROGRAM.replace('ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"\n', "").replace(
+    "torch.compile(m)", 'torch.compile(m, options={"cpp.inject_relu_bug_TESTING_ONLY": "accuracy", '
+                        '"epilogue_fusion": False})')
+
+
 @pytest.mark.slow
-def test_a_graph_is_judged_with_the_settings_and_numerics_the_program_set(tmp_path, bot):
+@pytest.mark.parametrize("program", [STATE_PROGRAM, OPTIONS_PROGRAM], ids=["in-code", "compile-options"])
+def test_a_graph_is_judged_with_the_settings_and_numerics_the_program_set(tmp_path, bot, program):
     """A program that sets a compiler setting and global numerics flags in its own code (nothing
-    on the command line): its graph is minified and verified under both, and the repro carries the
-    setting and the few lines that set the flags."""
-    (tmp_path / "prog.py").write_text(STATE_PROGRAM)
+    on the command line), the setting as a config assignment or as ``torch.compile(options=...)``:
+    its graph is minified and verified under both, and the repro carries the setting and the few
+    lines that set the flags."""
+    assert program.count("inject_relu_bug_TESTING_ONLY") == 1
+    (tmp_path / "prog.py").write_text(program)
     p = bot("run", "--command", f"{sys.executable} prog.py", "--name", "state", "--out", tmp_path / "out",
             "--issues-dir", tmp_path / "issues", "--verify-runs", "2", "--no-bisect", "--budget", "240",
             cwd=tmp_path, env={"GITHUB_TOKEN": "", "GITHUB_REPOSITORY": ""})
@@ -492,6 +502,9 @@ def test_a_graph_is_judged_with_the_settings_and_numerics_the_program_set(tmp_pa
     assert rec["repro"]["status"] == "minimized", rec["repro"]
     assert rec["repro"]["verification"]["failed_same_way"] == 2
     assert [d["key"] for d in rec["config"]["minimal"]] == ["inductor.cpp.inject_relu_bug_TESTING_ONLY"]
+    (row,) = json.loads((tmp_path / "out" / "results.json").read_text())["checks"]
+    assert row.get("compile_options") == ({"inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
+                                           "inductor.epilogue_fusion": False} if "options=" in program else None)
     repro = (fdir / "repro.py").read_text()
     for line in ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.set_float32_matmul_precision('high')",
                  "torch.use_deterministic_algorithms(True, warn_only=True)"):

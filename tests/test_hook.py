@@ -20,7 +20,10 @@ EVENTS = [hook.Started(pid=41), hook.Compiling(graph=2), hook.Exited(graphs=3, i
           hook.Forced(backend="eager"), hook.ConfigSet(keys=["dynamo.verbose"]),
           hook.Unsupported(what="torch._dynamo.optimize"),
           hook.GraphFacts(graph=1, devices=["cuda:0", "cpu"], dtypes={"bfloat16": 4096, "int64": 8}, grad=True,
-                          autocast=None, numerics={"torch.backends.cuda.matmul.allow_tf32": True}),
+                          autocast=None, numerics={"torch.backends.cuda.matmul.allow_tf32": True},
+                          options={"inductor.max_autotune": True,
+                                   "inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy",
+                                   "inductor.compile_threads": 1, "inductor.fallback_random": None}),
           hook.BackwardRan()]
 
 
@@ -183,3 +186,32 @@ def test_a_program_records_what_it_compiled_and_the_numerics_it_set(tmp_path):
     assert got.numerics == {"torch.backends.cuda.matmul.allow_tf32": True, "float32_matmul_precision": "high",
                             "deterministic_algorithms": "warn_only"}
     assert got.isa is None   # nothing compiled C++: the exit probes no vector ISA (seconds on a small machine)
+
+
+def test_the_settings_a_programs_torch_compile_gives_inductor_are_recorded_as_overrides():
+    """``torch.compile(m, mode="max-autotune", options={...})``: inductor applies those settings only
+    while it compiles, so the hook reads them off the compiler dynamo calls (torch.compile's inductor
+    wrapper keeps them as ``config``, under dynamo's debug wrappers), as ``inductor.<key>`` overrides
+    this torch's config accepts; a custom pass (a callable) or an unknown key is not carried."""
+    wrapper = types.SimpleNamespace(compiler_name="inductor", config={
+        "max_autotune": True, "cpp.inject_relu_bug_TESTING_ONLY": "accuracy", "post_grad_custom_post_pass": print,
+        "no_such_setting": 1, "compile_threads": "many"})
+    wrapped = types.SimpleNamespace(_torchdynamo_orig_backend=wrapper)
+    assert hook.compile_options(wrapped) == {"inductor.max_autotune": True,
+                                             "inductor.cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+    assert hook.compile_options(types.SimpleNamespace(compiler_name="aot_eager", config={"max_autotune": True})) == {}
+    assert hook.compile_options(print) == {} and hook.compile_options(None) == {}
+
+
+def test_compile_options_in_a_record_are_bounded_and_merged_over_the_graphs(state):
+    """The program writes the record: keys that are no inductor setting's, long text and more than
+    32 keys are dropped; what two graphs were compiled with is merged (the later graph's value wins)."""
+    many = {f"inductor.k{i}": i for i in range(40)}
+    lines = [hook.GraphFacts(graph=1, devices=["cpu"], dtypes={"float32": 4},
+                             options={"inductor.max_autotune": False, "dynamo.verbose": True,
+                                      "inductor.x; rm -rf /": 1, "inductor.long": "x" * 201}),
+             hook.GraphFacts(graph=2, devices=["cpu"], dtypes={"float32": 4},
+                             options={"inductor.max_autotune": True, "inductor.epilogue_fusion": False})]
+    state.write_text("".join(json.dumps(ev.to_json()) + "\n" for ev in lines))
+    assert hook.read_state(str(state)).options == {"inductor.max_autotune": True, "inductor.epilogue_fusion": False}
+    assert len(hook.valid_options(many)) == 32 and hook.valid_options(["inductor.x"]) == {}

@@ -49,6 +49,7 @@ from bot.options import MinifyOptions
 from bot.records import Capture, CheckRow, ConfigDiff, Repro, Verification
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
 from bot.suites import source_of
+from bot.torch_adapter.hook import valid_options
 
 NOT_MINIFIED = {
     "eager_error": "the model fails in eager mode: not a compiler bug, nothing to minify",
@@ -134,6 +135,10 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
         os.makedirs(d, exist_ok=True)
     rec = FailureRecord.for_check(row)
     rec.versions = versions
+    if valid_options(row.compile_options):
+        # the settings the program's torch.compile gave its graphs hold in every rerun, a forced
+        # backend's too (the hook sets them as the program imports torch._dynamo)
+        settings = settings.replace(config={**settings.config, **valid_options(row.compile_options)})
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
     try:
@@ -436,6 +441,7 @@ def job_for(f: Failure, candidate: str, workdir: str) -> MinifyJob:
         tolerance=(accuracy.tolerance if accuracy is not None else None) or CHECK_TOLERANCE,
         strict_accuracy=f.opts.strict_accuracy, offload_to_disk=f.opts.offload_to_disk,
         isolate=f.opts.isolate or aborts, check_config=f.row.config or {}, numerics=numerics_of(f, candidate),
+        compile_options=valid_options(f.row.compile_options),
         training=(f.row.mode or f.settings.mode) == "training",
         bisect=not f.opts.no_bisect and f.rec.stage == "inductor", backend=f.stage_backend or "inductor")
 

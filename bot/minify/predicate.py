@@ -297,6 +297,7 @@ def cmd_query(qdir: str) -> int:
     q = QueryJob.read(os.path.join(qdir, "query.json"))
     apply_process_state(job, fresh=True)
     _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
+    apply_compile_options(job)
     args = differentiable(job, q.kind, args)
     ev = Evaluator(job, q.kind, None)
     config = q.config
@@ -320,6 +321,22 @@ def apply_process_state(job: MinifyJob, *, fresh: bool) -> list[str]:
 
         torch.set_num_threads(int(job.threads))
     return failed
+
+
+def apply_compile_options(job: MinifyJob) -> list[str]:
+    """The inductor settings the program's ``torch.compile(mode=..., options=...)`` gave its graphs,
+    set on top of the captured file's config lines (inductor sets them only while it compiles, so a
+    launcher or a graph captured after dynamo does not carry them); the repros written from here on
+    carry them as config lines. Returns those this torch refuses."""
+    from bot.torch_adapter import config as tconfig
+
+    refused = []
+    for key, value in job.compile_options.items():
+        try:
+            tconfig.set_config(key, tconfig.validate_overrides({key: value})[key])
+        except Exception:  # noqa: BLE001 - a key this torch lacks, a value of the wrong type
+            refused.append(key)
+    return refused
 
 
 def differentiable(job: MinifyJob, kind: str, args: list) -> list:

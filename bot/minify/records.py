@@ -91,6 +91,7 @@ class MinifyJob(_File):
     offload_to_disk: bool = False
     isolate: bool = False
     check_config: dict = field(default_factory=dict)
+    compile_options: dict = field(default_factory=dict)   # the program's torch.compile(mode=, options=) settings
     numerics: dict = field(default_factory=dict)   # the program's numerics flags (bot.torch_adapter.numerics)
     training: bool = False           # the check ran a backward: a dynamo-level graph is judged by a
                                      # training step (outputs and gradients, bot.torch_adapter.minifier.train_step)

@@ -38,6 +38,7 @@ from bot.minify.predicate import (
     IsolatedEvaluator,
     ProcessPoisoned,
     acc_mode,
+    apply_compile_options,
     apply_process_state,
     bisect_probe,
     cmd_query,
@@ -177,6 +178,10 @@ def load_run(job_path: str) -> Run:
         torch.set_num_threads(1)
     t = time.time()
     rf, gm, args = load_graph(job.repro)
+    if job.compile_options:
+        refused = apply_compile_options(job)
+        log(f"compile options: the program's torch.compile set {', '.join(sorted(job.compile_options))}"
+            + (f" (this torch refuses {', '.join(refused)})" if refused else ""))
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
     args = differentiable(job, rf.kind, args)
@@ -264,7 +269,7 @@ def step_config(run: Run) -> None:
     from bot.torch_adapter import repro as R
 
     with run.timed("config"):
-        values = {**run.rf.config, **run.job.check_config}
+        values = {**run.rf.config, **run.job.check_config, **run.job.compile_options}
         diff = true_diff(values, ignore=R.CAPTURE_KEYS)
         run.result.config_diff = diff
         keys = {d.key: values[d.key] for d in diff if not isinstance(values[d.key], R._Unparsed)}

@@ -85,6 +85,7 @@ class Ran:
         for k, v in self.hook.configuration().items():
             setattr(row, k, v)
         row.numerics = dict(self.hook.numerics) or None
+        row.compile_options = dict(self.hook.options) or None
 
 
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,

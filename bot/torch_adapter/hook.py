@@ -32,6 +32,7 @@ Events, one JSON line each in the state file, each a :class:`HookEvent` (written
                      process's numerics flags that differ from torch's defaults
                      (bot.torch_adapter.numerics), and the registered backend that compiles it
                      (none when the hook forces one, or for a function of the program's own),
+                     with the inductor settings torch.compile's ``mode=`` and ``options=`` gave it,
         BackwardRan  {"event": "backward"}  the program ran a backward (once per process),
         Forced       {"event": "forced", "backend": ...},
         ConfigSet    {"event": "config", "keys": [...]},
@@ -53,6 +54,7 @@ from bot.records import Event, Launcher, Record
 
 CONFIG_ENV = "MINIFY_BOT_CONFIG"
 _BACKEND_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")   # a registered backend's name, as a record may hold it
+_OPTION_KEY = re.compile(r"inductor\.[A-Za-z_][\w.]{0,100}")   # a compile option, as a record may hold it
 _LOCK = threading.Lock()
 _STATE = {"graphs": 0, "launchers": 0, "done": set(), "dumping": 0, "at_dump": None, "extra": 0,
           "compiling": False, "produced": 0, "at_start": None, "own_count": False}
@@ -94,6 +96,7 @@ class GraphFacts(HookEvent, kind="graph"):
     autocast: str | None = None
     numerics: dict[str, bool | str] = field(default_factory=dict)
     backend: str | None = None    # the registered backend the program compiled it with (not a forced one)
+    options: dict[str, bool | int | float | str | None] = field(default_factory=dict)  # compile_options()
 
 
 class BackwardRan(HookEvent, kind="backward"):
@@ -293,6 +296,10 @@ def _watch_graphs() -> None:
                         facts.backend = backend_name(getattr(self, "compiler_fn", None))
                     except Exception:  # noqa: BLE001 - an unnamed backend: the graph's other facts stand
                         facts.backend = None
+                    try:
+                        facts.options = compile_options(getattr(self, "compiler_fn", None))
+                    except Exception:  # noqa: BLE001 - feature-detected: no options recorded
+                        facts.options = {}
                 _emit(facts)
             except Exception as exc:  # noqa: BLE001 - never break the program's compile
                 _emit(Unsupported(f"graph facts: {type(exc).__name__}: {exc}"[:200]))
@@ -341,6 +348,36 @@ def backend_name(compiler_fn) -> str | None:
         if fn is None:
             return None
     return None
+
+
+def compile_options(compiler_fn) -> dict:
+    """The inductor settings the program compiled a graph with through ``torch.compile(mode=...,
+    options=...)`` (the value torch.compile's inductor wrapper keeps as ``config``), as
+    ``inductor.<key>`` overrides: the keys this torch's config has, with a plain value. Inductor sets
+    them only while it compiles, so neither torch's launchers (written when the graph runs) nor a
+    graph captured after dynamo carry them; a run whose backend is forced drops them."""
+    from bot.torch_adapter import config as tconfig
+
+    fn = compiler_fn
+    for _ in range(8):
+        if fn is None:
+            return {}
+        if (getattr(fn, "compiler_name", None) or getattr(fn, "_compiler_name", None)) == "inductor":
+            break
+        fn = getattr(fn, "_torchdynamo_orig_backend", None)
+    else:
+        return {}
+    config = getattr(fn, "config", None)
+    out: dict = {}
+    for name, value in list(config.items())[:64] if isinstance(config, dict) else []:
+        if not isinstance(name, str) or not (value is None or isinstance(value, (bool, int, float, str))):
+            continue   # a callable (a custom pass) cannot be carried
+        key = f"inductor.{name}"
+        try:
+            out[key] = tconfig.validate_overrides({key: value})[key]
+        except Exception:  # noqa: BLE001 - a key this torch does not have, or a value of the wrong type
+            continue
+    return out
 
 
 def _torch_backend(name: str) -> bool:
@@ -531,6 +568,7 @@ class HookState(Record):
     numerics: dict[str, bool | str] = field(default_factory=dict)  # the last graph's numerics flags
     backends: list[str] = field(default_factory=list)   # registered backends the program compiled with
     unnamed_backend: bool = False    # some graph was compiled by a function of the program's own
+    options: dict[str, bool | int | float | str | None] = field(default_factory=dict)  # compile_options(), all graphs
 
     def counting_unsupported(self) -> bool:
         return any("graph counting" in w for w in self.unsupported)
@@ -601,6 +639,18 @@ def read_state(path: str) -> HookState:
     return out
 
 
+def valid_options(options) -> dict:
+    """Compile options as a record holds them (:func:`compile_options`; the program wrote the record):
+    at most 32 ``inductor.<key>`` keys with plain values, long text dropped. Torch's config
+    validates them again where they are set."""
+    out: dict = {}
+    for key, value in list(options.items())[:64] if isinstance(options, dict) else []:
+        plain = value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 200)
+        if len(out) < 32 and isinstance(key, str) and _OPTION_KEY.fullmatch(key) and plain:
+            out[key] = value
+    return out
+
+
 def _add_graph(out: HookState, ev: GraphFacts) -> None:
     """One graph's facts into the program's (bounded: the program wrote them)."""
     for d in ev.devices[:16]:
@@ -615,6 +665,7 @@ def _add_graph(out: HookState, ev: GraphFacts) -> None:
         out.unnamed_backend = True   # (a forced run names none: its check's backend is the forced one)
     elif ev.backend not in out.backends and len(out.backends) < 8:
         out.backends.append(ev.backend)
+    out.options = valid_options({**out.options, **ev.options})
     if ev.numerics:
         from bot.torch_adapter import numerics
 
