@@ -180,3 +180,21 @@ def test_the_last_exception_line_is_the_error_and_its_type_is_the_short_name():
     out = "Traceback...\nValueError: first\nduring handling\ntorch._dynamo.exc.BackendCompilerFailed: backend raised\n"
     assert last_exception(out) == ("BackendCompilerFailed", "backend raised")
     assert last_exception("no exception here\n") is None
+
+
+def test_the_exception_that_ends_a_traceback_is_named_whatever_its_name():
+    """dynamo's ``Unsupported`` (a graph break under ``fullgraph=True``) has no Error in its name: the
+    line that ends the traceback still names the failure, not the exit status; a line a program
+    prints in its own words is no exception."""
+    out = ("Traceback (most recent call last):\n"
+           '  File "prog.py", line 7, in <module>\n'
+           "    out = torch.compile(f, fullgraph=True)(x)\n"
+           "torch._dynamo.exc.Unsupported: Failed to trace builtin operator\n"
+           "  Explanation: Dynamo does not know how to trace builtin operator `print`\n"
+           "\nfrom user code:\n   File \"prog.py\", line 4, in f\n")
+    row = classify(returncode=1, output=out)
+    assert (row.failure_class, row.error.type, row.error.message) == ("compile_error", "Unsupported",
+                                                                      "Failed to trace builtin operator")
+    assert row.error.traceback.endswith("torch._dynamo.exc.Unsupported: Failed to trace builtin operator")
+    mine = classify(returncode=1, output="step 3: loss went up\nResult: worse than eager\n")
+    assert mine.error.type == "ExitCode"

@@ -42,6 +42,10 @@ SETUP = re.compile(r"We couldn't connect to|can't open file .*\[Errno 2\]|comman
                    r"Failed to establish a new connection|Name or service not known|HTTPError|"
                    r"Repository Not Found|is not a local folder and is not a valid model identifier")
 EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exit)\w*)(?:: ?(.*))?$")
+# the line that ends a Python traceback names the exception whatever it is called
+# (torch._dynamo.exc.Unsupported): ``module.Type: message`` or ``Type``
+RAISED_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: ?(.*))?$")
+TRACEBACK = "Traceback (most recent call last):"
 DIAG = re.compile(r"\b(?:error|fatal error): ")
 
 
@@ -84,8 +88,9 @@ def last_exception(text: str) -> tuple[str, str] | None:
     """(short type, message) of the last ``Type: message`` line; the message gains the compiler
     diagnostics (``error: ...`` lines) printed after it, which identify a compile error."""
     lines = text.splitlines()
+    raised = _raised_at(lines)
     for i in range(len(lines) - 1, -1, -1):
-        m = EXC_LINE.match(lines[i].strip())
+        m = RAISED_LINE.match(lines[i]) if i == raised else EXC_LINE.match(lines[i].strip())
         if m:
             msg = m.group(2) or ""
             diags = [ln.strip() for ln in lines[i + 1:] if DIAG.search(ln)][:20]
@@ -95,17 +100,30 @@ def last_exception(text: str) -> tuple[str, str] | None:
     return None
 
 
+def _raised_at(lines: list[str], start: int | None = None) -> int | None:
+    """The index of the line that ends the last Python traceback (or the one from ``start``): the
+    first line after its frames that is not indented and names an exception."""
+    if start is None:
+        start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith(TRACEBACK)), None)
+        if start is None:
+            return None
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith((" ", "\t")) or not lines[i].strip():
+            continue
+        return i if RAISED_LINE.match(lines[i]) else None
+    return None
+
+
 def python_traceback(text: str, limit: int = 60) -> str | None:
     """The last Python traceback in the output, from "Traceback (most recent call last):" to its
     exception line, without what the exception's message printed after it (a C++ compile error's
     compiler command and warnings: its diagnostics are in the error message). None without one."""
     lines = text.splitlines()
-    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(TRACEBACK)]
     if not starts:
         return None
     block = lines[starts[-1]:]
-    end = next((i for i in range(1, len(block)) if not block[i].startswith((" ", "\t"))
-                and EXC_LINE.match(block[i].strip())), None)
+    end = _raised_at(block, 0)
     if end is None:
         return None
     frames = block[1:end]
