@@ -142,24 +142,41 @@ def test_a_flaky_failure_is_not_filed_with_no_file_flaky(where, tmp_path):
     assert json.loads((run / "report.json").read_text())["counts"]["created"] == 0
 
 
+def _program_row(name: str, **facts) -> dict:
+    exit_error = {"type": "ExitCode", "message": "command exited with code 1"}
+    row = check_row(name, status="fail_to_run", failure_class="runtime_error", config={}, error=exit_error)
+    return dict(row, spec={"source": "command", "command": f"python {name}.py", "cwd": "."}, **facts)
+
+
 def test_a_model_that_cannot_be_set_up_or_fails_in_eager_is_not_filed_as_a_compiler_bug(where, tmp_path):
-    """A missing package or a model that fails without the compiler is no torch.compile bug: not
-    filed (and never offered an upstream report); report.json says why. A compiler failure of the
-    same run is filed as usual."""
+    """A missing package, a model that fails without the compiler, a program that fails with
+    torch.compile taken out (localize's stage "eager") or that compiled nothing with it (a broken
+    script, or one that compiles ahead of time) is no torch.compile bug: not filed (and never
+    offered an upstream report); report.json says why. A compiler failure of the same run, a
+    program's included, is filed as usual."""
     err = {"type": "ModuleNotFoundError", "message": "No module named 'timm'"}
     setup = check_row("timm_model", status="model_fail_to_load", failure_class="setup_error", error=err)
     eager = check_row("flaky_model", status="eager_two_runs_differ", failure_class="eager_error",
                       error={"type": "EagerNondeterminism", "message": "two eager runs differ"})
+    without = _program_row("script_bug", compiled_graphs=2, compile_frames=2)
+    nothing = _program_row("aoti_serve", compiled_graphs=0, compile_frames=0)
+    compiled = _program_row("nightly", compiled_graphs=1, compile_frames=1)
     bug = check_row("mlp_relu")
-    run = write_run(tmp_path / "run", [setup, eager, bug], {bug["id"]: failure_record(bug)})
+    run = write_run(tmp_path / "run", [setup, eager, without, nothing, compiled, bug],
+                    {bug["id"]: failure_record(bug), without["id"]: failure_record(without, stage="eager"),
+                     nothing["id"]: failure_record(nothing, stage=None, repro_status="none"),
+                     compiled["id"]: failure_record(compiled, repro_status="not_reproduced")})
     where.report(run)
-    [rec] = where.records()
-    assert "mlp\\_relu" in rec["body"] and "timm" not in rec["body"]
+    bodies = " ".join(r["body"] for r in where.records())
+    assert "mlp\\_relu" in bodies and "nightly" in bodies and "timm" not in bodies and "aoti" not in bodies
     rep = json.loads((run / "report.json").read_text())
     skipped = {c: a["reason"] for a in rep["actions"] if a["action"] == "skipped" for c in a["checks"]}
     assert skipped == {setup["id"]: "the model or program could not be set up: not a compiler failure",
-                       eager["id"]: "the model fails or varies in eager: not a compiler failure"}, rep["actions"]
-    assert rep["counts"]["created"] == 1
+                       eager["id"]: "the model fails or varies in eager: not a compiler failure",
+                       without["id"]: "the program fails without torch.compile: not a compiler failure",
+                       nothing["id"]: "the program compiled no graph with torch.compile: not a compiler failure"}, \
+        rep["actions"]
+    assert rep["counts"]["created"] == 2
 
 
 def test_an_issue_filed_for_a_setup_failure_before_is_not_reopened_by_it(where, tmp_path, monkeypatch):

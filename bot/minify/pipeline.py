@@ -61,7 +61,8 @@ NOT_MINIFIED = {
 FAILS_WITHOUT_COMPILER = ("the program fails without the compiler: it fails the same with torch.compile turned "
                           "off, so this is not a compiler bug; nothing to minify")
 COMPILED_NOTHING = ("the program compiled no graph with torch.compile (none was seen in any of its Python "
-                    "processes): its failure is not a compiler failure; nothing to minify")
+                    "processes): its failure is not a torch.compile failure; nothing to minify (a program that "
+                    "compiles ahead of time, torch.export with AOTInductor, is not captured)")
 IN_DYNAMO = ("the check already fails with the eager backend: the bug is in dynamo's tracing, before a graph "
              "reaches a compiler; graph minification does not apply")
 NO_SPEC = ("the check row does not say how its model is built (it has no spec): minify cannot run the check "

@@ -239,15 +239,34 @@ def is_flaky(group: list[Failure]) -> bool:
 
 
 def not_compiler(group: list[Failure]) -> str | None:
-    """Why the group is no compiler bug (every check failed without the compiler: set up or eager),
-    in the issue's words; None when it may be one."""
+    """Why the group is no compiler bug (every check failed without the compiler: it could not be
+    set up, it fails or varies in eager, a program fails with torch.compile taken out, or compiled
+    nothing with it), in the issue's words; None when it may be one."""
+    reasons = set()
+    for f in group:
+        why = _not_compiler(f)
+        if why is None:
+            return None
+        reasons.add(why)
+    return " and ".join(sorted(reasons)) or None
+
+
+_NOT_COMPILER_WORDS = {"setup_error": "the model or program could not be set up",
+                       "eager_error": "the model fails or varies in eager"}
+
+
+def _not_compiler(f: Failure) -> str | None:
     from bot.signature import NOT_COMPILER_CLASSES
 
-    classes = {f.check.failure_class for f in group}
-    if not classes or not classes <= set(NOT_COMPILER_CLASSES):
-        return None
-    return " and ".join(sorted({"the model or program could not be set up" if c == "setup_error"
-                                else "the model fails or varies in eager" for c in classes}))
+    c = f.check
+    if c.failure_class in NOT_COMPILER_CLASSES:
+        return _NOT_COMPILER_WORDS.get(c.failure_class, "the model fails without the compiler")
+    if f.failure is not None and f.failure.stage == "eager":   # localize: it fails without torch.compile too
+        return "the program fails without torch.compile"
+    frames = c.compile_frames if c.compile_frames is not None else c.compiled_graphs
+    if frames == 0:   # the environment hook counted (None: it could not)
+        return "the program compiled no graph with torch.compile"
+    return None
 
 
 def passed_before(check: CheckRow) -> bool:
