@@ -376,7 +376,10 @@ def config_allows(entry: KnownRepro, row: CheckRow) -> bool:
     setting the bug needs is set the same way in the check's config overrides. A bug whose minimal
     set was not found (``minimal`` null) needs the check's configuration to be the one it was
     minified under. A config-carried bug A says nothing about a check that no longer sets A's key."""
-    now = {str(k): _config_value(v) for k, v in row.config.items()} if isinstance(row.config, dict) else {}
+    from bot.torch_adapter.hook import valid_options
+
+    given = {**(row.config if isinstance(row.config, dict) else {}), **valid_options(row.compile_options)}
+    now = {str(k): _config_value(v) for k, v in given.items()}
     config = entry.record.config or ConfigDiff()
     if isinstance(config.minimal, list):
         return all(now.get(str(d.key)) == _config_value(d.value) for d in config.minimal)
@@ -392,12 +395,23 @@ def match(entries: list[KnownRepro], row: CheckRow) -> KnownRepro | None:
     way the repro does (``Signature.admits``). The torch build was checked by the side that wrote
     known.json (``torch_allows``)."""
     key = fp.check_key(row)
+    sig = signature_of(row)
     for e in entries:
         if key not in e.checks or not config_allows(e, row):
             continue
-        if e.signature is not None and signature_of(row).admits(e.signature):
+        if e.signature is not None and sig.admits(e.signature) and _shown(sig, e.signature, row):
             return e
     return None
+
+
+def _shown(sig: sg.Signature, known: sg.Signature, row: CheckRow) -> bool:
+    """A program that printed no exception admits any error of its class (``Signature.admits``): a
+    known repro is its failure only where its output shows that repro's error (a benchmark that
+    catches each model's error may fail with another bug of the same class)."""
+    if sig.exc_type != sg.EXIT_TYPE or known.failure_class == "accuracy":
+        return True
+    error = row.error
+    return known.seen_in("\n".join(filter(None, [error.message, error.traceback])) if error else "")
 
 
 # ---------------------------------------------------------------------------- the summary

@@ -406,3 +406,29 @@ def test_a_forged_known_repro_is_never_run_and_the_failure_is_minified_afresh(wo
 
     p, rec = minify({**NO_KEYS, signing.PUBLIC_KEY_ENV: PUBLIC})   # the control: the bot's key, and it runs
     assert mark.read_text() == "ran" and rec["repro"]["reused"]["issue"] == genuine
+
+
+def test_a_program_that_printed_no_exception_reuses_a_known_repro_only_where_its_output_shows_it():
+    """A benchmark that catches each model's compile error exits 1 with no exception of its own: a
+    known compile-error repro is its failure where the output names that error, not whenever the
+    class agrees (another model of the same program may fail with a new bug). A bug whose minimal
+    config is a setting the program gives torch.compile (``compile_options``) matches a check whose
+    program still gives it."""
+    prog = dict(ROW, id="bench-inductor-inference-float32-cpu", model="bench", spec={"source": "command"},
+                status="fail_to_run", failure_class="compile_error", compile_options={"inductor.max_autotune": True},
+                error={"type": "ExitCode", "message": "command exited with code 1",
+                       "traceback": "pooler: compile failed: CppCompileError: C++ compile error\n"
+                                    "error: conflicting declaration 'auto tmp_acc0'\nFAILED: pooler"})
+    from bot.signature import message_keys
+
+    doc = _failure(prog).to_json()
+    setting = {"key": "inductor.max_autotune", "default": False, "value": True}
+    doc.update({"class": "compile_error", "config": {"diff": [setting], "minimal": [setting]},
+                "signature": {"failure_class": "compile_error", "exc_type": "CppCompileError", "verified": True,
+                              "messages": message_keys("error: conflicting declaration 'auto tmp_acc0'")}})
+    entry = known.from_state(9, _signed(FailureRecord.from_json(doc)), [fp.check_key(row_of(prog))])
+    assert known.match([entry], row_of(prog)) is entry
+    other_bug = dict(prog, error=dict(prog["error"], traceback="stem: compile failed: LoweringException\nFAILED"))
+    assert known.match([entry], row_of(other_bug)) is None
+    no_options = dict(prog, compile_options=None)
+    assert known.match([entry], row_of(no_options)) is None

@@ -213,6 +213,16 @@ def test_a_dynamo_graph_holding_its_weights_keeps_their_values_in_its_repro_and_
         weights = dict(loaded.mod.named_parameters())
         assert isinstance(weights["bn.weight"], torch.nn.Parameter) and not weights["conv.weight"].requires_grad
         assert torch.equal(loaded.mod.eval()(*args), model(x))   # torch writes submodules in training mode
+    # with no saved inputs (repro_standalone.py, the random-input check) the weights are random too
+    loaded = R.load_repro_file(R.parse_repro_file(str(first)))
+    R.read_inputs(loaded, None)
+    assert not torch.equal(dict(loaded.mod.named_parameters())["conv.weight"], model.conv.weight)
+    # a weight past the budget stays random (the run directory must stay within what the report reads)
+    big = torch.fx.symbolic_trace(Stem().eval())
+    big.register_buffer("table", torch.ones(R.ATTR_TENSOR_BYTES // 4 + 1))
+    text = R.repro_source(big, [x], kind="dynamo", accuracy="", save_dir=str(tmp_path / "big"), backend="eager")
+    assert f"# table: {R.ATTR_TENSOR_BYTES + 4} bytes, not saved (past the repro's budget): random" in text
+    assert "_minify_bot_attr(reader, 'conv.weight'" in text and "_minify_bot_attr(reader, 'table'" not in text
     # torch's own run_repro reads the file with a counting reader first: the file runs as it is
     import subprocess
     import sys

@@ -161,22 +161,28 @@ def test_a_model_that_cannot_be_set_up_or_fails_in_eager_is_not_filed_as_a_compi
     without = _program_row("script_bug", compiled_graphs=2, compile_frames=2)
     nothing = _program_row("aoti_serve", compiled_graphs=0, compile_frames=0)
     compiled = _program_row("nightly", compiled_graphs=1, compile_frames=1)
+    # an error raised in inductor before dynamo started a frame (or in a process the hook missed)
+    uncounted = dict(_program_row("import_regression", compiled_graphs=0, compile_frames=0),
+                     error={"type": "ImportError", "message": "cannot import name 'x'",
+                            "traceback": '  File "/venv/torch/_inductor/compile_fx.py", line 3, in <module>'})
     bug = check_row("mlp_relu")
-    run = write_run(tmp_path / "run", [setup, eager, without, nothing, compiled, bug],
+    run = write_run(tmp_path / "run", [setup, eager, without, nothing, compiled, uncounted, bug],
                     {bug["id"]: failure_record(bug), without["id"]: failure_record(without, stage="eager"),
                      nothing["id"]: failure_record(nothing, stage=None, repro_status="none"),
                      compiled["id"]: failure_record(compiled, repro_status="not_reproduced")})
     where.report(run)
     bodies = " ".join(r["body"] for r in where.records())
-    assert "mlp\\_relu" in bodies and "nightly" in bodies and "timm" not in bodies and "aoti" not in bodies
+    assert "mlp\\_relu" in bodies and "nightly" in bodies and "import\\_regression" in bodies
+    assert "timm" not in bodies and "aoti" not in bodies
     rep = json.loads((run / "report.json").read_text())
     skipped = {c: a["reason"] for a in rep["actions"] if a["action"] == "skipped" for c in a["checks"]}
-    assert skipped == {setup["id"]: "the model or program could not be set up: not a compiler failure",
-                       eager["id"]: "the model fails or varies in eager: not a compiler failure",
-                       without["id"]: "the program fails without torch.compile: not a compiler failure",
-                       nothing["id"]: "the program compiled no graph with torch.compile: not a compiler failure"}, \
+    assert skipped == {setup["id"]: "the model or program could not be set up: not a torch.compile failure",
+                       eager["id"]: "the model fails or varies in eager: not a torch.compile failure",
+                       without["id"]: "the program fails without torch.compile: not a torch.compile failure",
+                       nothing["id"]: "the program compiled no graph with torch.compile (an ahead-of-time compile is "
+                                      "not captured): not a torch.compile failure"}, \
         rep["actions"]
-    assert rep["counts"]["created"] == 2
+    assert rep["counts"]["created"] == 3
 
 
 def test_an_issue_filed_for_a_setup_failure_before_is_not_reopened_by_it(where, tmp_path, monkeypatch):
@@ -196,7 +202,7 @@ def test_an_issue_filed_for_a_setup_failure_before_is_not_reopened_by_it(where, 
     assert where.records()[0]["state"] == "closed"
     rep = json.loads((run / "report.json").read_text())
     assert [a["reason"] for a in rep["actions"] if a["checks"] == [setup["id"]]] == [
-        "the model or program could not be set up: not a compiler failure; not reopened"], rep["actions"]
+        "the model or program could not be set up: not a torch.compile failure; not reopened"], rep["actions"]
 
 
 def test_cap_on_new_issues_lists_the_rest(where, tmp_path):

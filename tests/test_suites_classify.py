@@ -198,3 +198,7 @@ def test_the_exception_that_ends_a_traceback_is_named_whatever_its_name():
     assert row.error.traceback.endswith("torch._dynamo.exc.Unsupported: Failed to trace builtin operator")
     mine = classify(returncode=1, output="step 3: loss went up\nResult: worse than eager\n")
     assert mine.error.type == "ExitCode"
+    # a log line written between the frames and the exception is not the exception
+    logged = out.replace("torch._dynamo.exc", "WARNING:root:a log line\ntorch._dynamo.exc", 1)
+    row = classify(returncode=1, output=logged)
+    assert row.error.type == "Unsupported" and row.error.traceback.endswith("Failed to trace builtin operator")

@@ -175,8 +175,8 @@ def localize_program(row: CheckRow, settings: Settings, workdir: str, log_path: 
     ablation = ([StageVerdict(NO_COMPILE, without.status)] if without else []) + \
         [StageVerdict(v["backend"], v["status"]) for v in verdicts]
     ablation.append(StageVerdict(row.backend, row.status))
-    if without and without.failure_class:
-        stage = "eager"
+    if without and without.failure_class and without.failure_class == row.failure_class:
+        stage = "eager"   # it fails the same way with torch.compile taken out (a timeout there says nothing)
     elif first:
         stage = dict(STAGES).get(first, "inductor")
     else:

@@ -329,13 +329,17 @@ def apply_compile_options(job: MinifyJob) -> list[str]:
     launcher or a graph captured after dynamo does not carry them); the repros written from here on
     carry them as config lines. Returns those this torch refuses."""
     from bot.torch_adapter import config as tconfig
+    from bot.torch_adapter.repro import CAPTURE_KEYS
 
     refused = []
-    for key, value in job.compile_options.items():
+    for key, value in list(job.compile_options.items()):
         try:
+            if key in CAPTURE_KEYS or key.startswith("inductor.trace.") or key == "inductor.debug":
+                raise ValueError("a debug or cache setting, not the compiler's behaviour")
             tconfig.set_config(key, tconfig.validate_overrides({key: value})[key])
         except Exception:  # noqa: BLE001 - a key this torch lacks, a value of the wrong type
             refused.append(key)
+            del job.compile_options[key]   # nor in the config diff, nor in a repro
     return refused
 
 
@@ -473,7 +477,12 @@ def random_inputs_reproduce(job: MinifyJob, kind, pinned, gm, final_path: str, i
     try:
         with R.config_snapshot(), R.disable_repro_after(), torch.no_grad():
             rf = R.parse_repro_file(final_path)
-            rargs = R.read_inputs(R.load_repro_file(rf), None)
+            loaded = R.load_repro_file(rf)
+            rargs = R.read_inputs(loaded, None)
+            if rf.kind == "dynamo" and R.holds_tensors(gm):
+                # a graph that holds its weights: with no saved inputs they are random too, as in
+                # repro_standalone.py (a random BatchNorm variance can hide the failure)
+                gm = R.trace_dynamo_graph(loaded)
             ev = (IsolatedEvaluator if isolate else Evaluator)(job.replace(deadline=None), kind, pinned)
             sig = ev.observe(gm, rargs)
         return sig is not None and pinned.matches(sig)

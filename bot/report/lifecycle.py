@@ -150,7 +150,7 @@ class Lifecycle:
         for group in unmatched:
             why = not_compiler(group)
             if why:
-                self.record("skipped", group, None, f"{why}: not a compiler failure")
+                self.record("skipped", group, None, f"{why}: not a torch.compile failure")
                 continue
             if is_flaky(group) and not self.opts.file_flaky:
                 self.record("skipped", group, None, "flaky: passed on rerun; not filed")
@@ -277,7 +277,7 @@ class Lifecycle:
             return
         why = not_compiler(group)
         if reopen and why:   # an issue filed for it before such failures were no longer filed
-            self.record("skipped", group, issue, f"{why}: not a compiler failure; not reopened")
+            self.record("skipped", group, issue, f"{why}: not a torch.compile failure; not reopened")
             return
         if self.run_id in state.runs:
             self.record("unchanged", group, issue, "this run was already reported")

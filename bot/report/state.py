@@ -264,9 +264,18 @@ def _not_compiler(f: Failure) -> str | None:
     if f.failure is not None and f.failure.stage == "eager":   # localize: it fails without torch.compile too
         return "the program fails without torch.compile"
     frames = c.compile_frames if c.compile_frames is not None else c.compiled_graphs
-    if frames == 0:   # the environment hook counted (None: it could not)
-        return "the program compiled no graph with torch.compile"
+    if frames == 0 and c.failure_class != "compile_error" and not _in_compiler(c):
+        # the environment hook counted (None: it could not), and the failure names no compiler
+        return "the program compiled no graph with torch.compile (an ahead-of-time compile is not captured)"
     return None
+
+
+def _in_compiler(check: CheckRow) -> bool:
+    """The check's error shows torch's compiler at work (a process the hook did not count, an
+    error before dynamo started a frame, an ahead-of-time compile)."""
+    e = check.error
+    text = "\n".join(filter(None, [e.type, e.message, e.traceback])) if e else ""
+    return any(m in text for m in ("torch/_inductor", "torch/_dynamo", "torch._inductor", "torch._dynamo"))
 
 
 def passed_before(check: CheckRow) -> bool:

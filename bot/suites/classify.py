@@ -90,7 +90,8 @@ def last_exception(text: str) -> tuple[str, str] | None:
     lines = text.splitlines()
     raised = _raised_at(lines)
     for i in range(len(lines) - 1, -1, -1):
-        m = RAISED_LINE.match(lines[i]) if i == raised else EXC_LINE.match(lines[i].strip())
+        line = lines[i] if i == raised else lines[i].strip()
+        m = EXC_LINE.match(line) or (RAISED_LINE.match(line) if i == raised else None)
         if m:
             msg = m.group(2) or ""
             diags = [ln.strip() for ln in lines[i + 1:] if DIAG.search(ln)][:20]
@@ -110,8 +111,18 @@ def _raised_at(lines: list[str], start: int | None = None) -> int | None:
     for i in range(start + 1, len(lines)):
         if lines[i].startswith((" ", "\t")) or not lines[i].strip():
             continue
-        return i if RAISED_LINE.match(lines[i]) else None
+        if EXC_LINE.match(lines[i]) or _exception_name(lines[i]):
+            return i
+        # another line (a log line written meanwhile): the exception's comes after it
     return None
+
+
+def _exception_name(line: str) -> bool:
+    """A line shaped like ``module.Name: message`` whose name is an exception class's (CamelCase:
+    ``Unsupported``, not ``WARNING`` or ``step``)."""
+    m = RAISED_LINE.match(line)
+    name = m.group(1).rsplit(".", 1)[-1] if m else ""
+    return bool(name) and name[0].isupper() and any(ch.islower() for ch in name)
 
 
 def python_traceback(text: str, limit: int = 60) -> str | None:

@@ -387,6 +387,18 @@ def _minify_bot_attr(reader, name, value):
 '''
 
 
+def holds_tensors(gm) -> bool:
+    """Whether a graph module reads parameters or buffers of its own (a dynamo graph under inductor
+    freezing), whose values its dynamo-format repro saves beside its inputs."""
+    return any(True for _ in gm.parameters()) or any(True for _ in gm.buffers())
+
+
+# the weights a repro saves beside its inputs: past these, a weight stays random in the repro
+# (the packaged run directory must stay within what the report side accepts: bot.rundir)
+ATTR_TENSOR_BYTES = 16 << 20
+ATTR_TOTAL_BYTES = 64 << 20
+
+
 def _with_attribute_values(source: str, gm, save_dir: str | None) -> str:
     """A dynamo-format repro whose graph reads parameters or buffers as attributes (dynamo installs
     them so when inductor freezes weights: ``inductor.freezing`` in an inference program) with
@@ -407,15 +419,25 @@ def _with_attribute_values(source: str, gm, save_dir: str | None) -> str:
         writer = InputWriter(save_dir, stable_hash=True)
     except TypeError:   # a torch whose writer has no stable_hash
         writer = InputWriter(save_dir)
-    for name, t in attrs:
-        writer.tensor(name, t.detach().requires_grad_(t.requires_grad) if t.is_leaf else t.detach())
-    names = iter(n for n, _ in attrs)
     lines = ["    # the graph's parameters and buffers, as they were in the program"]
-    for line in writer._lines:  # noqa: SLF001 - the writer's lines, one per storage and tensor, in order
-        if line.startswith("reader.tensor("):
-            call, _, _ = line.rpartition("  # ")
-            line = f"_minify_bot_attr(reader, {next(names)!r}, {call})"
-        lines.append("    " + line)
+    total = 0
+    for name, t in attrs:
+        try:
+            size = t.untyped_storage().nbytes()
+            if size > ATTR_TENSOR_BYTES or total + size > ATTR_TOTAL_BYTES:
+                lines.append(f"    # {name}: {size} bytes, not saved (past the repro's budget): random")
+                continue
+            before = len(writer._lines)  # noqa: SLF001 - the writer's lines: a storage's, then the tensor's
+            writer.tensor(name, t.detach().requires_grad_(t.requires_grad) if t.is_leaf else t.detach())
+        except Exception as exc:  # noqa: BLE001 - a tensor the writer cannot save (a subclass, sparse, mkldnn)
+            lines.append(f"    # {name}: not saved ({type(exc).__name__}): random")
+            continue
+        total += size
+        for line in writer._lines[before:]:  # noqa: SLF001
+            if line.startswith("reader.tensor("):
+                call, _, _ = line.rpartition("  # ")
+                line = f"_minify_bot_attr(reader, {name!r}, {call})"
+            lines.append("    " + line)
     head, _, tail = source.partition(anchor)
     return head + "\n" + "\n".join(lines) + anchor + tail.replace("\n", "\n" + _ATTR_HELPER, 1)
 
