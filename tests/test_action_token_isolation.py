@@ -240,6 +240,8 @@ def test_run_reads_its_templates_before_the_checked_code_runs(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent(f"""
         import glob, sys
+        import torch
+        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))   # a compiled frame: a compiler failure
         for path in glob.glob({str(site / "bot" / "templates" / "*.j2")!r}):
             open(path, "w").write("PWNED\\n")
         print("accuracy mismatch: max abs error 1.0", file=sys.stderr)
