@@ -336,3 +336,24 @@ def test_a_query_in_a_fresh_interpreter_judges_the_candidate_as_a_fork_would(tmp
         res = P._observe_exec(job, "aot", gm, args, 300.0, str(tmp_path / "q2"), ({RELU: "accuracy"}, {}))
         assert P._judged(job, res, 300.0) == (None, False), res.output[-3000:]
     assert "aten.relu" in (tmp_path / "q1" / "candidate.py").read_text()
+
+
+def test_compile_options_torch_refuses_or_that_only_debug_are_dropped_from_the_job():
+    """The program's torch.compile options are set in the worker over the captured file's config;
+    a key this torch lacks, a value of the wrong type, and debug or cache settings are not set, and
+    leave the job (so no config diff or repro line names them)."""
+    import torch._inductor.config as ic
+
+    from bot.minify.predicate import apply_compile_options
+    from bot.minify.records import MinifyJob
+    from bot.torch_adapter import repro as R
+
+    job = MinifyJob(repro="r.py", workdir=".", failure_class="accuracy", budget=1.0, compile_options={
+        "inductor.epilogue_fusion": False, "inductor.no_such_setting": 1, "inductor.max_autotune": "often",
+        "inductor.fx_graph_cache": True, "inductor.trace.enabled": True})
+    with R.config_snapshot():
+        refused = apply_compile_options(job)
+        assert ic.epilogue_fusion is False and ic.trace.enabled is False
+    assert sorted(refused) == ["inductor.fx_graph_cache", "inductor.max_autotune", "inductor.no_such_setting",
+                               "inductor.trace.enabled"]
+    assert job.compile_options == {"inductor.epilogue_fusion": False}

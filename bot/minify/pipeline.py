@@ -136,10 +136,10 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
         os.makedirs(d, exist_ok=True)
     rec = FailureRecord.for_check(row)
     rec.versions = versions
-    if valid_options(row.compile_options):
-        # the settings the program's torch.compile gave its graphs hold in every rerun, a forced
+    options = valid_options(row.compile_options)
+    if options:   # the settings the program's torch.compile gave its graphs hold in every rerun, a forced
         # backend's too (the hook sets them as the program imports torch._dynamo)
-        settings = settings.replace(config={**settings.config, **valid_options(row.compile_options)})
+        settings = settings.replace(config={**settings.config, **options})
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
     try:

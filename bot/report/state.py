@@ -260,7 +260,7 @@ def _not_compiler(f: Failure) -> str | None:
 
     c = f.check
     if c.failure_class in NOT_COMPILER_CLASSES:
-        return _NOT_COMPILER_WORDS.get(c.failure_class, "the model fails without the compiler")
+        return _NOT_COMPILER_WORDS[c.failure_class]
     if f.failure is not None and f.failure.stage == "eager":   # localize: it fails without torch.compile too
         return "the program fails without torch.compile"
     frames = c.compile_frames if c.compile_frames is not None else c.compiled_graphs

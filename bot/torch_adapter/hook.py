@@ -339,15 +339,22 @@ def backend_name(compiler_fn) -> str | None:
     program's own (a function, or one it registered itself: the minify worker and the repros, in
     processes of their own, could not name it). Never imports torch's backends (that costs a
     program a third of a second): a name torch.compile looked up is registered already."""
+    name, _ = _named_compiler(compiler_fn)
+    return name if name is not None and (name == "inductor" or _torch_backend(name)) else None
+
+
+def _named_compiler(compiler_fn) -> tuple[str | None, object]:
+    """(name, object) of the compiler under dynamo's debug wrappers that says its name
+    (torch.compile's wrapper); (None, None) for one that says none."""
     fn = compiler_fn
     for _ in range(8):
+        if fn is None:
+            break
         name = getattr(fn, "compiler_name", None) or getattr(fn, "_compiler_name", None)
         if isinstance(name, str):
-            return name if name == "inductor" or _torch_backend(name) else None
+            return name, fn
         fn = getattr(fn, "_torchdynamo_orig_backend", None)
-        if fn is None:
-            return None
-    return None
+    return None, None
 
 
 def compile_options(compiler_fn) -> dict:
@@ -358,16 +365,8 @@ def compile_options(compiler_fn) -> dict:
     graph captured after dynamo carry them; a run whose backend is forced drops them."""
     from bot.torch_adapter import config as tconfig
 
-    fn = compiler_fn
-    for _ in range(8):
-        if fn is None:
-            return {}
-        if (getattr(fn, "compiler_name", None) or getattr(fn, "_compiler_name", None)) == "inductor":
-            break
-        fn = getattr(fn, "_torchdynamo_orig_backend", None)
-    else:
-        return {}
-    config = getattr(fn, "config", None)
+    name, fn = _named_compiler(compiler_fn)
+    config = getattr(fn, "config", None) if name == "inductor" else None
     out: dict = {}
     for name, value in list(config.items())[:64] if isinstance(config, dict) else []:
         if not isinstance(name, str) or not (value is None or isinstance(value, (bool, int, float, str))):
