@@ -509,3 +509,27 @@ def test_a_graph_is_judged_with_the_settings_and_numerics_the_program_set(tmp_pa
     for line in ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.set_float32_matmul_precision('high')",
                  "torch.use_deterministic_algorithms(True, warn_only=True)"):
         assert line in repro
+
+
+def test_a_command_line_with_shell_syntax_runs_as_a_workflow_run_line_would(tmp_path, bot):
+    """``cd bench && STEPS=3 python run.py 2>&1``, as a workflow's ``run:`` line or a terminal would run
+    it (not exec'd as a program named ``cd``); a crash under the shell is still the program's crash."""
+    bench = tmp_path / "bench"
+    (bench / "data").mkdir(parents=True)
+    (bench / "data" / "scale.txt").write_text("1.5\n")
+    (bench / "run.py").write_text(textwrap.dedent("""
+        import os, sys
+        scale = float(open("data/scale.txt").read())
+        print(f"steps {os.environ['STEPS']} scale {scale}: compiled output differs from eager", file=sys.stderr)
+        sys.exit(1)
+    """))
+    out = tmp_path / "run"
+    bot("check", "--command", f"cd bench && STEPS=3 {sys.executable} run.py 2>&1 | cat; exit ${{PIPESTATUS[0]}}",
+        "--reruns", "0", "--out", out, cwd=tmp_path)
+    row = json.loads((out / "results.json").read_text())["checks"][0]
+    assert (row["status"], row["failure_class"]) == ("fail_accuracy", "accuracy"), row
+    assert "steps 3 scale 1.5" in (out / "checks" / f"{row['id']}.log").read_text()
+    bot("check", "--command", f"cd bench && {sys.executable} -c 'import os; os.abort()'", "--reruns", "0",
+        "--out", out, cwd=tmp_path)
+    row = json.loads((out / "results.json").read_text())["checks"][0]
+    assert (row["failure_class"], row["error"]["type"]) == ("crash", "SIGABRT"), row

@@ -202,3 +202,22 @@ def test_the_exception_that_ends_a_traceback_is_named_whatever_its_name():
     logged = out.replace("torch._dynamo.exc", "WARNING:root:a log line\ntorch._dynamo.exc", 1)
     row = classify(returncode=1, output=logged)
     assert row.error.type == "Unsupported" and row.error.traceback.endswith("Failed to trace builtin operator")
+
+
+def test_a_failing_pytest_test_is_named_by_its_exception_not_the_exit_status(tmp_path):
+    """A test suite as the benchmark (``python -m pytest``): pytest writes the exception of a
+    failing test after an ``E`` marker and no Python traceback; it is still the error."""
+    (tmp_path / "test_model.py").write_text(textwrap.dedent("""
+        def test_compiled_matches_eager():
+            a, b = [1.0, 2.0], [1.0, 2.5]
+            assert a == b, "Tensor-likes are not close!"
+
+        def test_import():
+            pass
+    """))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_model.py"],
+                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout
+    row = classify(returncode=p.returncode, output=p.stdout)
+    assert (row.failure_class, row.error.type) == ("accuracy", "AssertionError")
+    assert row.error.message.startswith("Tensor-likes are not close!")

@@ -46,6 +46,8 @@ EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exi
 # (torch._dynamo.exc.Unsupported): ``module.Type: message`` or ``Type``
 RAISED_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: ?(.*))?$")
 TRACEBACK = "Traceback (most recent call last):"
+# pytest writes a failing test's exception as ``E       AssertionError: Tensor-likes are not close!``
+PYTEST_E = re.compile(r"^E {3,}")
 DIAG = re.compile(r"\b(?:error|fatal error): ")
 
 
@@ -90,7 +92,7 @@ def last_exception(text: str) -> tuple[str, str] | None:
     lines = text.splitlines()
     raised = _raised_at(lines)
     for i in range(len(lines) - 1, -1, -1):
-        line = lines[i] if i == raised else lines[i].strip()
+        line = lines[i] if i == raised else PYTEST_E.sub("", lines[i]).strip()
         m = EXC_LINE.match(line) or (RAISED_LINE.match(line) if i == raised else None)
         if m:
             msg = m.group(2) or ""

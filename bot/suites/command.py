@@ -13,7 +13,10 @@ backend (localize) and to keep every minifier launcher torch writes (capture).
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 
@@ -105,15 +108,42 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
         os.remove(state)
 
 
+# What only a shell understands: operators (``&&``, ``|``, ``;``, redirections, subshells),
+# expansions (``$VAR``, ``$(...)``, backquotes, globs, ``~``), a leading ``NAME=value`` assignment, or
+# a shell builtin as the program (``cd``, ``source``, ``export``).
+_SHELL_CHARS = re.compile(r"[|&;<>()$`*?\[\]~{}\n]")
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+_BUILTINS = {"cd", "source", ".", "export", "set", "ulimit", "umask", "exec", "eval", "time", "!", "pushd"}
+
+
+def command_argv(command: str) -> tuple[list[str], bool]:
+    """How a command line runs: (argv, through a shell). A plain line (a program and its
+    arguments) is split like a shell line and exec'd; a line that uses shell syntax runs as a
+    workflow's ``run:`` line does, through bash (``sh`` where there is none), so ``cd bench &&
+    STEPS=3 python run.py 2>&1`` works as typed. ValueError when it cannot be split (an open quote)."""
+    argv = shlex.split(command)
+    if argv and not (_SHELL_CHARS.search(command) or _ASSIGNMENT.match(argv[0]) or argv[0] in _BUILTINS):
+        return argv, False
+    return [shutil.which("bash") or "/bin/sh", "-c", command], True
+
+
+def _signal_of_shell_status(returncode: int | None) -> int | None:
+    """A shell reports a child killed by signal N as exit status 128 + N: the status as the
+    program's own (negative: killed by that signal), so a crash is still a crash."""
+    if returncode is not None and 128 < returncode < 128 + signal.NSIG:
+        return -(returncode - 128)
+    return returncode
+
+
 def run_command(command: str, settings, log_path: str, cwd: str | None = None, extra_env: dict | None = None,
                 patterns: Patterns | None = None, force_backend: str | None = None,
                 launcher_dir: str | None = None) -> CheckRow:
     """One run of a user's command -> its row's result (plus ``compiled_graphs`` and ``launchers``)."""
     try:
-        argv = shlex.split(command)
+        argv, shell = command_argv(command)
     except ValueError as exc:
         return _bad(f"cannot parse command: {exc}")
-    if not argv:
+    if not command.strip():
         return _bad("empty command")
     env = settings_env(settings)
     env.update(extra_env or {})
@@ -121,6 +151,8 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
                   force_backend=force_backend, launcher_dir=launcher_dir)
     if ran.error:
         return _bad(ran.error, "setup_error")
+    if shell:
+        ran.returncode = _signal_of_shell_status(ran.returncode)
     row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
                    patterns=patterns, compiled_graphs=ran.hook.frames)
     ran.note_in(row)
@@ -220,8 +252,6 @@ def commands_models(path: str | None, patterns: dict | None = None) -> list[Mode
             command: python bench.py --model resnet
             cwd: benchmarks             # relative to the file (default: the file's directory)
     """
-    import shlex
-
     if not path:
         raise UsageError("--suite commands needs --command-file FILE (a YAML mapping of names to commands)")
     base, entries = load_entries(path, what="command file", top="commands", kind="command", key="command",
@@ -232,7 +262,7 @@ def commands_models(path: str | None, patterns: dict | None = None) -> list[Mode
         if not isinstance(command, str) or not command.strip():
             raise UsageError(f"{where}: 'command' must be a non-empty string")
         try:
-            shlex.split(command)
+            command_argv(command)
         except ValueError as exc:
             raise UsageError(f"{where}: cannot parse the command: {exc}") from None
         cwd = entry.get("cwd", ".")
