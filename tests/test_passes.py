@@ -513,3 +513,64 @@ def test_drop_outputs_drops_one_output_after_another_when_no_single_output_shows
     st = P.drop_outputs(P.State(gm, [a, b, c]), P.Oracle(fails))
     assert sorted(P.culprit_ops(st)) == ["aten.exp.default", "aten.relu.default"]
     assert len(P._outputs(st.gm)) == 2
+
+
+# ------------------------------------------------------------------------------------------
+# control flow: a cond's branch and a nested compile region are inlined before the search
+# ------------------------------------------------------------------------------------------
+
+
+def _aot_graph(fn, *inputs):
+    """The graph AOT autograd hands inductor for ``fn`` (what a launcher captured after AOT holds)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        def fw(g, _):
+            graphs.append(g)
+            return g.forward
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
+    torch._dynamo.reset()
+    (gm,) = graphs
+    return gm
+
+
+def _relu_anywhere(gm, args) -> bool:
+    """The failure as the real one behaves: a relu fails however deep in subgraphs it is compiled."""
+    return any(_computes_relu(m, args) for m in gm.modules() if isinstance(m, torch.fx.GraphModule))
+
+
+@pytest.mark.parametrize("take", [True, False])
+def test_a_culprit_inside_a_cond_branch_and_a_nested_region_is_reduced_to_the_op_itself(take):
+    @torch.compiler.nested_compile_region
+    def layer(x, w):
+        return torch.tanh(x @ w) + 1
+
+    def f(x, w, p):
+        y = layer(layer(x, w), w)
+        return torch.cond(p, lambda a: torch.relu(a.sin() * 3) - 1, lambda a: a.cos() * 2, (y,))
+
+    x, w, p = torch.randn(4, 4), torch.randn(4, 4), torch.tensor(take)
+    gm = _aot_graph(f, x, w, p)
+    st = P.State(gm, [x, w, p])
+    targets = {str(n.target) for n in gm.graph.nodes}
+    assert {"cond", "invoke_subgraph"} <= targets, targets   # what the search could not look inside
+    logs = []
+    oracle = P.Oracle(_relu_anywhere)
+    flat = P.inline_subgraphs(st, oracle, log=logs.append)
+    if not take:   # the branch the predicate took has no relu: the graph fails only as called
+        assert flat is st and "does not fail" in logs[-1]
+        return
+    assert oracle.asked == 1 and "inlined" in logs[-1]
+    ops = {str(n.target) for n in flat.gm.graph.nodes if n.op == "call_function"}
+    assert not ops & {"cond", "invoke_subgraph"} and "aten.cos.default" not in ops, ops
+    assert ops >= {"aten.relu.default", "aten.tanh.default", "aten.sin.default"}, ops
+    # the flat graph computes what the original did
+    torch.testing.assert_close(flat.gm(*flat.args), gm(*st.args))
+    alone, culprit = P.find_culprit(flat, oracle)
+    assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"

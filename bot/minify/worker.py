@@ -375,6 +375,7 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
 
     found = None
     evaluator = oracle.fails
+    st = staged("inline_subgraphs", lambda: P.inline_subgraphs(st, oracle, log=log), st)
     if job.culprit_search:
         t = time.time()
         try:

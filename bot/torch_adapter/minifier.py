@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from bot.errors import InfraError
@@ -323,6 +324,38 @@ CALL_OPS = ("call_function", "call_method", "call_module")
 def has_compute(gm) -> bool:
     """Whether the graph computes anything (an empty graph never reproduces a compiler bug)."""
     return any(n.op in CALL_OPS for n in gm.graph.nodes)
+
+
+@dataclass
+class SubgraphCall:
+    """A higher-order op whose body is a subgraph of the module: ``cond(pred, true, false, operands)``
+    (``subgraphs`` = [true, false], ``pred`` its predicate) or ``invoke_subgraph(subgraph, identifier,
+    *operands)`` (a ``torch.compiler.nested_compile_region``; one subgraph). The subgraphs are the
+    get_attr nodes that name them."""
+
+    kind: str                  # "cond" | "invoke_subgraph"
+    subgraphs: list
+    operands: list
+    pred: Any = None
+
+
+def subgraph_call(node) -> SubgraphCall | None:
+    """The node as a :class:`SubgraphCall`, or None (any other node, or a higher-order op of a form
+    this torch does not have)."""
+    import torch
+
+    hop = getattr(torch.ops, "higher_order", None)
+    if node.op != "call_function" or hop is None or node.kwargs:
+        return None
+    cond, invoke = getattr(hop, "cond", None), getattr(hop, "invoke_subgraph", None)
+    named = [a for a in node.args[1:3] if getattr(a, "op", None) == "get_attr"]
+    if cond is not None and node.target is cond and len(node.args) == 4 and len(named) == 2 \
+            and isinstance(node.args[3], (tuple, list)):
+        return SubgraphCall("cond", named, list(node.args[3]), node.args[0])
+    if invoke is not None and node.target is invoke and len(node.args) >= 2 \
+            and getattr(node.args[0], "op", None) == "get_attr":
+        return SubgraphCall("invoke_subgraph", [node.args[0]], list(node.args[2:]))
+    return None
 
 
 def is_op_overload(target) -> bool:
