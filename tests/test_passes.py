@@ -226,7 +226,7 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     rf = R.parse_repro_file(str(path))
     assert rf.tracing_mode == "symbolic" and rf.dynamic
     loaded = R.load_repro_file(rf)
-    gm2 = R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))
+    gm2, _ = R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))
     assert R.symint_placeholders(gm2) and _computes_relu(gm2, None)
     # torch dumps accuracy and runtime failures (levels 3, 4) with real inputs and
     # tracing_mode='real'; their SymInt inputs still say the graph was compiled dynamically
@@ -234,7 +234,7 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     rf = R.parse_repro_file(str(path))
     assert rf.tracing_mode == "real" and rf.dynamic
     loaded = R.load_repro_file(rf)
-    assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir)))
+    assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))[0])
 
 
 def test_a_static_graph_is_written_for_real_tracing(tmp_path):
@@ -542,7 +542,8 @@ def _aot_graph(fn, *inputs):
 
 def _relu_anywhere(gm, args) -> bool:
     """The failure as the real one behaves: a relu fails however deep in subgraphs it is compiled."""
-    return any(_computes_relu(m, args) for m in gm.modules() if isinstance(m, torch.fx.GraphModule))
+    return any(n.op == "call_function" and n.target in (torch.ops.aten.relu.default, torch.relu)
+               for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes)
 
 
 @pytest.mark.parametrize("take", [True, False])
@@ -574,3 +575,53 @@ def test_a_culprit_inside_a_cond_branch_and_a_nested_region_is_reduced_to_the_op
     torch.testing.assert_close(flat.gm(*flat.args), gm(*st.args))
     alone, culprit = P.find_culprit(flat, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
+
+
+def test_an_activation_checkpointed_region_captured_after_dynamo_loads_and_is_inlined(tmp_path, monkeypatch):
+    """``torch.utils.checkpoint`` under torch.compile: dynamo's graph calls the region's body through
+    ``tag_activation_checkpoint``. The capture writes it (inlined where this torch cannot write the
+    body's module), the worker loads it (the call one node, not run on fx's proxies), and the search
+    reaches the culprit inside."""
+    from torch.utils.checkpoint import checkpoint
+
+    from bot.minify.predicate import load_graph
+    from bot.torch_adapter import repro as R
+
+    monkeypatch.setenv(R.CAPTURE_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(R.CAPTURE_INNER_ENV, "eager")
+
+    def f(x, w):
+        return checkpoint(lambda a, b: torch.relu(a @ b).sin() * 2, x, w, use_reentrant=False).sum()
+
+    x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    torch._dynamo.reset()
+    try:
+        torch.compile(f, backend=R.capture_backend)(x, w).backward()
+    finally:
+        torch._dynamo.reset()
+    assert not list(tmp_path.glob("*.error")), [p.read_text() for p in tmp_path.glob("*.error")]
+    _rf, gm, args = load_graph(str(tmp_path / "graph_0.py"))
+    oracle = P.Oracle(_relu_anywhere)
+    flat = P.inline_subgraphs(P.State(gm, args), oracle)
+    assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
+    torch.testing.assert_close(flat.gm(*args), gm(*args))
+    alone, culprit = P.find_culprit(flat, oracle)
+    assert culprit.ops == ["relu"] and culprit.method == "compiled-alone", culprit
+
+
+def test_a_graph_that_cannot_run_on_its_captured_strides_is_loaded_with_contiguous_inputs(tmp_path):
+    """A backward graph can receive a saved tensor in another layout than it was traced for
+    (channels-last out of inductor's compiled forward): a view in it fails eagerly on those
+    strides, so its inputs are made contiguous rather than the graph given up."""
+    from bot.minify.predicate import load_graph
+    from bot.torch_adapter import repro as R
+
+    gm = _trace(lambda a: torch.nn.functional.avg_pool2d(a, 3, 2, ceil_mode=True).view(4, -1), torch.randn(4, 16, 8, 8))
+    x = torch.randn(4, 16, 8, 8).to(memory_format=torch.channels_last)
+    with pytest.raises(Exception, match="view"):
+        gm(x)
+    path = tmp_path / "launcher.py"
+    path.write_text(R.repro_source(gm, [x], kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in")))
+    _rf, loaded_gm, args = load_graph(str(path))
+    assert args[0].is_contiguous() and torch.equal(args[0], x)
+    torch.testing.assert_close(loaded_gm(*args)[0], gm(x.contiguous())[0])

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bot.records import GraphBisect
-from bot.torch_adapter.minifier import CALL_OPS, has_compute, is_op_overload, subgraph_call
+from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, is_op_overload, subgraph_call
 
 
 @dataclass
@@ -286,7 +286,8 @@ def inline_subgraphs(st: State, oracle: Oracle, log=lambda m: None) -> State:
         return st
     preds = {c.pred for c in calls.values() if getattr(c.pred, "op", None) is not None}
     values = eager_values(st.gm, st.args, keep=lambda n: n in preds)[0] if preds else {}
-    flat = _inlined(st, calls, values)
+    flat_gm = inline_subgraph_calls(st.gm, calls, values)
+    flat = State(flat_gm, list(st.args)) if flat_gm is not None else None
     kinds = ", ".join(sorted({c.kind for c in calls.values()}))
     if flat is None:
         log(f"inline: {len(calls)} subgraph call(s) ({kinds}) kept: a branch could not be chosen or inlined")
@@ -297,66 +298,6 @@ def inline_subgraphs(st: State, oracle: Oracle, log=lambda m: None) -> State:
         return flat
     log(f"inline: the graph with its {len(calls)} subgraph call(s) ({kinds}) inlined does not fail: kept as called")
     return st
-
-
-def _inlined(st: State, calls: dict, values: dict) -> State | None:
-    """``st`` with each call in ``calls`` replaced by the nodes of the subgraph it runs (a cond's:
-    the branch its predicate's value picks); None when one cannot be (a predicate with no value, a
-    nested subgraph, a result read other than by index)."""
-    import torch.fx as fx
-
-    gm = st.gm
-    g = fx.Graph()
-    env: dict = {}
-    results: dict = {}
-    for n in gm.graph.nodes:
-        c = calls.get(n)
-        if c is not None:
-            which = 0
-            if c.kind == "cond":
-                pred = values.get(c.pred.name) if isinstance(c.pred, fx.Node) else c.pred
-                if pred is None:
-                    return None
-                which = 0 if bool(pred) else 1
-            outs = _copy_subgraph(g, getattr(gm, c.subgraphs[which].target), [env[a] if isinstance(a, fx.Node) else a for a in c.operands])
-            if outs is None:
-                return None
-            results[n] = outs
-        elif n.op == "get_attr" and n.users and all(u in calls for u in n.users):
-            continue   # a subgraph: its nodes are inlined
-        elif (n.op == "call_function" and n.target is operator.getitem and n.args[0] in results
-              and isinstance(n.args[1], int)):
-            env[n] = results[n.args[0]][n.args[1]]
-        elif any(a in results for a in n.all_input_nodes):
-            return None
-        elif n.op == "output":
-            g.output(fx.map_arg(n.args[0], lambda x: env[x]))
-        else:
-            env[n] = g.node_copy(n, lambda x: env[x])
-    new = fx.GraphModule(gm, g)
-    new.graph.lint()
-    return State(new, list(st.args))
-
-
-def _copy_subgraph(g, sub, operands: list) -> list | None:
-    """Copy the subgraph ``sub``'s nodes into ``g``, its inputs read from ``operands``; its outputs."""
-    import torch.fx as fx
-
-    env: dict = {}
-    placeholders = [m for m in sub.graph.nodes if m.op == "placeholder"]
-    if len(placeholders) != len(operands):
-        return None
-    for m in sub.graph.nodes:
-        if m.op == "placeholder":
-            env[m] = operands[len(env)]
-        elif m.op == "get_attr":
-            return None   # a subgraph of its own (nested control flow): not inlined
-        elif m.op == "output":
-            out = m.args[0]
-            return [env[o] if isinstance(o, fx.Node) else o for o in (out if isinstance(out, (tuple, list)) else [out])]
-        else:
-            env[m] = g.node_copy(m, lambda x: env[x])
-    return None
 
 
 # ------------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@ def load_graph(path: str, kind_hint: str | None = None):
     if rf.kind == "dynamo":
         gm = R.trace_dynamo_graph(loaded)
     else:
-        gm = R.trace_aot_graph(loaded, args)
+        gm, args = R.trace_aot_graph(loaded, args)
+        if loaded.contiguous:
+            log(f"load: the graph cannot run on its inputs' captured strides ({loaded.contiguous}); its "
+                "inputs are made contiguous")
         if loaded.traced != rf.tracing_mode and rf.tracing_mode == "real":
             log(f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
             rf.tracing_mode = loaded.traced   # and so the repros written from it

@@ -329,14 +329,19 @@ def has_compute(gm) -> bool:
 @dataclass
 class SubgraphCall:
     """A higher-order op whose body is a subgraph of the module: ``cond(pred, true, false, operands)``
-    (``subgraphs`` = [true, false], ``pred`` its predicate) or ``invoke_subgraph(subgraph, identifier,
-    *operands)`` (a ``torch.compiler.nested_compile_region``; one subgraph). The subgraphs are the
-    get_attr nodes that name them."""
+    (``subgraphs`` = [true, false], ``pred`` its predicate), or one that always runs its one
+    subgraph on its operands: ``invoke_subgraph(subgraph, identifier, *operands)`` (a
+    ``torch.compiler.nested_compile_region``), ``tag_activation_checkpoint(body, *operands, **kw)``
+    (``torch.utils.checkpoint`` under torch.compile; recomputation changes no value) and
+    ``wrap(body, *operands)``. The subgraphs are the get_attr nodes that name them."""
 
-    kind: str                  # "cond" | "invoke_subgraph"
+    kind: str
     subgraphs: list
     operands: list
     pred: Any = None
+
+
+_BODY_FIRST = ("tag_activation_checkpoint", "wrap")   # hop(body, *operands, **options)
 
 
 def subgraph_call(node) -> SubgraphCall | None:
@@ -345,16 +350,85 @@ def subgraph_call(node) -> SubgraphCall | None:
     import torch
 
     hop = getattr(torch.ops, "higher_order", None)
-    if node.op != "call_function" or hop is None or node.kwargs:
+    if node.op != "call_function" or hop is None or not node.args:
         return None
-    cond, invoke = getattr(hop, "cond", None), getattr(hop, "invoke_subgraph", None)
+    body = getattr(node.args[0], "op", None) == "get_attr"
+    for name in _BODY_FIRST:
+        if node.target is getattr(hop, name, None) and body:
+            return SubgraphCall(name, [node.args[0]], list(node.args[1:]))
+    if node.kwargs:
+        return None
     named = [a for a in node.args[1:3] if getattr(a, "op", None) == "get_attr"]
-    if cond is not None and node.target is cond and len(node.args) == 4 and len(named) == 2 \
+    if node.target is getattr(hop, "cond", None) and len(node.args) == 4 and len(named) == 2 \
             and isinstance(node.args[3], (tuple, list)):
         return SubgraphCall("cond", named, list(node.args[3]), node.args[0])
-    if invoke is not None and node.target is invoke and len(node.args) >= 2 \
-            and getattr(node.args[0], "op", None) == "get_attr":
+    if node.target is getattr(hop, "invoke_subgraph", None) and len(node.args) >= 2 and body:
         return SubgraphCall("invoke_subgraph", [node.args[0]], list(node.args[2:]))
+    return None
+
+
+def inline_subgraph_calls(gm, calls: dict, values: dict | None = None):
+    """``gm`` with each call in ``calls`` (node -> :class:`SubgraphCall`) replaced by the nodes of
+    the subgraph it runs (a cond's: the branch its predicate's value in ``values``, by node name,
+    picks), as a new GraphModule on the same inputs; None when one cannot be (a predicate with no
+    value, a nested subgraph, a body that is no fx graph, a result read other than by index)."""
+    import operator
+
+    import torch.fx as fx
+
+    g = fx.Graph()
+    env: dict = {}
+    results: dict = {}
+    for n in gm.graph.nodes:
+        c = calls.get(n)
+        if c is not None:
+            which = 0
+            if c.kind == "cond":
+                pred = (values or {}).get(c.pred.name) if isinstance(c.pred, fx.Node) else c.pred
+                if pred is None:
+                    return None
+                which = 0 if bool(pred) else 1
+            operands = [env[a] if isinstance(a, fx.Node) else a for a in c.operands]
+            outs = _copy_subgraph(g, getattr(gm, c.subgraphs[which].target), operands)
+            if outs is None:
+                return None
+            results[n] = outs
+        elif n.op == "get_attr" and n.users and all(u in calls for u in n.users):
+            continue   # a subgraph: its nodes are inlined
+        elif (n.op == "call_function" and n.target is operator.getitem and n.args[0] in results
+              and isinstance(n.args[1], int)):
+            env[n] = results[n.args[0]][n.args[1]]
+        elif any(a in results for a in n.all_input_nodes):
+            return None
+        elif n.op == "output":
+            g.output(fx.map_arg(n.args[0], lambda x: env[x]))
+        else:
+            env[n] = g.node_copy(n, lambda x: env[x])
+    new = fx.GraphModule(gm, g)
+    new.graph.lint()
+    return new
+
+
+def _copy_subgraph(g, sub, operands: list) -> list | None:
+    """Copy the subgraph ``sub``'s nodes into ``g``, its inputs read from ``operands``; its outputs."""
+    import torch.fx as fx
+
+    if not isinstance(getattr(sub, "graph", None), fx.Graph):
+        return None
+    env: dict = {}
+    placeholders = [m for m in sub.graph.nodes if m.op == "placeholder"]
+    if len(placeholders) != len(operands):
+        return None
+    for m in sub.graph.nodes:
+        if m.op == "placeholder":
+            env[m] = operands[len(env)]
+        elif m.op == "get_attr":
+            return None   # a subgraph of its own (nested control flow): not inlined
+        elif m.op == "output":
+            out = m.args[0]
+            return [env[o] if isinstance(o, fx.Node) else o for o in (out if isinstance(out, (tuple, list)) else [out])]
+        else:
+            env[m] = g.node_copy(m, lambda x: env[x])
     return None
 
 

@@ -199,6 +199,7 @@ class LoadedRepro:
     mod: Any
     load_args: Any
     traced: str | None = None      # the tracing mode :func:`trace_aot_graph` used
+    contiguous: str | None = None  # why :func:`trace_aot_graph` made the inputs contiguous (the error)
 
 
 def load_repro_file(rf: ReproFile) -> LoadedRepro:
@@ -224,8 +225,10 @@ def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
     return list(reader.args)
 
 
-def trace_aot_graph(loaded: LoadedRepro, args: list):
-    """The after_aot way: make_fx the Repro module under no_grad, with the file's tracing mode.
+def trace_aot_graph(loaded: LoadedRepro, args: list) -> tuple:
+    """The after_aot way: make_fx the Repro module under no_grad, with the file's tracing mode:
+    (graph, inputs). The inputs are the captured ones, or contiguous copies where the graph cannot
+    be traced on the captured strides (``loaded.contiguous`` says why).
 
     A launcher captured with dynamic shapes (:attr:`ReproFile.dynamic`) is traced symbolically,
     as torch's own ``run_repro`` does with ``tracing_mode='symbolic'``, so the graph's
@@ -233,14 +236,31 @@ def trace_aot_graph(loaded: LoadedRepro, args: list):
     compiled with dynamic shapes. Real tracing would turn the sizes into constants and specialize
     a dynamic-shapes-only bug away."""
     torch = _torch()
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     params = sum(1 for _ in loaded.mod.named_parameters())
     if params:   # inductor's freezing keeps the weights in the graph; torch writes them as random values
         raise UsageError(f"{os.path.basename(loaded.file.path)}: the graph holds {params} parameter(s) whose "
                          f"values torch's after-AOT launcher does not save (frozen weights, inductor.freezing)")
     mode = "symbolic" if loaded.file.dynamic else loaded.file.tracing_mode if loaded.file.tracing_mode == "fake" \
         else "real"
+    try:
+        return _traced(loaded, mode, args), args
+    except Exception as exc:  # noqa: BLE001 - the captured strides may be ones the graph cannot run on
+        plain = [a.detach().contiguous().requires_grad_(a.requires_grad)
+                 if isinstance(a, torch.Tensor) and not a.is_contiguous() else a for a in args]
+        if all(p is a for p, a in zip(plain, args)):
+            raise
+        # a backward graph whose saved tensors inductor's compiled forward returned in another
+        # layout (channels-last after a convolution): it was traced for the strides of the
+        # forward's trace, and a view in it cannot run eagerly on the captured ones
+        gm = _traced(loaded, mode, plain)
+        loaded.contiguous = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        return gm, plain
+
+
+def _traced(loaded: LoadedRepro, mode: str, args: list):
+    torch = _torch()
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     loaded.traced = mode
     with torch.no_grad():
         try:
@@ -303,8 +323,60 @@ def symint_placeholders(gm) -> bool:
 
 
 def trace_dynamo_graph(loaded: LoadedRepro):
+    """The graph of an after-dynamo repro's module, by fx's symbolic tracer. A higher-order op the
+    graph calls on a submodule (an activation-checkpointed region's ``tag_activation_checkpoint``,
+    ``wrap``, ``cond``, a nested compile region) is recorded as the one call node it is in dynamo's
+    graph, not run on the tracer's proxies (which it cannot be), and each such submodule becomes
+    an fx graph of its own, so that its nodes can be inlined."""
     torch = _torch()
-    return torch.fx.symbolic_trace(loaded.mod)
+    with _higher_order_ops_as_calls():
+        gm = torch.fx.symbolic_trace(loaded.mod)
+        for n in gm.graph.nodes:
+            if n.op == "get_attr" and any(_is_higher_order(u.target) for u in n.users):
+                sub = getattr(gm, n.target)
+                if isinstance(sub, torch.nn.Module) and not isinstance(sub, torch.fx.GraphModule):
+                    setattr(gm, n.target, torch.fx.symbolic_trace(sub))
+    return gm
+
+
+def _is_higher_order(target) -> bool:
+    torch = _torch()
+    hop = getattr(getattr(torch, "_ops", None), "HigherOrderOperator", None)
+    return hop is not None and isinstance(target, hop)
+
+
+@contextlib.contextmanager
+def _higher_order_ops_as_calls():
+    """While fx traces: each higher-order op called with an fx proxy among its arguments records one
+    call_function node with the op as its target (its submodule arguments become get_attr nodes)."""
+    torch = _torch()
+    ns = getattr(torch.ops, "higher_order", None)
+    table = getattr(getattr(torch, "_ops", None), "_higher_order_ops", None)
+    if ns is None or not isinstance(table, dict):
+        yield
+        return
+    import torch.utils._pytree as pytree
+
+    def recorded(op):
+        def call(*args, **kwargs):
+            proxy = next((a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.fx.Proxy)), None)
+            if proxy is None:
+                return op(*args, **kwargs)
+            return proxy.tracer.create_proxy("call_function", op, args, kwargs)
+        return call
+
+    cached = dict(vars(ns))   # the namespace caches the ops it has looked up
+    names = [name for name in list(table) if name.isidentifier()]
+    try:
+        for name in names:
+            setattr(ns, name, recorded(table[name]))
+        yield
+    finally:
+        for name in names:
+            if name in cached:
+                setattr(ns, name, cached[name])
+            else:
+                vars(ns).pop(name, None)
 
 
 @contextlib.contextmanager
@@ -595,8 +667,17 @@ def capture_backend(gm, example_inputs, **kwargs):
 
         real = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) and a.is_leaf
                 else a.detach().clone() if isinstance(a, torch.Tensor) else a for a in example_inputs]
-        src = repro_source(copy.deepcopy(gm), real, kind="dynamo", accuracy="",
-                           save_dir=os.path.join(out_dir, f"graph_{k}_inputs"), command="run", backend=inner_name)
+        save_dir = os.path.join(out_dir, f"graph_{k}_inputs")
+        try:
+            src = repro_source(copy.deepcopy(gm), real, kind="dynamo", accuracy="", save_dir=save_dir,
+                               command="run", backend=inner_name)
+        except Exception:  # noqa: BLE001 - a torch whose writer cannot write a subgraph module
+            flat = _inlined_for_writing(gm)
+            if flat is None:
+                raise
+            src = "# the graph's subgraph calls are inlined (this torch cannot write their modules)\n" + \
+                repro_source(flat, real, kind="dynamo", accuracy="", save_dir=save_dir, command="run",
+                             backend=inner_name)
         _write_graph_state(os.path.join(out_dir, f"graph_{k}.py"), gm, real)
         with open(os.path.join(out_dir, f"graph_{k}.py"), "w") as fh:
             fh.write(src)
@@ -607,6 +688,15 @@ def capture_backend(gm, example_inputs, **kwargs):
 
     return lookup_backend(inner_name)(gm, example_inputs, **kwargs) if kwargs else \
         lookup_backend(inner_name)(gm, example_inputs)
+
+
+def _inlined_for_writing(gm):
+    """``gm`` with the subgraph calls that always run their one subgraph inlined (a checkpointed
+    region, ``wrap``, a nested compile region), or None when there are none or it cannot be."""
+    from bot.torch_adapter.minifier import inline_subgraph_calls, subgraph_call
+
+    calls = {n: c for n in gm.graph.nodes if (c := subgraph_call(n)) is not None and c.kind != "cond"}
+    return inline_subgraph_calls(gm, calls) if calls else None
 
 
 def _write_graph_state(graph_path: str, gm, inputs) -> None:
