@@ -221,3 +221,35 @@ def test_a_failing_pytest_test_is_named_by_its_exception_not_the_exit_status(tmp
     row = classify(returncode=p.returncode, output=p.stdout)
     assert (row.failure_class, row.error.type) == ("accuracy", "AssertionError")
     assert row.error.message.startswith("Tensor-likes are not close!")
+
+
+def test_an_exception_a_program_wraps_around_the_failure_is_seen_through():
+    """``raise BenchmarkError(...) from exc``: the failure is the exception it wraps (what a captured
+    graph raises), with its compiler diagnostics; one raised while handling another is not a
+    wrapper, and neither is torch's own exception."""
+    row = run("""
+        class BenchmarkError(Exception):
+            pass
+
+        def compile_model():
+            raise RuntimeError("CppCompileError: C++ compile error\\n/tmp/k.cpp:3:5: error: conflicting declaration 'x'")
+
+        try:
+            compile_model()
+        except Exception as exc:
+            raise BenchmarkError("pooler: torch.compile failed") from exc
+    """)
+    assert (row.error.type, row.error.message.splitlines()[0]) == ("RuntimeError", "CppCompileError: C++ compile error")
+    assert "error: conflicting declaration 'x'" in row.error.message
+    row = run("""
+        try:
+            {}["missing"]
+        except KeyError:
+            raise ValueError("the model's config is incomplete")
+    """)
+    assert (row.error.type, row.error.message) == ("ValueError", "the model's config is incomplete")
+    torch_own = ("Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: inner\n\n"
+                 "The above exception was the direct cause of the following exception:\n\n"
+                 "Traceback (most recent call last):\n  File \"a.py\", line 3\n"
+                 "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: inner\n")
+    assert last_exception(torch_own) == ("BackendCompilerFailed", "backend='inductor' raised: inner")

@@ -46,6 +46,7 @@ EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failed|Interrupt|Exi
 # (torch._dynamo.exc.Unsupported): ``module.Type: message`` or ``Type``
 RAISED_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: ?(.*))?$")
 TRACEBACK = "Traceback (most recent call last):"
+DIRECT_CAUSE = "The above exception was the direct cause of the following exception:"
 # pytest writes a failing test's exception as ``E       AssertionError: Tensor-likes are not close!``
 PYTEST_E = re.compile(r"^E {3,}")
 DIAG = re.compile(r"\b(?:error|fatal error): ")
@@ -95,12 +96,33 @@ def last_exception(text: str) -> tuple[str, str] | None:
         line = lines[i] if i == raised else PYTEST_E.sub("", lines[i]).strip()
         m = EXC_LINE.match(line) or (RAISED_LINE.match(line) if i == raised else None)
         if m:
+            if i == raised:
+                i, m = _wrapped(lines, i, m)
             msg = m.group(2) or ""
             diags = [ln.strip() for ln in lines[i + 1:] if DIAG.search(ln)][:20]
             if diags:
                 msg = "\n".join([msg, *diags])
             return m.group(1).rsplit(".", 1)[-1], msg[:4000]
     return None
+
+
+def _wrapped(lines: list[str], i: int, m: re.Match) -> tuple[int, re.Match]:
+    """The exception a program's own exception wraps: ``raise BenchmarkError("compile failed") from
+    exc`` prints the compiler's exception first, then "The above exception was the direct cause of
+    the following exception:" and the program's. The failure is the one it wraps (what a captured
+    graph raises), through any number of such wrappers; torch's own exceptions (``torch.``) and one
+    raised while handling another (not a direct cause) are the failure as they are."""
+    while not m.group(1).startswith("torch."):
+        header = next((j for j in range(i - 1, -1, -1) if lines[j].startswith(TRACEBACK)), None)
+        sep = next((j for j in range(header - 1, -1, -1) if lines[j].strip()), None) if header else None
+        if sep is None or lines[sep].strip() != DIRECT_CAUSE:
+            break
+        start = next((j for j in range(sep - 1, -1, -1) if lines[j].startswith(TRACEBACK)), None)
+        cause = _raised_at(lines[:sep], start) if start is not None else None
+        if cause is None:
+            break
+        i, m = cause, EXC_LINE.match(lines[cause]) or RAISED_LINE.match(lines[cause])
+    return i, m
 
 
 def _raised_at(lines: list[str], start: int | None = None) -> int | None:
