@@ -232,7 +232,8 @@ def test_an_exception_a_program_wraps_around_the_failure_is_seen_through():
             pass
 
         def compile_model():
-            raise RuntimeError("CppCompileError: C++ compile error\\n/tmp/k.cpp:3:5: error: conflicting declaration 'x'")
+            raise RuntimeError("CppCompileError: C++ compile error\\n"
+                               "/tmp/k.cpp:3:5: error: conflicting declaration 'x'")
 
         try:
             compile_model()
