@@ -375,7 +375,8 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
 
     found = None
     evaluator = oracle.fails
-    st = staged("inline_subgraphs", lambda: P.inline_subgraphs(st, oracle, log=log), st)
+    if any(P.subgraph_call(n) is not None for n in st.gm.graph.nodes):
+        st = staged("inline_subgraphs", lambda: P.inline_subgraphs(st, oracle, log=log), st)
     if job.culprit_search:
         t = time.time()
         try:
