@@ -97,6 +97,29 @@ def test_a_program_whose_rerun_captured_is_not_run_again_and_its_launchers_come_
     assert not (tmp_path / "w" / "capture" / "capture.log").exists()   # the program was not run
 
 
+def test_a_capture_rerun_leaves_the_programs_directory_as_it_was_its_own_repro_py_too(tmp_path):
+    """torch copies a graph it dumps at level 4 to ./repro.py in the program's directory: its copy
+    goes into the capture directory, and a repro.py of the user's own comes back byte for byte."""
+    prog = tmp_path / "bench.py"
+    prog.write_text("import os, sys\n"
+                    "if os.environ.get('TORCHDYNAMO_REPRO_LEVEL') == '4':\n"
+                    "    open('repro.py', 'w').write('# the graph torch dumped\\n')\n"
+                    "sys.exit(1)\n")
+    mine = tmp_path / "repro.py"
+    mine.write_text("# my own repro, not torch's\n")
+    row = _program_row(tmp_path, level=None)
+    row.spec.command = f"{sys.executable} bench.py"
+    work = tmp_path / "w"
+    cap.run_capture_program(row, Settings(), str(work), str(tmp_path / "minifier.log"), failure_class="accuracy",
+                            level=4, timeout=60)
+    assert mine.read_text() == "# my own repro, not torch's\n"
+    assert (work / "capture" / "repro_from_cwd.py").read_text() == "# the graph torch dumped\n"
+    mine.unlink()   # no file of the user's: torch's copy still leaves the directory
+    cap.run_capture_program(row, Settings(), str(work), str(tmp_path / "minifier.log"), failure_class="accuracy",
+                            level=4, timeout=60)
+    assert not mine.exists() and (work / "capture" / "repro_from_cwd.py").exists()
+
+
 # ---------------------------------------------------------------------------- slow: real captures
 
 

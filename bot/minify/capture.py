@@ -13,8 +13,11 @@ wrapper, so a warm machine would capture nothing); the C++ kernel cache stays wa
 
 from __future__ import annotations
 
+import contextlib
+import filecmp
 import glob
 import os
+import shutil
 from dataclasses import dataclass, replace
 
 from bot import rundir
@@ -139,14 +142,9 @@ def run_capture_program(row: CheckRow, settings: Settings, workdir: str, log_pat
     cap_row = shared_capture(row, level, log_path)
     shared = cap_row is not None
     if cap_row is None:
-        cwd = source_of(row.spec).workdir(row.spec)
-        stray = os.path.join(cwd, rundir.REPRO) if cwd else None
-        stray_before = os.path.exists(stray) if stray else True
-        cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
-                                extra_env=capture_env(level, debug), launcher_dir=keep)
-        if stray and not stray_before and os.path.exists(stray):
-            # torch copies an accuracy failure's graph to ./repro.py; keep the program's directory clean
-            os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
+        with program_directory_kept(source_of(row.spec).workdir(row.spec), capdir):
+            cap_row = rerun_program(row, settings, capdir, log_path, "capture", timeout,
+                                    extra_env=capture_env(level, debug), launcher_dir=keep)
     kept = [x for x in cap_row.launchers or [] if x.path and os.path.exists(x.path)]
     if not kept:  # the hook could not keep copies: torch's own (last) launcher
         kept = [Launcher(None, p) for p in glob.glob(os.path.join(debug, "**", "minifier_launcher.py"), recursive=True)]
@@ -160,6 +158,26 @@ def run_capture_program(row: CheckRow, settings: Settings, workdir: str, log_pat
     cap.graph_of = {x.path: x.graph for x in kept}
     cap.graphs = graphs
     return cap
+
+
+@contextlib.contextmanager
+def program_directory_kept(cwd: str | None, capdir: str):
+    """While a program is rerun for capture: torch copies a graph it dumps at level 1 or 4 to
+    ``./repro.py`` in the program's directory. Its copy is moved into the capture directory, and a
+    ``repro.py`` of the user's own, which it would overwrite, comes back byte for byte (also when
+    the rerun is killed)."""
+    stray = os.path.join(cwd, rundir.REPRO) if cwd else None
+    saved = os.path.join(capdir, "users_repro.py")
+    own = bool(stray) and os.path.isfile(stray)
+    if own:
+        shutil.copy2(stray, saved)
+    try:
+        yield
+    finally:
+        if stray and os.path.isfile(stray) and not (own and filecmp.cmp(stray, saved, shallow=False)):
+            os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
+        if own and not os.path.exists(stray):
+            os.replace(saved, stray)
 
 
 def run_capture_program_dynamo(row: CheckRow, settings: Settings, workdir: str, log_path: str, *,
