@@ -113,8 +113,10 @@ def test_a_capture_rerun_leaves_the_programs_directory_as_it_was_its_own_repro_p
     cap.run_capture_program(row, Settings(), str(work), str(tmp_path / "minifier.log"), failure_class="accuracy",
                             level=4, timeout=60)
     assert mine.read_text() == "# my own repro, not torch's\n"
+    assert not (work / "capture" / "users_repro.py").exists()   # the copy kept meanwhile is gone
     assert (work / "capture" / "repro_from_cwd.py").read_text() == "# the graph torch dumped\n"
     mine.unlink()   # no file of the user's: torch's copy still leaves the directory
+    (work / "capture" / "repro_from_cwd.py").unlink()
     cap.run_capture_program(row, Settings(), str(work), str(tmp_path / "minifier.log"), failure_class="accuracy",
                             level=4, timeout=60)
     assert not mine.exists() and (work / "capture" / "repro_from_cwd.py").exists()

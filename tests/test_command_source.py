@@ -529,7 +529,8 @@ def test_a_command_line_with_shell_syntax_runs_as_a_workflow_run_line_would(tmp_
     row = json.loads((out / "results.json").read_text())["checks"][0]
     assert (row["status"], row["failure_class"]) == ("fail_accuracy", "accuracy"), row
     assert "steps 3 scale 1.5" in (out / "checks" / f"{row['id']}.log").read_text()
-    bot("check", "--command", f"cd bench && {sys.executable} -c 'import os; os.abort()'", "--reruns", "0",
-        "--out", out, cwd=tmp_path)
+    # (``&& echo``: bash must wait for the program rather than exec it, and reports the abort as 134)
+    bot("check", "--command", f"cd bench && {sys.executable} -c 'import os; os.abort()' && echo done",
+        "--reruns", "0", "--out", out, cwd=tmp_path)
     row = json.loads((out / "results.json").read_text())["checks"][0]
     assert (row["failure_class"], row["error"]["type"]) == ("crash", "SIGABRT"), row

@@ -7,6 +7,7 @@ without compiling; the slow test runs the real predicate (inductor with the inje
 from __future__ import annotations
 
 import math
+import operator
 
 import pytest
 import torch
@@ -625,3 +626,41 @@ def test_a_graph_that_cannot_run_on_its_captured_strides_is_loaded_with_contiguo
     _rf, loaded_gm, args = load_graph(str(path))
     assert args[0].is_contiguous() and torch.equal(args[0], x)
     torch.testing.assert_close(loaded_gm(*args)[0], gm(x.contiguous())[0])
+
+
+def test_a_subgraph_fed_a_module_attribute_is_inlined_and_one_that_calls_a_module_stays_called():
+    """An operand read from the module (a constant tensor) is kept as it is; a subgraph that calls a
+    module of its own cannot be inlined: the graph stays as called, nothing raises."""
+    import torch.fx as fx
+
+    invoke = torch.ops.higher_order.invoke_subgraph
+
+    class Body(nn.Module):
+        def forward(self, a, c):
+            return (torch.relu(a) + c,)
+
+    class WithModule(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, a, c):
+            return (torch.relu(self.lin(a)) + c,)
+
+    for body, inlined in ((Body(), True), (WithModule(), False)):
+        root = nn.Module()
+        root.body = fx.symbolic_trace(body)
+        root.register_buffer("const", torch.randn(4))
+        g = fx.Graph()
+        x = g.placeholder("x")
+        call = g.call_function(invoke, (g.get_attr("body"), "subgraph_0", x, g.get_attr("const")))
+        g.output((g.call_function(operator.getitem, (call, 0)),))
+        gm = fx.GraphModule(root, g)
+        st = P.State(gm, [torch.randn(3, 4)])
+        logs = []
+        flat = P.inline_subgraphs(st, P.Oracle(_relu_anywhere), log=logs.append)
+        assert (flat is not st) == inlined, logs
+        if inlined:
+            assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
+            torch.testing.assert_close(flat.gm(*st.args), gm(*st.args))
+            assert {n.name for n in flat.gm.graph.nodes} >= {"invoke_subgraph_relu"}   # named after the call

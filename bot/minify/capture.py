@@ -174,10 +174,14 @@ def program_directory_kept(cwd: str | None, capdir: str):
     try:
         yield
     finally:
-        if stray and os.path.isfile(stray) and not (own and filecmp.cmp(stray, saved, shallow=False)):
-            os.replace(stray, os.path.join(capdir, "repro_from_cwd.py"))
-        if own and not os.path.exists(stray):
-            os.replace(saved, stray)
+        try:
+            if stray and os.path.isfile(stray) and not (own and filecmp.cmp(stray, saved, shallow=False)):
+                shutil.move(stray, os.path.join(capdir, "repro_from_cwd.py"))
+        finally:
+            if own:
+                if not os.path.exists(stray):
+                    shutil.copy2(saved, stray)
+                os.remove(saved)
 
 
 def run_capture_program_dynamo(row: CheckRow, settings: Settings, workdir: str, log_path: str, *,

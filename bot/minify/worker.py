@@ -370,7 +370,8 @@ def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
         res = fn()
         after = res[0] if isinstance(res, tuple) else res   # (state, culprit), (gm, args), state or None
         gm_after = getattr(after, "gm", after)
-        stats.record(name, oracle.asked - q, n - len(P.call_nodes(gm_after)) if gm_after is not None else 0)
+        removed = n - len(P.call_nodes(gm_after)) if gm_after is not None else 0
+        stats.record(name, oracle.asked - q, max(removed, 0))   # inlining adds the subgraphs' nodes
         return res
 
     found = None

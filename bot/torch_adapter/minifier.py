@@ -389,11 +389,11 @@ def inline_subgraph_calls(gm, calls: dict, values: dict | None = None):
                     return None
                 which = 0 if bool(pred) else 1
             operands = [env[a] if isinstance(a, fx.Node) else a for a in c.operands]
-            outs = _copy_subgraph(g, getattr(gm, c.subgraphs[which].target), operands)
+            outs = _copy_subgraph(g, gm.get_submodule(c.subgraphs[which].target), operands, n.name)
             if outs is None:
                 return None
             results[n] = outs
-        elif n.op == "get_attr" and n.users and all(u in calls for u in n.users):
+        elif n.op == "get_attr" and n.users and all(u in calls and n in calls[u].subgraphs for u in n.users):
             continue   # a subgraph: its nodes are inlined
         elif (n.op == "call_function" and n.target is operator.getitem and n.args[0] in results
               and isinstance(n.args[1], int)):
@@ -409,8 +409,9 @@ def inline_subgraph_calls(gm, calls: dict, values: dict | None = None):
     return new
 
 
-def _copy_subgraph(g, sub, operands: list) -> list | None:
-    """Copy the subgraph ``sub``'s nodes into ``g``, its inputs read from ``operands``; its outputs."""
+def _copy_subgraph(g, sub, operands: list, prefix: str) -> list | None:
+    """Copy the subgraph ``sub``'s nodes into ``g``, its inputs read from ``operands``, each named
+    after the call (``prefix``) so that no node of the graph it joins is renamed; its outputs."""
     import torch.fx as fx
 
     if not isinstance(getattr(sub, "graph", None), fx.Graph):
@@ -422,13 +423,16 @@ def _copy_subgraph(g, sub, operands: list) -> list | None:
     for m in sub.graph.nodes:
         if m.op == "placeholder":
             env[m] = operands[len(env)]
-        elif m.op == "get_attr":
-            return None   # a subgraph of its own (nested control flow): not inlined
+        elif m.op in ("get_attr", "call_module"):
+            return None   # an attribute or module of the subgraph's own (nested control flow): not inlined
         elif m.op == "output":
             out = m.args[0]
             return [env[o] if isinstance(o, fx.Node) else o for o in (out if isinstance(out, (tuple, list)) else [out])]
         else:
-            env[m] = g.node_copy(m, lambda x: env[x])
+            node = g.create_node(m.op, m.target, fx.map_arg(m.args, lambda x: env[x]),
+                                 fx.map_arg(m.kwargs, lambda x: env[x]), name=f"{prefix}_{m.name}", type_expr=m.type)
+            node.meta = dict(m.meta)
+            env[m] = node
     return None
 
 

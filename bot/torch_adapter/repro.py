@@ -245,8 +245,9 @@ def trace_aot_graph(loaded: LoadedRepro, args: list) -> tuple:
     try:
         return _traced(loaded, mode, args), args
     except Exception as exc:  # noqa: BLE001 - the captured strides may be ones the graph cannot run on
-        plain = [a.detach().contiguous().requires_grad_(a.requires_grad)
-                 if isinstance(a, torch.Tensor) and not a.is_contiguous() else a for a in args]
+        plain = [a.detach().contiguous().requires_grad_(a.requires_grad)   # an expanded input stays as it is
+                 if isinstance(a, torch.Tensor) and not a.is_contiguous() and 0 not in a.stride() else a
+                 for a in args]
         if all(p is a for p, a in zip(plain, args)):
             raise
         # a backward graph whose saved tensors inductor's compiled forward returned in another
