@@ -279,29 +279,28 @@ def _multi_output_source(node):
 
 
 def inline_subgraphs(st: State, oracle: Oracle, log=lambda m: None) -> State:
-    """The graph with its ``cond`` and ``invoke_subgraph`` calls inlined (see the module's order),
-    when it still fails; else the graph as it was."""
+    """The graph with its subgraph calls (``cond``, ``invoke_subgraph``, ``tag_activation_checkpoint``,
+    ``wrap``) inlined (see the module's order), when it still fails; else the graph as it was."""
     calls = {n: c for n in call_nodes(st.gm) if (c := subgraph_call(n)) is not None}
     if not calls:
         return st
+    kinds = f"{len(calls)} subgraph call(s) ({', '.join(sorted({c.kind for c in calls.values()}))})"
     preds = {c.pred for c in calls.values() if getattr(c.pred, "op", None) is not None}
     values = eager_values(st.gm, st.args, keep=lambda n: n in preds)[0] if preds else {}
     try:
-        flat_gm = inline_subgraph_calls(st.gm, calls, values)
+        flat = inline_subgraph_calls(st.gm, calls, values)
     except Exception as exc:  # noqa: BLE001 - a form of call not foreseen: the graph stays as called
         log(f"inline: {type(exc).__name__}: {exc}")
-        flat_gm = None
-    flat = State(flat_gm, list(st.args)) if flat_gm is not None else None
-    kinds = ", ".join(sorted({c.kind for c in calls.values()}))
+        flat = None
     if flat is None:
-        log(f"inline: {len(calls)} subgraph call(s) ({kinds}) kept: a branch could not be chosen or inlined")
+        log(f"inline: {kinds} kept: a branch could not be chosen or inlined")
         return st
-    if oracle(flat):
-        log(f"inline: {len(calls)} subgraph call(s) ({kinds}) inlined: {len(call_nodes(st.gm))} -> "
-            f"{len(call_nodes(flat.gm))} call nodes")
-        return flat
-    log(f"inline: the graph with its {len(calls)} subgraph call(s) ({kinds}) inlined does not fail: kept as called")
-    return st
+    flat_st = State(flat, list(st.args))
+    if not oracle(flat_st):
+        log(f"inline: the graph with its {kinds} inlined does not fail: kept as called")
+        return st
+    log(f"inline: {kinds} inlined: {len(call_nodes(st.gm))} -> {len(call_nodes(flat))} call nodes")
+    return flat_st
 
 
 # ------------------------------------------------------------------------------------------
