@@ -37,6 +37,15 @@ EPILOG = """exit codes:
 """
 
 
+# the command this process was started as (`run` runs the check stage: its errors say `run`)
+_running: list[str] = []
+
+
+def running(default: str) -> str:
+    """The command this process runs (`minify-bot <command>`), else ``default``."""
+    return _running[0] if _running else default
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one-line reason, exit 2
         self.print_usage(sys.stderr)
@@ -82,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return guarded(args._command_name, args._run, args)
+    _running[:] = [args._command_name]
+    try:
+        return guarded(args._command_name, args._run, args)
+    finally:
+        _running.clear()
 
 
 def run() -> None:

@@ -28,6 +28,29 @@ from typing import Any
 
 CSV, APPEND, NARGS = "csv", "append", "nargs"  # how a list travels on the command line
 
+# When a run fails (exit 1), in the words the CLI, the Action and the docs share: on any failing
+# check, only on a regression (a failure the baseline or history does not know), or never. The
+# CLI's first spellings stay accepted.
+FAIL_ON = ("failure", "regression", "never")
+FAIL_ON_ALIASES = {"any": "failure", "new": "regression"}
+
+
+def fail_on_value(text: str) -> str:
+    """A --fail-on / fail-on value in the shared words; ValueError for anything else."""
+    word = (text or "").strip().lower()
+    word = FAIL_ON_ALIASES.get(word, word)
+    if word not in FAIL_ON:
+        raise ValueError(f"must be one of {', '.join(FAIL_ON)}, got {text[:40]!r}")
+    return word
+
+
+def first_label(text: str) -> str:
+    """--labels (the Action's ``labels``): a comma-separated list whose first label is the bot's own."""
+    labels = [x.strip() for x in (text or "").split(",") if x.strip()]
+    if not labels:
+        raise ValueError("needs a label")
+    return labels[0]
+
 
 def opt(default: Any = None, *, flag: str | None = None, off: str | None = None, kind: str | None = None,
         list_field: bool = False):
@@ -141,7 +164,7 @@ class CheckOptions(_Options):
     config: list[str] = opt(kind=APPEND)
     matrix: list[str] = opt(kind=APPEND)
     baseline: str | None = opt()
-    fail_on: str | None = opt("any")       # any, new (against the baseline) or never
+    fail_on: str | None = opt("failure")   # failure, regression (against the baseline) or never: FAIL_ON
     reruns: int | None = opt(1)
     retry: list[str] = opt(kind=APPEND)
 
@@ -184,10 +207,10 @@ class ReportStageOptions(_Options):
     token: str | None = opt()
     api_url: str | None = opt()
     bot_login: str | None = opt()
-    label: str | None = opt("minify-bot")  # what a new issue gets: label, assignees, body templates
+    label: str | None = opt("minify-bot", flag="--labels")  # what a new issue gets: label, assignees, body templates
     assignees: list[str] = opt(kind=NARGS)
     templates: str | None = opt()
-    max_new: int | None = opt(10)
+    max_new: int | None = opt(10, flag="--max-new-issues")
     close_after: int | None = opt(2)
     dry_run: bool | None = opt(False)
     run_url: str | None = opt()
@@ -221,7 +244,7 @@ STAGE_OPTIONS = {cls.STAGE: cls for cls in (CheckOptions, MinifyOptions, ReportS
 def call_stage(opts: _Options) -> int:
     """Run a stage in this process, as `minify-bot <stage>` would with ``to_argv(opts)``: its exit
     code, and a usage/infra error as one `error:` line and its exit code (see bot.cli)."""
-    from bot.cli import COMMANDS, guarded
+    from bot.cli import COMMANDS, guarded, running
 
     module = importlib.import_module(COMMANDS[opts.STAGE])
-    return guarded(opts.STAGE, module.execute, opts.resolved())
+    return guarded(running(opts.STAGE), module.execute, opts.resolved())

@@ -128,6 +128,20 @@ FAILURE_LIMITS = {
 
 # --------------------------------------------------------------------------- writing
 
+def ensure_writable(run_dir: str | os.PathLike, flag: str = "--out") -> None:
+    """Create the run directory and prove a file can be written in it, before anything runs: an
+    unwritable one is an input error (UsageError, exit 2) in one line, never a traceback after the
+    work is done."""
+    import tempfile
+
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".writable-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {os.fspath(run_dir)}: cannot write there: {exc.strerror or exc}") from None
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")

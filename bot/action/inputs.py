@@ -7,10 +7,10 @@ from dataclasses import dataclass, field, fields
 
 from bot import gha
 from bot.errors import UsageError
+from bot.options import fail_on_value
 
 STAGES = ("all", "check", "report", "authorize", "known")
 TOKEN_STAGES = ("report", "authorize", "known")   # the stages that run no model code and may hold a token
-FAIL_ON = ("regression", "failure", "never")
 
 
 TEXT, LIST, LINES, BOOL, INT = "text", "list", "lines", "bool", "int"   # how an input is read (bot.gha)
@@ -68,6 +68,8 @@ class Inputs:
     artifact_url: str = inp()
     pr_issues: bool = inp(False, BOOL)
     working_directory: str = inp()
+    requirements: str = inp()     # the checked code's pip requirements file, installed before the check
+    setup: str = inp()            # a bash line run before the check (after requirements)
     known_file: str = inp()
     known_public_key: str = inp()
     signing_key: str = inp()
@@ -76,8 +78,10 @@ class Inputs:
     def read(cls, env) -> "Inputs":
         i = cls(**{f.name: _read(f, env) for f in fields(cls)})
         _check_stage(i.stage)
-        if i.fail_on not in FAIL_ON:
-            raise UsageError(f"input 'fail-on' must be one of {', '.join(FAIL_ON)}, got {i.fail_on!r}")
+        try:
+            i.fail_on = fail_on_value(i.fail_on)   # the CLI's words (any, new) are taken too
+        except ValueError as exc:
+            raise UsageError(f"input 'fail-on' {exc}") from None
         if i.tracker not in ("github", "local"):
             raise UsageError(f"input 'tracker' must be github or local, got {i.tracker!r}")
         for item in i.config:

@@ -66,28 +66,33 @@ class Runner:
 
     def __call__(self, command: str, argv: list[str], *, with_token: bool = False,
                  timeout: float = STAGE_TIMEOUT, env_extra: dict | None = None) -> int:
-        ctx = self.ctx
         env = gha.stage_env(os.environ, env_extra)
-        if with_token and ctx.inputs.token:
-            env["GITHUB_TOKEN"] = ctx.inputs.token
-        cmd = [sys.executable, "-c", LAUNCH, command, *argv]
-        ctx.cmds.stream.write(gha.redact(echo_line(command, argv), ctx.secrets) + "\n")
+        if with_token and self.ctx.inputs.token:
+            env["GITHUB_TOKEN"] = self.ctx.inputs.token
+        return self.program([sys.executable, "-c", LAUNCH, command, *argv], f"minify-bot {command}",
+                            echo_line(command, argv), env=env, timeout=timeout)
+
+    def program(self, cmd: list[str], name: str, echo: str, *, env: dict, timeout: float = STAGE_TIMEOUT) -> int:
+        """Run ``cmd`` as a stage runs (fenced output, the step's file commands kept, what it leaves
+        behind ended): its exit code; InfraError when it could not start, timed out or was killed."""
+        ctx = self.ctx
+        ctx.cmds.stream.write(gha.redact(echo, ctx.secrets) + "\n")
         with ctx.cmds.untrusted(), _kept_file_commands(ctx.env):  # model code must not issue workflow commands
             self.last_error = None
             res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line)
             ctx.cmds.stream.flush()
             stray = proc.end_descendants()
         if stray:
-            warn(ctx, f"minify-bot {command} left {stray} process(es) running after it ended (something the "
+            warn(ctx, f"{name} left {stray} process(es) running after it ended (something the "
                       "checked code started and detached): they were killed, so none lives on into the job's "
                       "later steps")
         if res.error:
-            raise InfraError(f"minify-bot {command} could not start: {res.error}")
+            raise InfraError(f"{name} could not start: {res.error}")
         if res.timed_out:
-            raise InfraError(f"minify-bot {command} was stopped at its time limit ({int(timeout)} s)")
+            raise InfraError(f"{name} was stopped at its time limit ({int(timeout)} s)")
         rc = res.returncode
         if rc < 0:
-            raise InfraError(f"minify-bot {command} was killed ({res.signal_name})")
+            raise InfraError(f"{name} was killed ({res.signal_name})")
         return rc
 
 
@@ -225,9 +230,33 @@ def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOpt
 # ---------------------------------------------------------------- the stages
 
 
+def install_dependencies(ctx: Context, run: Runner) -> None:
+    """The checked code's own dependencies, before the check, in its working directory: input
+    ``requirements`` (a pip requirements file) installed into the bot's own interpreter, then input
+    ``setup`` (a bash line, with that interpreter's ``bin`` first on PATH, so ``pip`` and ``python``
+    are the bot's). They run after ``guard_model_code``, in the job that holds no credential, fenced
+    like a stage. A failing install is an input error (exit 2)."""
+    i = ctx.inputs
+    env = gha.stage_env(os.environ, None)
+    env["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)), env.get("PATH") or os.defpath])
+    steps = []
+    if i.requirements:
+        steps.append(([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", i.requirements],
+                      f"pip install -r {i.requirements}"))
+    if i.setup:
+        steps.append((["bash", "-c", i.setup], i.setup))
+    for argv, what in steps:
+        shown = re.sub(r"[\x00-\x1f\x7f]", " ", what)[:200]
+        with ctx.cmds.group(f"dependencies: {shown}"):
+            rc = run.program(argv, "the dependencies' install", f"$ {shown}", env=env)
+        if rc != 0:
+            raise UsageError(f"installing the checked code's dependencies failed ({shown}: exit {rc})")
+
+
 def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
     """check (and minify): returns check's exit code (0 or 1), raises on usage/infra errors. Runs in
     a job without any credential (``guard_model_code`` has refused otherwise)."""
+    install_dependencies(ctx, run)
     opts = check_options(ctx, request)
     with ctx.cmds.group("minify-bot check"):
         rc = run_stage(run, opts)

@@ -15,6 +15,7 @@ from bot.check.settings import Settings, check_id
 from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
 from bot.signature import Signature
 from bot.suites import source_of
+from bot.suites.classify import is_never_ran
 
 RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboard
 
@@ -168,7 +169,8 @@ def run_with_reruns(run_once, log_path: str, reruns: int | Callable[[CheckRow], 
     result = run_once(log_path)
     if callable(reruns):
         reruns = reruns(result)
-    if result.failure_class in (None, "timeout") or reruns <= 0:  # a timeout would cost its full time again
+    # a timeout would cost its full time again; a program that never ran would never run again
+    if result.failure_class in (None, "timeout") or reruns <= 0 or is_never_ran(result):
         return result
     base = log_path[:-4] if log_path.endswith(".log") else log_path
     for k in range(1, reruns + 1):

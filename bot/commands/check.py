@@ -83,8 +83,9 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N (deterministic split)")
     r.add_argument("--baseline", default=None,
                    help="earlier results.json or a harness expected-accuracy CSV: marks failures new or known")
-    r.add_argument("--fail-on", default=d("fail_on"), choices=["any", "new", "never"],
-                   help="exit 1 when any check fails (default), only on new failures, or never")
+    r.add_argument("--fail-on", default=d("fail_on"), type=fail_on_arg, metavar="{failure,regression,never}",
+                   help="exit 1 when any check fails (failure, the default), only on a regression (a failure "
+                        "the baseline does not know), or never; the old words any and new still work")
     r.add_argument("--reruns", type=int, default=d("reruns"), metavar="N",
                    help="rerun a failing check up to N times; one that then passes is flaky, not failing (default: 1)")
     r.add_argument("--retry", action="append", default=[], metavar="CHECK_ID",
@@ -94,6 +95,25 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_check_arguments(p)
+
+
+def fail_on_arg(text: str) -> str:
+    from bot.options import fail_on_value
+
+    try:
+        return fail_on_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def labels_arg(text: str) -> str:
+    """--labels L1,L2 (the old --label L): the bot's own label is the first."""
+    from bot.options import first_label
+
+    try:
+        return first_label(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def resolve_source(args) -> str:
@@ -224,10 +244,12 @@ def prepare(args):
 
 def exit_code(rows, fail_on: str) -> int:
     from bot.check.results import is_failure
+    from bot.options import fail_on_value
 
+    fail_on = fail_on_value(fail_on)
     if fail_on == "never":
         return EXIT_OK
-    if fail_on == "new":
+    if fail_on == "regression":
         return EXIT_FAILURES if any(is_failure(r) and r.baseline in ("new", None) for r in rows) else EXIT_OK
     return EXIT_FAILURES if any(is_failure(r) for r in rows) else EXIT_OK
 
@@ -251,9 +273,39 @@ def execute(args) -> int:
         raise UsageError("no models selected (empty shard or empty source)")
     from bot.check.sweep import run_sweep, table
 
-    os.makedirs(args.out, exist_ok=True)
+    rundir.ensure_writable(args.out)
     writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
                        memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
     print(table(writer.rows), flush=True)
     print(f"results: {os.path.join(args.out, rundir.RESULTS)}", file=sys.stderr)
+    never_ran(writer.rows, models)
     return exit_code(writer.rows, args.fail_on)
+
+
+def never_ran(rows, models) -> None:
+    """A program that never ran (a missing file, a syntax or import error, an exception before
+    anything compiled: bot.suites.classify.never_ran) is an input error, whatever --fail-on says:
+    UsageError (exit 2) in one line, after the results are written."""
+    from bot.suites.classify import NEVER_RAN, is_never_ran
+
+    bad = [r for r in rows if is_never_ran(r)]
+    if not bad:
+        return
+    r = bad[0]
+    why = r.classified_by[len(NEVER_RAN):]
+    err = r.error.message.splitlines()[0][:300] if r.error and r.error.message else ""
+    what = f"{r.error.type}: {err}" if r.error and r.error.type not in (None, "BadCommand", "ExitCode") else err
+    line = f"the program of check {r.id} never ran ({why}): {what}".rstrip(": ")
+    if why == "import error":
+        line += _interpreter_note(r, models)
+    more = f" (and {len(bad) - 1} more checks like it)" if len(bad) > 1 else ""
+    raise UsageError(line + more)
+
+
+def _interpreter_note(row, models) -> str:
+    from bot.suites.command import interpreter_of
+
+    command = row.spec.command if row.spec and isinstance(row.spec.command, str) else None
+    python = interpreter_of(command) if command else None
+    return f"; its python is {python} (run minify-bot from, or name, the interpreter that has the package)" \
+        if python else ""

@@ -35,8 +35,12 @@ def add_arguments(p) -> None:
     p.add_argument("--bot-login", help="login the bot's issues are authored by, when the token cannot read /user "
                                        "(default: the token's user; github-actions[bot] only when GitHub says the "
                                        "token is an Actions token; any other failure to read it exits 3)")
-    p.add_argument("--label", default=d("label"), help="the bot's label (default: %(default)s)")
-    p.add_argument("--max-new", type=int, default=d("max_new"),
+    from bot.commands.check import labels_arg
+
+    p.add_argument("--labels", "--label", dest="label", type=labels_arg, default=d("label"), metavar="LABELS",
+                   help="the bot's own label, the first of a comma-separated list "
+                        "(default: %(default)s; --label is the old spelling)")
+    p.add_argument("--max-new-issues", "--max-new", dest="max_new", type=int, default=d("max_new"),
                    help="new issues per run; the rest are listed (default: 10)")
     p.add_argument("--close-after", type=int, default=d("close_after"),
                    help="close after this many consecutive passing runs (default: 2)")
@@ -55,7 +59,9 @@ def add_arguments(p) -> None:
                         "is shown verbatim in the issue's 'Reproduce locally'; any other command string from the "
                         "run directory is never shown as a command")
     p.add_argument("--no-file-flaky", dest="file_flaky", action="store_false",
-                   help="do not file failures that passed on rerun (default: file them, labelled flaky)")
+                   help="do not file a failure that did not recur when minify reran it to capture its graph "
+                        "(default: file it, labelled flaky); a check that passed on a rerun of `check --reruns` "
+                        "is a passing check and never filed")
     p.add_argument("--dashboard", dest="dashboard", action="store_true", default=True,
                    help="keep the dashboard issue: history, automatic baseline, checkbox requests (default)")
     p.add_argument("--no-dashboard", dest="dashboard", action="store_false",

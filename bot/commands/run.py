@@ -23,7 +23,7 @@ RUN_DIR/issues/), so the embedded default needs no network:
 
 
 def add_arguments(p) -> None:
-    from bot.commands.check import add_common_check_arguments
+    from bot.commands.check import add_common_check_arguments, labels_arg
 
     add_common_check_arguments(p)
     dm, dr = MinifyOptions.default_of, ReportStageOptions.default_of
@@ -53,8 +53,11 @@ def add_arguments(p) -> None:
     r.add_argument("--issues-dir", help="local tracker directory (default: RUN_DIR/issues)")
     r.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"), help="owner/name for --tracker github")
     r.add_argument("--api-url", default=None, help="GitHub API URL (default: $GITHUB_API_URL or api.github.com)")
-    r.add_argument("--label", default=dr("label"), help="the bot's label (default: minify-bot)")
-    r.add_argument("--max-new", type=int, default=dr("max_new"), help="new issues per run (default: 10)")
+    r.add_argument("--labels", "--label", dest="label", type=labels_arg, default=dr("label"),
+                   metavar="LABELS", help="the bot's own label, the first of a comma-separated list "
+                                          "(default: minify-bot; --label is the old spelling)")
+    r.add_argument("--max-new-issues", "--max-new", dest="max_new", type=int, default=dr("max_new"),
+                   help="new issues per run (default: 10; --max-new is the old spelling)")
     r.add_argument("--close-after", type=int, default=dr("close_after"),
                    help="close after K consecutive passing runs (default: 2)")
     r.add_argument("--templates", help="directory of templates overriding templates/*.j2")

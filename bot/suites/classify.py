@@ -15,6 +15,10 @@ Order of the rules (first match wins):
                                               from an allclose check, "accuracy mismatch", ...)
   a setup failure and nothing compiled     -> setup_error (missing package, offline download)
   any other non-zero exit                  -> runtime_error
+
+A program that never ran (:func:`never_ran`: a missing file or program, a syntax error, an import
+error, or an exception raised by its own code before anything was compiled) is a setup_error whose
+``classified_by`` starts with ``never ran:``; `check` exits 2 for it (an input error, not a failure).
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ DIRECT_CAUSE = "The above exception was the direct cause of the following except
 # pytest writes a failing test's exception as ``E       AssertionError: Tensor-likes are not close!``
 PYTEST_E = re.compile(r"^E {3,}")
 DIAG = re.compile(r"\b(?:error|fatal error): ")
+# a program that never ran: Python's own words for a missing script, a shell's for a missing program
+MISSING_FILE = re.compile(r"can't open file .*\[Errno 2\]")
+MISSING_PROGRAM = re.compile(r"command not found|No such file or directory")
+TORCH_FRAME = re.compile(r'^\s*File ".*[/\\]torch[/\\]', re.MULTILINE)
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+NEVER_RAN = "never ran: "
 
 
 
@@ -167,6 +178,36 @@ def python_traceback(text: str, limit: int = 60) -> str | None:
     return "\n".join([block[0], *frames, block[end]])
 
 
+def never_ran(returncode: int | None, output: str, compiled_graphs: int | None) -> str | None:
+    """Why a program's failing run never reached the compiler, or None: ``missing file`` (Python
+    could not open the script), ``missing program`` (the shell found no such command),
+    ``syntax error``, ``import error`` (raised outside torch's own code), or ``failed before anything
+    was compiled`` (the environment hook saw the program start and compile nothing, and the exception
+    came from no frame of torch). A run that compiled a frame, or whose exception passed through
+    torch (an import regression inside inductor, an ahead-of-time compile), is never one."""
+    if returncode is None or returncode <= 0 or (compiled_graphs or 0) > 0:
+        return None
+    if MISSING_FILE.search(output):
+        return "missing file"
+    if returncode in (126, 127) and MISSING_PROGRAM.search(output):
+        return "missing program"
+    exc = last_exception(output)
+    if exc is None or TORCH_FRAME.search(python_traceback(output) or "\n".join(output.splitlines()[-40:])):
+        return None
+    if exc[0] in SYNTAX_ERRORS:
+        return "syntax error"
+    if exc[0] in IMPORT_ERRORS:
+        return "import error"
+    if compiled_graphs == 0 and python_traceback(output):
+        return "failed before anything was compiled"
+    return None
+
+
+def is_never_ran(row: CheckRow) -> bool:
+    """A check row whose program never ran (:func:`never_ran`; `check` exits 2 for it)."""
+    return bool(row.classified_by and row.classified_by.startswith(NEVER_RAN))
+
+
 def _row(status, cls, etype, message, tail, signal: str | None = None) -> CheckRow:
     return CheckRow(status=status, failure_class=cls,
                     error=CheckError(type=etype, message=message, traceback=tail, frames=[], signal=signal))
@@ -206,6 +247,14 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
                             signal=death.signal), "signal")
         return out(_row("fail_to_run", "crash", death.signal, death.describe(what), tail, signal=death.signal),
                    "signal")
+
+    why = never_ran(returncode, output, compiled_graphs) if not status_word else None
+    if why:
+        if not exc:   # the shell's or Python's own line says what was missing
+            m = MISSING_FILE.search(output) or MISSING_PROGRAM.search(output)
+            line = next((ln for ln in output.splitlines() if m and m.group(0) in ln), "")
+            etype, emsg = "BadCommand", line.strip()[:500] or emsg
+        return out(_row("model_fail_to_load", "setup_error", etype, emsg, tail), NEVER_RAN + why)
 
     user_err = patterns.search("error", output)
     if user_err:

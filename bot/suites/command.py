@@ -17,13 +17,14 @@ import re
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 from dataclasses import dataclass
 
 from bot import proc
 from bot.errors import UsageError
 from bot.records import CheckError, CheckRow, Spec
-from bot.suites.classify import Patterns, classify
+from bot.suites.classify import NEVER_RAN, Patterns, classify
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.suites.yaml_entries import load_entries, valid_name
 from bot.torch_adapter.hook import HookState, config_env, read_state
@@ -97,6 +98,7 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
     fd, state = tempfile.mkstemp(prefix="minify-hook-", suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ)
+    env.update(interpreter_env(env))
     env.update(env_extra)
     env.update(hook_env(state, force_backend=force_backend, launcher_dir=launcher_dir, base=env))
     try:
@@ -106,6 +108,34 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
         return Ran(res.returncode, res.timed_out, res.output, res.seconds, read_state(state))
     finally:
         os.remove(state)
+
+
+def interpreter_env(base: dict) -> dict:
+    """``python`` in a command is minify-bot's own interpreter when no environment is active: the
+    bot's virtual environment's ``bin`` goes first on the program's PATH, as activating it would
+    (a ``python bench.py`` from a venv that was never activated would otherwise run the system's
+    Python, without torch). An active venv or conda environment (``VIRTUAL_ENV``, ``CONDA_PREFIX``)
+    and a bot outside any venv leave PATH as it is."""
+    if base.get("VIRTUAL_ENV") or base.get("CONDA_PREFIX") or sys.prefix == sys.base_prefix:
+        return {}
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    rest = [p for p in (base.get("PATH") or os.defpath).split(os.pathsep) if p and p != here]
+    return {"PATH": os.pathsep.join([here, *rest])}
+
+
+def interpreter_of(command: str) -> str | None:
+    """The interpreter a command's ``python`` (or its own program, when that is a Python) resolves
+    to on the PATH the program gets: what an import error's message names."""
+    try:
+        argv, shell = command_argv(command)
+    except ValueError:
+        return None
+    env = dict(os.environ)
+    env.update(interpreter_env(env))
+    name = "python" if shell or not argv else argv[0]
+    if not os.path.basename(name).startswith("python"):
+        name = "python"
+    return shutil.which(name, path=env.get("PATH"))
 
 
 # What only a shell understands: operators (``&&``, ``|``, ``;``, redirections, subshells),
@@ -160,13 +190,14 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
 
 
 def bad_start(message: str, cls: str = "setup_error", **fields) -> CheckRow:
-    """The row of a program that could not be started."""
+    """The row of a program that could not be started (it never ran)."""
+    fields.setdefault("classified_by", NEVER_RAN + "could not start")
     return CheckRow(status="eager_fail_to_run", failure_class=cls, **fields,
                     error=CheckError(type="BadCommand", message=message, traceback="", frames=[]))
 
 
 def _bad(message: str, cls: str = "setup_error") -> CheckRow:
-    return bad_start(message, cls, classified_by="start")
+    return bad_start(message, cls)
 
 
 # --- the sources: one command, or several named commands from a YAML file ------------------------
