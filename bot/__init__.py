@@ -1,3 +1,3 @@
 """minify-action: torch.compile accuracy sweeps, automatic minification and one good issue per bug."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

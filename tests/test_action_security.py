@@ -170,13 +170,30 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
     report_runners = _runs_on(sweep[True]["workflow_call"]["inputs"]["report-runs-on"]["default"])
     assert jobs["report"]["runs-on"] == jobs["known"]["runs-on"] == "${{ inputs.report-runs-on }}"
 
+    assert jobs["report"]["permissions"] == {"issues": "write"}, "a sweep's report answers in no pull request"
+
+    pr = _workflow("minify-pr.yml")
+    pr_jobs = pr["jobs"]
+    assert pr["permissions"] == {} and pr_jobs["authorize"]["permissions"] == {"contents": "read",
+                                                                              "pull-requests": "write"}
+    assert pr_jobs["answer"]["permissions"] == {"issues": "write", "pull-requests": "write"}
+    # the pull request's check is sweep.yml's check job alone, at the authorized commit, caching nothing
+    assert pr_jobs["check"]["uses"] == "$/./.github/workflows/sweep.yml" and pr_jobs["check"]["cache-mode"] == "none"
+    assert pr_jobs["check"]["with"]["report"] is False and pr_jobs["check"]["with"]["reuse-known"] is False
+    assert pr_jobs["check"]["with"]["ref"] == "${{ needs.authorize.outputs.sha }}"
+    for name, job in pr_jobs.items():
+        for step in job.get("steps", []):
+            assert "run" not in step and "github-token" not in step.get("with", {}), (name, step)
     comment = _workflow("minify-comment.yml")["jobs"]
     nightly = _workflow("nightly.yml")["jobs"]["sweep"]
-    untrusted = _runs_on(comment["minify"]["with"]["runs-on"])
+    assert comment["minify"]["uses"] == "$/./.github/workflows/minify-pr.yml" and comment["minify"]["cache-mode"] == "none"
+    assert nightly["uses"] == "$/./.github/workflows/sweep.yml"
+    assert "pull-requests" not in nightly["permissions"]
+    untrusted = _runs_on(pr[True]["workflow_call"]["inputs"]["runs-on"]["default"])
     assert any(label.startswith("group:") for label in untrusted), "the PR check job names its runner group"
-    assert comment["minify"]["uses"] == nightly["uses"] == "$/./.github/workflows/sweep.yml"
-    privileged = [_labels(job) for wf in ("image.yml", "ci.yml") for job in _workflow(wf)["jobs"].values()]
-    privileged += [_labels(comment["authorize"]), report_runners, _runs_on(nightly["with"]["runs-on"])]
+    pr_runners = _runs_on(pr[True]["workflow_call"]["inputs"]["report-runs-on"]["default"])
+    privileged = [_labels(job) for wf in ("image.yml", "ci.yml", "release.yml") for job in _workflow(wf)["jobs"].values()]
+    privileged += [pr_runners, report_runners, _runs_on(nightly["with"]["runs-on"])]
     generic = {"self-hosted", "linux"}
     for labels in privileged:
         # a runner matches a job when it has all the job's labels: disjoint, distinctive sets never share one

@@ -35,7 +35,7 @@ FULL = [
                  accuracy_pattern=["diff", "x y"], error_pattern=["boom"], backend="aot_eager", mode="training",
                  dtype="bfloat16", device="cpu", dynamic=True, timeout=12.5, memory_limit_mb=512, shard="2/3",
                  baseline="b.json", config=["inductor.a=1", "dynamo.b=x"], matrix=["backend=eager,inductor"],
-                 fail_on="new", reruns=0, retry=["c1", "c2"]),
+                 fail_on="regression", reruns=0, retry=["c1", "c2"]),
     MinifyOptions(out="o", only="x,y", repro_after="aot", repro_level=2, strict_accuracy=True, isolate=True,
                   verify_runs=5, budget=30.0, no_localize=True, no_bisect=True, check_timeout=60.0),
     ReportStageOptions(out="o", tracker="github", issues_dir="i", repo="o/r", api_url="http://h", bot_login="b",
@@ -62,5 +62,5 @@ def test_only_given_options_reach_the_command_line_in_field_order():
 
 def test_resolved_fills_defaults_and_keeps_what_was_given():
     r = CheckOptions(backend="eager").resolved()
-    assert (r.backend, r.mode, r.timeout, r.fail_on, r.out) == ("eager", "inference", 600.0, "any", "minify-out")
+    assert (r.backend, r.mode, r.timeout, r.fail_on, r.out) == ("eager", "inference", 600.0, "failure", "minify-out")
     assert r.models == [] and r.dynamic is False
