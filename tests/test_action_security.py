@@ -186,13 +186,15 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
             assert "run" not in step and "github-token" not in step.get("with", {}), (name, step)
     comment = _workflow("minify-comment.yml")["jobs"]
     nightly = _workflow("nightly.yml")["jobs"]["sweep"]
-    assert comment["minify"]["uses"] == "$/./.github/workflows/minify-pr.yml" and comment["minify"]["cache-mode"] == "none"
+    assert comment["minify"]["uses"] == "$/./.github/workflows/minify-pr.yml"
+    assert comment["minify"]["cache-mode"] == "none"
     assert nightly["uses"] == "$/./.github/workflows/sweep.yml"
     assert "pull-requests" not in nightly["permissions"]
     untrusted = _runs_on(pr[True]["workflow_call"]["inputs"]["runs-on"]["default"])
     assert any(label.startswith("group:") for label in untrusted), "the PR check job names its runner group"
     pr_runners = _runs_on(pr[True]["workflow_call"]["inputs"]["report-runs-on"]["default"])
-    privileged = [_labels(job) for wf in ("image.yml", "ci.yml", "release.yml") for job in _workflow(wf)["jobs"].values()]
+    privileged = [_labels(job) for wf in ("image.yml", "ci.yml", "release.yml")
+                  for job in _workflow(wf)["jobs"].values()]
     privileged += [pr_runners, report_runners, _runs_on(nightly["with"]["runs-on"])]
     generic = {"self-hosted", "linux"}
     for labels in privileged:

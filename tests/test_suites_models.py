@@ -57,7 +57,7 @@ def test_a_missing_models_extra_is_one_error_line_and_exit_2(bot, tmp_path):
     p = bot("check", "--suite", "huggingface", "--list", env={"PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parent.parent), str(tmp_path)])})
     assert p.returncode == 2, p.stderr
-    assert "minify-bot check: error:" in p.stderr and "minify-action[models]" in p.stderr
+    assert "minify-bot check: error:" in p.stderr and "pip install 'transformers==5.23.0'" in p.stderr
     assert "Traceback" not in p.stderr
 
 
@@ -78,14 +78,14 @@ def test_timm_lists_its_models_or_says_what_is_missing(bot):
     if importable:
         assert p.returncode == 0 and "resnet18" in p.stdout
     else:
-        assert p.returncode == 2 and "minify-action[timm]" in p.stderr and "Traceback" not in p.stderr
+        assert p.returncode == 2 and "'timm==1.0.31' 'torchvision==0.28.0'" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_timm_models_build_with_random_weights_and_run():
     """Where the timm extra is installed (timm plus torchvision; torchvision's C++ extension need
     not load beside this torch), every listed model builds with pretrained=False and runs."""
     if not _timm_importable():
-        pytest.skip("timm/torchvision not installed (pip install 'minify-action[timm]')")
+        pytest.skip("timm/torchvision not installed (pyproject's timm extra)")
     import torch
 
     from bot.suites import timm as T

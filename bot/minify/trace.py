@@ -24,7 +24,7 @@ import time
 import zipfile
 from typing import Callable
 
-from bot import proc, rundir
+from bot import extra_hint, proc, rundir
 from bot.failure import FailureRecord
 from bot.minify import procs
 from bot.records import Repro, Trace
@@ -178,7 +178,7 @@ def _tlparse(files: list[str], fdir: str, tmp: str, tr: Trace, notes: list[str])
     """tlparse's HTML report of the (first) trace file, zipped into ``fdir/tlparse.zip``."""
     exe = tlparse_program()
     if exe is None:
-        notes.append("tlparse is not installed (pip install 'minify-action[trace]'): the raw trace only")
+        notes.append(f"tlparse is not installed ({extra_hint('trace')}): the raw trace only")
         return
     out = os.path.join(tmp, "tl_out")
     res = proc.run([exe, files[0], "-o", out, "--overwrite", "--no-browser"], cwd=tmp, timeout=TLPARSE_TIMEOUT,

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from bot import extra_hint
 from bot.errors import UsageError
 from bot.records import Spec
 from bot.suites.source import Library, Model
 
-EXTRA_HINT = "pip install 'minify-action[models]'"
+EXTRA_HINT = extra_hint("models")
 SEQ = 16
 VOCAB = 256
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot import extra_hint
 from bot.errors import UsageError
 from bot.records import Spec
 from bot.suites.source import Library, Model
 
-EXTRA_HINT = "pip install 'minify-action[timm]'"
+EXTRA_HINT = extra_hint("timm")
 DEFAULT_BATCH = 2
 
 # name -> (timm model name, create_model kwargs, image size, description)
