@@ -59,7 +59,7 @@ def test_report_command_line_local_and_github(tmp_path):
     assert "--dry-run" in local and "--pr-run" in local and "--repo" not in local and "--bot-login" not in local
     gh = to_argv(report_options(ctx, local=False, pr_run=False))
     assert gh[:8] == ["--out", str(tmp_path / "out"), "--tracker", "github", "--repo", "o/r", "--bot-login", "me"]
-    assert ["--label", "bot"] == gh[8:10] and ["--max-new", "0"] == gh[10:12]
+    assert ["--labels", "bot"] == gh[8:10] and ["--max-new-issues", "0"] == gh[10:12]
     assert "--run-url" in gh and ["--command", "python b.py"] == gh[-2:] and "--pr-run" not in gh
 
 

@@ -383,7 +383,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     """Report one run directory through ``tracker``. Writes report.json and summary.md into it."""
     opts = options or ReportOptions()
     if opts.max_new < 0 or opts.close_after < 1:
-        raise UsageError("--max-new must be >= 0 and --close-after >= 1")
+        raise UsageError("--max-new-issues must be >= 0 and --close-after >= 1")
     run = Path(run_dir)
     results, failures, passing = load_run(run)  # all validation happens before any write
     from bot.report.dashboard import configuration_counts
