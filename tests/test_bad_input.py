@@ -146,3 +146,26 @@ def test_the_cli_and_the_action_share_one_vocabulary_and_keep_the_old_spellings(
         assert Inputs.read({"INPUT_FAIL-ON": given}).fail_on == want
     with pytest.raises(UsageError, match="fail-on"):
         Inputs.read({"INPUT_FAIL-ON": "sometimes"})
+
+
+# Action inputs that are no setting of `minify-bot run`: the Action's own plumbing, an old spelling,
+# or a setting the CLI spells as a switch (--no-minify, --no-trace) or once per value (--build)
+NOT_RUN_FLAGS = {"stage", "config-file", "minify", "trace", "builds", "shards", "pr-issues", "github-token",
+                 "known-file", "known-public-key", "signing-key", "bot-login", "request", "expected-sha",
+                 "check-result", "artifact-url", "working-directory", "requirements", "setup", "install", "python"}
+
+
+def test_every_setting_the_action_takes_has_the_same_name_on_the_cli():
+    from pathlib import Path
+
+    import yaml
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "_command_name"]
+    flags = {s for a in sub.choices["run"]._actions for s in a.option_strings}
+    inputs = yaml.safe_load((Path(__file__).resolve().parent.parent / "action.yml").read_text())["inputs"]
+    assert [n for n in inputs if f"--{n}" not in flags and n not in NOT_RUN_FLAGS] == []
+    parse = parser.parse_args
+    a = parse(["run", "--minify-budget", "30", "--verification-runs", "2", "--pytorch-path", "pt"])
+    b = parse(["run", "--budget", "30", "--verify-runs", "2", "--pytorch", "pt"])
+    assert (a.budget, a.verify_runs, a.pytorch) == (b.budget, b.verify_runs, b.pytorch) == (30.0, 2, "pt")

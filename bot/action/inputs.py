@@ -31,7 +31,8 @@ class Inputs:
     stage: str = inp("all")  # exactly as written: action.yml's steps compare it too (``_check_stage``)
     models: list[str] = inp(kind=LIST)
     suite: str = inp()
-    config_file: str = inp()
+    model_file: str = inp()
+    config_file: str = inp()      # the old spelling of model-file
     command: str = inp()
     pytorch_path: str = inp()
     harness_suite: str = inp()

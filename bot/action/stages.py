@@ -198,8 +198,8 @@ def check_options(ctx: Context, request: slash.SlashCommand | None = None) -> Ch
     i = ctx.inputs
     base = CheckOptions(
         out=str(ctx.out), models=list(i.models),
-        suite=i.suite or ("yaml" if i.config_file else "command" if i.command else "") or None,
-        model_file=i.config_file or None, command=i.command or None, pytorch=i.pytorch_path or None,
+        suite=i.suite or ("yaml" if i.model_file or i.config_file else "command" if i.command else "") or None,
+        model_file=i.model_file or i.config_file or None, command=i.command or None, pytorch=i.pytorch_path or None,
         harness_suite=i.harness_suite or None, backend=i.backend or None, mode=i.mode or None,
         dtype=i.dtype or None, device=i.device or None, dynamic=True if i.dynamic else None,
         timeout=number_input("timeout", i.timeout), shard=i.shard or None, baseline=i.baseline or None,

@@ -39,7 +39,8 @@ def add_arguments(p) -> None:
                    help="only this failure (repeatable; default: every failure with a verified repro)")
     p.add_argument("--build", action="append", default=[], metavar="BUILD", help="a torch build, oldest first")
     p.add_argument("--builds-file", metavar="FILE", help="a YAML list of builds, oldest first")
-    p.add_argument("--verify-runs", type=int, default=d("verify_runs"), metavar="N",
+    p.add_argument("--verify-runs", "--verification-runs", dest="verify_runs", type=int, default=d("verify_runs"),
+                   metavar="N",
                    help="fresh runs per build (default: 3)")
     p.add_argument("--need", type=int, default=None, metavar="K",
                    help="runs that must fail the same way for a build to be bad (default: all N)")

@@ -54,7 +54,8 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--name", help="name of the --command check (default: command)")
     g.add_argument("--command-file", metavar="FILE",
                    help="YAML file of named commands, each one check of the sweep (--suite commands)")
-    g.add_argument("--pytorch", help="path to a pytorch checkout (--suite harness)")
+    g.add_argument("--pytorch", "--pytorch-path", dest="pytorch",
+                   help="path to a pytorch checkout (--suite harness; --pytorch-path as the Action says)")
     g.add_argument("--harness-suite", default=None,
                    help="torchbench (default), huggingface or timm_models (--suite harness)")
     g.add_argument("--batch-size", type=int, default=None, help="batch size passed to the harness (--suite harness)")

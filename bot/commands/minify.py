@@ -43,9 +43,10 @@ def add_arguments(p) -> None:
                    help="keep the minifier's intermediate values on disk instead of in memory")
     p.add_argument("--isolate", action="store_true",
                    help="one fresh process per minifier query (slow; for failures that crash the process)")
-    p.add_argument("--budget", type=float, default=d("budget"), metavar="SECONDS",
+    p.add_argument("--budget", "--minify-budget", dest="budget", type=float, default=d("budget"), metavar="SECONDS",
                    help="time budget per failure for reduction [600]")
-    p.add_argument("--verify-runs", type=int, default=d("verify_runs"), metavar="N", help="fresh verification runs [3]")
+    p.add_argument("--verify-runs", "--verification-runs", dest="verify_runs", type=int, default=d("verify_runs"),
+                   metavar="N", help="fresh verification runs [3]")
     p.add_argument("--no-localize", action="store_true", help="skip the eager/aot_eager/... ablation")
     p.add_argument("--reminify", action="store_true",
                    help="minify every failure, even one whose open issue has a verified repro (known.json)")

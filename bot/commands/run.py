@@ -29,9 +29,9 @@ def add_arguments(p) -> None:
     dm, dr = MinifyOptions.default_of, ReportStageOptions.default_of
     m = p.add_argument_group("minify")
     m.add_argument("--no-minify", action="store_true", help="report the failures without minifying them")
-    m.add_argument("--budget", type=float, default=dm("budget"),
+    m.add_argument("--budget", "--minify-budget", dest="budget", type=float, default=dm("budget"),
                    help="minify time budget per failure, seconds (default: 600)")
-    m.add_argument("--verify-runs", type=int, default=dm("verify_runs"),
+    m.add_argument("--verify-runs", "--verification-runs", dest="verify_runs", type=int, default=dm("verify_runs"),
                    help="fresh-process verification runs (default: 3)")
     m.add_argument("--repro-after", choices=["aot", "dynamo"], help="force the capture point")
     m.add_argument("--repro-level", type=int, choices=[1, 2, 3, 4], help="force TORCHDYNAMO_REPRO_LEVEL")
