@@ -215,11 +215,13 @@ def _row(status, cls, etype, message, tail, signal: str | None = None) -> CheckR
 
 def classify(*, returncode: int | None, output: str, timed_out: bool = False, timeout: float | None = None,
              status_word: str | None = None, patterns: Patterns | None = None,
-             compiled_graphs: int | None = None, what: str = "command") -> CheckRow:
+             compiled_graphs: int | None = None, what: str = "command", judge_start: bool = True) -> CheckRow:
     """A results.json row's result: status, failure_class, error, accuracy (+ ``classified_by``).
 
     ``status_word``: the harness's CSV status for this model, when it wrote one.
-    ``compiled_graphs``: frames dynamo started compiling in the run (None: unknown)."""
+    ``compiled_graphs``: frames dynamo started compiling in the run (None: unknown).
+    ``judge_start``: whether a run that never reached the compiler is told apart (:func:`never_ran`);
+    off for minify's reruns with the backend forced (torch.compile taken out compiles nothing)."""
     patterns = patterns or Patterns()
     tail = "\n".join(output.splitlines()[-40:])
     exc = last_exception(output)
@@ -248,7 +250,7 @@ def classify(*, returncode: int | None, output: str, timed_out: bool = False, ti
         return out(_row("fail_to_run", "crash", death.signal, death.describe(what), tail, signal=death.signal),
                    "signal")
 
-    why = never_ran(returncode, output, compiled_graphs) if not status_word else None
+    why = never_ran(returncode, output, compiled_graphs) if judge_start and not status_word else None
     if why:
         if not exc:   # the shell's or Python's own line says what was missing
             m = MISSING_FILE.search(output) or MISSING_PROGRAM.search(output)

@@ -184,7 +184,7 @@ def run_command(command: str, settings, log_path: str, cwd: str | None = None, e
     if shell:
         ran.returncode = _signal_of_shell_status(ran.returncode)
     row = classify(returncode=ran.returncode, output=ran.output, timed_out=ran.timed_out, timeout=settings.timeout,
-                   patterns=patterns, compiled_graphs=ran.hook.frames)
+                   patterns=patterns, compiled_graphs=ran.hook.frames, judge_start=force_backend is None)
     ran.note_in(row)
     return row
 
