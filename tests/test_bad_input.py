@@ -169,3 +169,39 @@ def test_every_setting_the_action_takes_has_the_same_name_on_the_cli():
     a = parse(["run", "--minify-budget", "30", "--verification-runs", "2", "--pytorch-path", "pt"])
     b = parse(["run", "--budget", "30", "--verify-runs", "2", "--pytorch", "pt"])
     assert (a.budget, a.verify_runs, a.pytorch) == (b.budget, b.verify_runs, b.pytorch) == (30.0, 2, "pt")
+
+
+FAILS = """\
+import json, os, sys
+with open(os.environ["MINIFY_BOT_HOOK_STATE"], "a") as fh:   # the hook's record of one compiled frame
+    fh.write(json.dumps({"event": "compile", "graph": 1}) + "\\n")
+print("compiled and eager outputs differ: accuracy mismatch")
+sys.exit(1)
+"""
+
+
+def test_a_sweep_with_a_program_that_never_ran_still_reports_the_others_then_exits_2(bot, tmp_path):
+    (tmp_path / "fails.py").write_text(FAILS)
+    (tmp_path / "cmds.yaml").write_text("commands:\n  broken: python nosuch_bench.py\n  fails: python fails.py\n")
+    proc = bot("run", "--command-file", tmp_path / "cmds.yaml", "--no-minify", "--reruns", "0",
+               "--out", tmp_path / "out", "--issues-dir", tmp_path / "issues", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = _errors(proc)
+    assert line.startswith("minify-bot run: error: the program of check broken-") and "(missing file)" in line
+    from bot.tracker.local import LocalTracker
+
+    bodies = [r["body"] for r in LocalTracker(tmp_path / "issues").records() if "dashboard" not in r["labels"]
+              and "minify-bot-dashboard" not in r["labels"]]
+    assert len(bodies) == 1 and "fails" in bodies[0] and "nosuch_bench" not in bodies[0], bodies
+
+
+def test_the_actions_check_stage_says_a_program_never_ran_and_keeps_its_result(runner, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = runner("schedule", {}, {"stage": "check", "command": "python nosuch_bench.py", "github-token": ""},
+                 workspace=ws)
+    assert res.rc == 2, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "never ran" in res.summary and "nosuch_bench" not in res.summary   # no path of the runner
+    assert "the program of check command-" in res.stdout + res.stderr   # the log has the reason
+    (row,) = json.loads((res.run_dir / "results.json").read_text())["checks"]
+    assert row["classified_by"] == "never ran: missing file"

@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from bot import gha, proc, rundir, slash
@@ -258,11 +259,35 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
     a job without any credential (``guard_model_code`` has refused otherwise)."""
     install_dependencies(ctx, run)
     opts = check_options(ctx, request)
+    started = time.time()
     with ctx.cmds.group("minify-bot check"):
         rc = run_stage(run, opts)
     ctx.produced_results = True
-    if rc == EXIT_USAGE:
+    # a program that never ran is bad input, but the sweep's other checks are results: they are
+    # minified and reported as usual, and the stage ends with exit 2 after that
+    never = rc == EXIT_USAGE and _never_ran(ctx, started)
+    if rc == EXIT_USAGE and not never:
         raise UsageError("`minify-bot check` rejected its input (see the log above)")
+    rc = _minify_failures(ctx, run, EXIT_FAILURES if never else rc)
+    if never:
+        raise UsageError("a program of the sweep never ran (see the log above; its row is in results.json, "
+                         "not filed); the other checks were minified as usual")
+    return rc
+
+
+def _never_ran(ctx: Context, since: float) -> bool:
+    """Whether the results the check just wrote (not an earlier run's) hold a program that never ran."""
+    from bot.suites.classify import is_never_ran
+
+    path = ctx.out / rundir.RESULTS
+    if not path.exists() or path.stat().st_mtime < since:
+        return False
+    results = load(path)
+    return results is not None and any(is_never_ran(r) for r in results.checks)
+
+
+def _minify_failures(ctx: Context, run, rc: int) -> int:
+    """After the check (exit code ``rc``): annotate the failures, minify them (and bisect)."""
     if rc not in (EXIT_OK, EXIT_FAILURES):
         cause = getattr(run, "last_error", None)
         raise InfraError(f"`minify-bot check` failed with exit code {rc}"
@@ -274,7 +299,9 @@ def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) ->
         error(ctx, f"{str(row.id)[:200]}: {str(row.status)[:40]} ({str(row.failure_class)[:40]})",
               title="minify-bot: check failed")
 
-    if failing(results) and ctx.inputs.minify:
+    from bot.suites.classify import is_never_ran
+
+    if any(not is_never_ran(r) for r in failing(results)) and ctx.inputs.minify:
         # known.json: open issues' verified repros, read by the known job (which holds a read token)
         _known_for_minify(ctx)
         mopts = minify_options(ctx)

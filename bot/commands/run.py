@@ -113,7 +113,11 @@ def run(args) -> int:
     retry = list(args.retry) + ([] if args.no_report or args.list else _dashboard_retry(args, tracker))
     check.retry = list(dict.fromkeys(retry))
     _stage("check")
+    started = time.time()
     rc_check = stage(check)
+    # a program that never ran is bad input (exit 2 at the end); the sweep's other checks go on
+    never = rc_check == EXIT_USAGE and not args.list and _never_ran(out, started)
+    rc_check = EXIT_FAILURES if never else rc_check
     if args.list or rc_check not in (EXIT_OK, EXIT_FAILURES):
         return rc_check
     checked = time.monotonic()
@@ -135,7 +139,7 @@ def run(args) -> int:
             print("bisect failed; reporting the failures without the builds' answer", file=sys.stderr)
 
     if args.no_report:
-        return rc_check
+        return EXIT_USAGE if never else rc_check
     _stage("report")
     rc_report = call_stage(report)
     if rc_check == EXIT_FAILURES:
@@ -148,7 +152,25 @@ def run(args) -> int:
         return rc_report
     if rc_minify == EXIT_INTERNAL:
         return EXIT_INTERNAL
+    if never:
+        print("exit 2: a program of the sweep never ran (the error above)", file=sys.stderr)
+        return EXIT_USAGE
     return rc_check
+
+
+def _never_ran(out: str, since: float) -> bool:
+    """Whether the results this check wrote (not an earlier run's) hold a program that never ran
+    (bot.suites.classify.never_ran)."""
+    from bot import rundir
+    from bot.errors import BotError
+    from bot.suites.classify import is_never_ran
+
+    try:
+        if os.path.getmtime(rundir.results_path(out)) < since:
+            return False
+        return any(is_never_ran(r) for r in rundir.read_results(out).checks)
+    except (BotError, OSError, ValueError):   # no readable results: the check's own usage error
+        return False
 
 
 def _says_what_it_trusts(args) -> list[str]:
@@ -226,6 +248,12 @@ def _prepare_known(args, tracker_kind: str) -> None:
 
 
 def _has_failures(out: str) -> bool:
+    """Failures minify has work for: any but a program's that never ran (nothing to minify there)."""
     from bot import rundir
+    from bot.errors import UsageError
+    from bot.suites.classify import is_never_ran
 
-    return rundir.has_failures(out)
+    try:
+        return any(r.failure_class and not is_never_ran(r) for r in rundir.read_results(out).checks)
+    except UsageError:
+        return False
