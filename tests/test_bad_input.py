@@ -205,3 +205,20 @@ def test_the_actions_check_stage_says_a_program_never_ran_and_keeps_its_result(r
     assert "the program of check command-" in res.stdout + res.stderr   # the log has the reason
     (row,) = json.loads((res.run_dir / "results.json").read_text())["checks"]
     assert row["classified_by"] == "never ran: missing file"
+
+
+def test_a_failure_in_torchs_compiler_stack_is_never_taken_for_a_program_that_never_ran():
+    """An import regression inside inductor (raised before dynamo started a frame) is the compiler's;
+    an eager op failing before anything compiled is the program's own; after a compile, a failure."""
+    from bot.suites.classify import never_ran
+
+    def tb(path, exc):
+        return f'Traceback (most recent call last):\n  File "{path}", line 3, in <module>\n    x()\n{exc}\n'
+
+    inductor = tb("/venv/lib/python3.11/site-packages/torch/_inductor/compile_fx.py", "ImportError: cannot import y")
+    eager = tb("/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+               "RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+    assert never_ran(1, inductor, 0) is None
+    assert never_ran(1, eager, 0) == "failed before anything was compiled"
+    assert never_ran(1, eager, 2) is None and never_ran(1, eager, None) is None
+    assert never_ran(1, "benchmark: wrong result\n", 0) is None   # no exception: judged by its words

@@ -279,11 +279,11 @@ def execute(args) -> int:
                        memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
     print(table(writer.rows), flush=True)
     print(f"results: {os.path.join(args.out, rundir.RESULTS)}", file=sys.stderr)
-    never_ran(writer.rows, models)
+    never_ran(writer.rows)
     return exit_code(writer.rows, args.fail_on)
 
 
-def never_ran(rows, models) -> None:
+def never_ran(rows) -> None:
     """A program that never ran (a missing file, a syntax or import error, an exception before
     anything compiled: bot.suites.classify.never_ran) is an input error, whatever --fail-on says:
     UsageError (exit 2) in one line, after the results are written."""
@@ -298,12 +298,12 @@ def never_ran(rows, models) -> None:
     what = f"{r.error.type}: {err}" if r.error and r.error.type not in (None, "BadCommand", "ExitCode") else err
     line = f"the program of check {r.id} never ran ({why}): {what}".rstrip(": ")
     if why == "import error":
-        line += _interpreter_note(r, models)
+        line += _interpreter_note(r)
     more = f" (and {len(bad) - 1} more checks like it)" if len(bad) > 1 else ""
     raise UsageError(line + more)
 
 
-def _interpreter_note(row, models) -> str:
+def _interpreter_note(row) -> str:
     from bot.suites.command import interpreter_of
 
     command = row.spec.command if row.spec and isinstance(row.spec.command, str) else None

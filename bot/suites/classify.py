@@ -57,7 +57,10 @@ DIAG = re.compile(r"\b(?:error|fatal error): ")
 # a program that never ran: Python's own words for a missing script, a shell's for a missing program
 MISSING_FILE = re.compile(r"can't open file .*\[Errno 2\]")
 MISSING_PROGRAM = re.compile(r"command not found|No such file or directory")
-TORCH_FRAME = re.compile(r'^\s*File ".*[/\\]torch[/\\]', re.MULTILINE)
+# a traceback frame in torch's compiler stack: an error there is the compiler's, even before dynamo
+# started a frame (an import regression in inductor, an ahead-of-time compile)
+COMPILER_FRAME = re.compile(r'^\s*File ".*[/\\]torch[/\\](?:_dynamo|_inductor|_functorch|_export|export|fx|'
+                            r'_higher_order_ops|_subclasses|compiler|_prims|_decomp|_refs)[/\\.]', re.MULTILINE)
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
 NEVER_RAN = "never ran: "
@@ -181,10 +184,10 @@ def python_traceback(text: str, limit: int = 60) -> str | None:
 def never_ran(returncode: int | None, output: str, compiled_graphs: int | None) -> str | None:
     """Why a program's failing run never reached the compiler, or None: ``missing file`` (Python
     could not open the script), ``missing program`` (the shell found no such command),
-    ``syntax error``, ``import error`` (raised outside torch's own code), or ``failed before anything
-    was compiled`` (the environment hook saw the program start and compile nothing, and the exception
-    came from no frame of torch). A run that compiled a frame, or whose exception passed through
-    torch (an import regression inside inductor, an ahead-of-time compile), is never one."""
+    ``syntax error``, ``import error``, or ``failed before anything was compiled`` (the environment
+    hook saw the program start and compile nothing, and it raised an exception: its own, or an eager
+    torch op's). A run that compiled a frame, or whose exception passed through torch's compiler
+    stack (an import regression inside inductor, an ahead-of-time compile), is never one."""
     if returncode is None or returncode <= 0 or (compiled_graphs or 0) > 0:
         return None
     if MISSING_FILE.search(output):
@@ -192,7 +195,7 @@ def never_ran(returncode: int | None, output: str, compiled_graphs: int | None) 
     if returncode in (126, 127) and MISSING_PROGRAM.search(output):
         return "missing program"
     exc = last_exception(output)
-    if exc is None or TORCH_FRAME.search(python_traceback(output) or "\n".join(output.splitlines()[-40:])):
+    if exc is None or COMPILER_FRAME.search(python_traceback(output) or "\n".join(output.splitlines()[-40:])):
         return None
     if exc[0] in SYNTAX_ERRORS:
         return "syntax error"
