@@ -139,7 +139,8 @@ def test_command_source_is_classified_from_exit_status_and_output(tmp_path, bot)
         elif mode == "boom": raise KeyError("missing key 'weight'")
         elif mode == "abort": os.abort()
         """))
-    expect = {"ok": ("pass", None), "acc": ("fail_accuracy", "accuracy"), "boom": ("fail_to_run", "runtime_error"),
+    # "boom" raises before anything compiled: a program that never ran (bad input, exit 2), not a failure
+    expect = {"ok": ("pass", None), "acc": ("fail_accuracy", "accuracy"), "boom": ("model_fail_to_load", "setup_error"),
               "abort": ("fail_to_run", "crash")}
     for mode, (status, cls) in expect.items():
         out = tmp_path / f"run-{mode}"
@@ -147,7 +148,7 @@ def test_command_source_is_classified_from_exit_status_and_output(tmp_path, bot)
                    "--backend", "aot_eager", "--out", out, "--reruns", "0")
         row = json.loads((out / "results.json").read_text())["checks"][0]
         assert (row["status"], row["failure_class"]) == (status, cls), (mode, row, proc.stderr)
-        assert proc.returncode == (0 if status == "pass" else 1)
+        assert proc.returncode == (0 if status == "pass" else 2 if mode == "boom" else 1)
     row = json.loads((tmp_path / "run-boom" / "results.json").read_text())["checks"][0]
     assert row["error"]["type"] == "KeyError" and "weight" in row["error"]["message"]
 
