@@ -1,7 +1,7 @@
 """Shared test setup.
 
 Tiers. A test is in the fast tier unless it is marked ``slow``; the fast tier compiles nothing, so
-``pytest -m "not slow" -n 4`` costs about 260 CPU-seconds (its tests mostly wait on
+``pytest -m "not slow" -n 4`` costs about 5 CPU-minutes (its tests mostly wait on
 subprocesses, so more workers than cores help). That is checked, not hoped: a fast-tier test
 gets an empty inductor cache directory of its own (inherited by every subprocess it starts), and
 fails if anything compiled into it. The ``slow`` tier compiles real graphs; pytest-xdist runs its
