@@ -287,7 +287,10 @@ def _never_ran(ctx: Context, since: float) -> bool:
 
 
 def _minify_failures(ctx: Context, run, rc: int) -> int:
-    """After the check (exit code ``rc``): annotate the failures, minify them (and bisect)."""
+    """After the check (exit code ``rc``): annotate the failures, minify them (and bisect); a
+    program that never ran has nothing to minify."""
+    from bot.suites.classify import is_never_ran
+
     if rc not in (EXIT_OK, EXIT_FAILURES):
         cause = getattr(run, "last_error", None)
         raise InfraError(f"`minify-bot check` failed with exit code {rc}"
@@ -299,15 +302,14 @@ def _minify_failures(ctx: Context, run, rc: int) -> int:
         error(ctx, f"{str(row.id)[:200]}: {str(row.status)[:40]} ({str(row.failure_class)[:40]})",
               title="minify-bot: check failed")
 
-    from bot.suites.classify import is_never_ran
-
-    if any(not is_never_ran(r) for r in failing(results)) and ctx.inputs.minify:
+    to_minify = [r for r in failing(results) if not is_never_ran(r)]
+    if to_minify and ctx.inputs.minify:
         # known.json: open issues' verified repros, read by the known job (which holds a read token)
         _known_for_minify(ctx)
         mopts = minify_options(ctx)
         key = {"MINIFY_BOT_PUBLIC_KEY": ctx.inputs.known_public_key} if ctx.inputs.known_public_key else {}
         try:
-            with ctx.cmds.group(f"minify-bot minify ({len(failing(results))} failing)"):
+            with ctx.cmds.group(f"minify-bot minify ({len(to_minify)} failing)"):
                 mrc = run_stage(run, mopts, env_extra=key)
         except InfraError as exc:
             warn(ctx, f"minification did not run ({exc}); failures are reported without minimized repros")
@@ -318,7 +320,7 @@ def _minify_failures(ctx: Context, run, rc: int) -> int:
             warn(ctx, f"`minify-bot minify` failed (exit code {mrc}); failures are reported without minimized repros")
         elif ctx.inputs.builds or ctx.inputs.builds_file:
             _bisect_builds(ctx, run)
-    elif failing(results):
+    elif to_minify:
         ctx.notes.append("minification is off (input `minify: false`)")
     return rc
 
