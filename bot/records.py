@@ -216,6 +216,8 @@ class ReadoutNode(Record):
     max_abs_eager: float | None = None
     rmse_eager: float | None = None
     diverges: bool = False
+    compiled_dtype: str | None = None       # set when the compiled value's dtype is not eager's
+    compiled_shape: list[int] | None = None  # set when the compiled value's shape is not eager's
 
 
 @dataclass

@@ -227,16 +227,17 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     cfg = f.config if f else ConfigDiff()
     affected = [a.to_json() for a in sorted(state.affected, key=lambda a: (a.model, a.backend, a.mode))]
     capture = repro.capture or Capture()
+    readout_ctx = _readout(f.readout if f else None)
     cls = parts.get("class") if parts.get("class") in CLASS_WORDS else "failure"
     return {
-        "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
+        "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group, readout_ctx),
         "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
         "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
         "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
         "status": check.status, "ops_summary": _ops_summary(parts, f if f and f.repro_verified else None),
         "flaky": state.flaky,
         "culprit": _culprit(f.culprit if f else None), "bisect_words": _bisect_words(f),
-        "readout": _readout(f.readout if f else None),
+        "readout": readout_ctx,
         "graph_role": capture.role if capture.role in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
         "repro": repro_ctx,
@@ -311,13 +312,27 @@ def _plain_text(rep: Failure, rel: str) -> str | None:
         return None
 
 
+_ERROR_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Mismatch|Failure)\b|AssertionError|"
+                         r".*\b(?:mismatch|wrong|not close|differ)).*$", re.M | re.I)
+
+
 def _error_context(error: CheckError) -> dict:
-    """The error as the body shows it: its type through the allowlist, its message split at the first line."""
+    """The error as the body shows it: its type through the allowlist, its message split at the
+    first line, the traceback without this bot's own frames. A program that exited non-zero without
+    an exception (``ExitCode``): its output is the program's output, not a traceback, and the
+    headline is the last line of it that reads as an error."""
+    from bot.public import without_bot_frames
+
     msg = str(error.message or "")
     first, _, rest = msg.strip().partition("\n")
+    program = error.type == sg.EXIT_TYPE
+    text = str(error.traceback or "")
+    errors = _ERROR_LINE.findall(text[-20000:]) if program else []
     return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
             "message_rest": bool(rest.strip()) or len(first) > 500,
-            "traceback": str(error.traceback or "(no traceback recorded)")}
+            "program_output": program,
+            "last_error_line": errors[-1].strip()[:500] if errors else None,
+            "traceback": without_bot_frames(text) if text else "(no traceback recorded)"}
 
 
 def _count(v) -> int | None:
@@ -345,13 +360,25 @@ def _readout(r: Readout | None) -> dict | None:
     def n(v):
         return v if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
-    return {"rows": [{"op": safe(x.op, _OP, "unknown"), "diverges": x.diverges is True,
+    return {"rows": [{"op": safe(x.op, _OP, "unknown"), "diverges": x.diverges is True, "change": _change(x),
                       "max_abs_compiled": n(x.max_abs_compiled), "rmse_compiled": n(x.rmse_compiled),
                       "max_abs_eager": n(x.max_abs_eager), "rmse_eager": n(x.rmse_eager)} for x in rows],
             "first_diverging": safe(r.first_diverging, _OP, None) if r.first_diverging else None,
             "deterministic": r.deterministic if isinstance(r.deterministic, bool) else None,
             "max_nondeterminism": n(r.max_nondeterminism) if r.max_nondeterminism is not None else None,
             "note": r.note[:500] if isinstance(r.note, str) else None}
+
+
+def _change(x) -> str | None:
+    """A readout row's dtype or shape change, as words ("dtype uint8 → bool", "shape [2, 3] → [3]")."""
+    words = []
+    dtype, was = safe(x.compiled_dtype, _WORD, None), safe(x.dtype, _WORD, None)
+    if dtype and was and dtype != was:
+        words.append(f"dtype {was} → {dtype}")
+    shape = x.compiled_shape
+    if isinstance(shape, list) and all(isinstance(v, int) for v in shape) and shape != x.shape:
+        words.append(f"shape {list(x.shape)} → {shape[:16]}")
+    return ", ".join(words) or None
 
 
 _GIT = re.compile(r"[0-9a-f]{7,40}")
@@ -395,19 +422,51 @@ def _boundary(b: BuildBoundary) -> dict | None:
             "url": f"https://github.com/pytorch/pytorch/compare/{lo}...{hi}" if ok else None}
 
 
-def _summary(parts, check, accuracy, err, group) -> str:
+def _summary(parts, check, accuracy, err, group, readout: dict | None = None) -> str:
+    """The body's headline: the failure itself (the compiled graph's own error, or which value is
+    wrong by how much), then where it happened."""
     from bot.render import md
     models = sorted({str(f.check.model) for f in group})
     who = md(models[0]) + (f" and {len(models) - 1} more" if len(models) > 1 else "")
     where = (f"{md(parts.get('stage'))} stage ({md(check.backend)}, {md(check.mode)}, "
              f"{md(parts.get('dtype'))}, {md(parts.get('device'))})")
-    if accuracy and accuracy.get("rmse_res") is not None:
-        what = f"wrong results: RMSE {md(accuracy.get('rmse_res'))} vs tolerance {md(accuracy.get('tolerance'))}"
-    elif err:
-        what = f"{md(err['type'])}: {md(err['message_first_line'][:150])}"
-    else:
-        what = md(CLASS_WORDS.get(parts["class"], parts["class"]))
-    return f"{where} on {who}: {what}"
+    return f"{headline(parts, accuracy, err, readout)} · {where} on {who}"
+
+
+def rounded(value) -> str:
+    """A number as a person writes it in a headline: three significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.3g}"
+
+
+def headline(parts: dict, accuracy: dict | None, err: dict | None, readout: dict | None) -> str:
+    """The failure in one line (markdown, escaped): for wrong results the first op whose compiled
+    value is wrong, by its max error against fp64 (and eager's), else the output's RMSE against
+    eager's and the tolerance; for an error the compiled graph's own exception, not the exit status
+    of the program around it (that program's output is its own block)."""
+    from bot.render import md
+    row = next((r for r in (readout or {}).get("rows") or [] if r["op"] == (readout or {}).get("first_diverging")),
+               None)
+    if parts.get("class") == "accuracy" or (accuracy and accuracy.get("rmse_res") is not None and not err):
+        if row is not None and isinstance(row["max_abs_compiled"], (int, float)):
+            change = f" ({md(row['change'])})" if row.get("change") else ""
+            return (f"output of {md(row['op'])} wrong{change}: max error {rounded(row['max_abs_compiled'])} "
+                    f"(eager {rounded(row['max_abs_eager'])})")
+        if row is not None and row.get("change"):
+            return f"output of {md(row['op'])} wrong: {md(row['change'])}"
+        if accuracy and accuracy.get("rmse_res") is not None:
+            eager = f", eager {rounded(accuracy['rmse_ref'])}" if accuracy.get("rmse_ref") is not None else ""
+            return (f"wrong results: RMSE {rounded(accuracy['rmse_res'])} vs fp64{eager}, tolerance "
+                    f"{rounded(accuracy.get('tolerance'))}")
+        if accuracy and accuracy.get("max_abs_diff") is not None:
+            return f"wrong results: max error {rounded(accuracy['max_abs_diff'])}"
+        return "wrong results"
+    if err and not err.get("program_output"):
+        return f"{md(err['type'])}: {md(err['message_first_line'][:150])}"
+    if err and err.get("last_error_line"):
+        return md(err["last_error_line"][:150])
+    return md(CLASS_WORDS.get(parts.get("class"), parts.get("class") or "failure"))
 
 
 INLINE_CODE_LIMIT = 8000         # the generated code the body shows: the kernels, at most this much
