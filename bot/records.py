@@ -288,6 +288,13 @@ class PlainRepro(Record):
     inputs_bytes: int = 0                # the inputs' encoded (base64) size
     runs: int = 0                        # fresh-process runs ...
     failed_same_way: int = 0             # ... and how many failed the way the launcher-format repro does
+    short_path: str | None = None        # repro_short.py: the same graph as a person writes it (None: not written)
+    short_runs: int = 0                  # its fresh-process runs ...
+    short_failed_same_way: int = 0       # ... and how many failed the same way
+
+    @property
+    def short_reproduces(self) -> bool:
+        return bool(self.short_path) and self.short_runs > 0 and self.short_failed_same_way == self.short_runs
 
     @property
     def reproduces(self) -> bool:

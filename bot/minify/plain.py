@@ -36,7 +36,7 @@ import math
 import os
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from string import Template
 
 from bot import rundir
@@ -658,7 +658,33 @@ def write(job: PlainJob) -> PlainRepro:
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
         fh.write(plain_source(parts))
+    rec.short_path = write_short(job, parts, args, enc, made)
     return rec
+
+
+def write_short(job: PlainJob, parts: Parts, args, enc: Encoded | None, made: set[int]) -> str | None:
+    """Write failures/<id>/repro_short.py (bot/minify/short.py) beside the plain repro: the inputs
+    made from the seed where the plain repro makes them (every floating one when random inputs fail
+    the same way), the others written out when small. Its file name; None when it does not apply."""
+    import torch
+
+    from bot.minify import short
+
+    if enc is None:
+        return None
+    seeded = job.random_inputs and job.make_inputs
+    made_inputs = {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and (
+        enc.refs[k] in made or (seeded and (a.is_floating_point() or a.numel() > short.SMALL_VALUES)))}
+    inputs = short.input_lines(args, made_inputs)
+    if inputs is None:
+        return None
+    fn = short.public_function(parts.fn, args, parts.fp64)
+    text = short.short_source(replace(parts, fn=fn), inputs)
+    if text is None:
+        return None
+    with open(os.path.join(job.out_dir, rundir.SHORT), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return rundir.SHORT
 
 
 # --- the writer's process ---------------------------------------------------------------------------

@@ -252,7 +252,7 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "failure_dir": rel_dir,
         "generated_code": generated_code_context(rep, rel_dir),
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands,
-                                               repro_ctx["file"] if repro_ctx["kind"] == "plain" else rundir.REPRO),
+                                               repro_ctx["file"] if repro_ctx["kind"] in ("plain", "short") else rundir.REPRO),
         "log_excerpt": None, "overflow": [],
     }
 
@@ -270,6 +270,12 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
     plain = repro.plain if repro.plain is not None and rep.failure is not None else PlainRepro()
     plain_path = safe(plain.path, _FILE, None)
     plain_text = _plain_text(rep, plain_path) if plain.reproduces and plain_path else None
+    short_path = safe(plain.short_path, _FILE, None) if plain.short_reproduces and plain_text else None
+    short_text = _plain_text(rep, short_path) if short_path else None
+    if short_text is not None and len(short_text) <= INLINE_REPRO_LIMIT:   # the short form, as a person writes it
+        plain_text, plain_path, short = short_text, short_path, True
+    else:
+        short = False
     launcher = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
     use_plain = plain_text is not None and len(plain_text) <= INLINE_REPRO_LIMIT
     shown = plain_text if use_plain else rep.repro_text
@@ -278,7 +284,9 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
     return {"status": repro.status, "reason": repro.reason,
             "status_words": {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
                 repro.status, "Captured"),
-            "kind": "plain" if use_plain else "launcher" if launcher else None,
+            "kind": ("short" if short else "plain") if use_plain else "launcher" if launcher else None,
+            "short_runs": f"{plain.short_failed_same_way} of {plain.short_runs}" if short else None,
+            "long_path": f"{rel_dir}/{safe(plain.path, _FILE, rundir.PLAIN)}" if short else None,
             "inline": plain_text if use_plain else launcher, "too_big": bool(shown) and not (use_plain or launcher),
             "size": len(shown or ""), "file": name.rsplit("/", 1)[-1], "artifact_path": f"{rel_dir}/{name}",
             "launcher_path": f"{rel_dir}/{repro.path or rundir.REPRO}",
@@ -286,10 +294,10 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
             "plain_runs": f"{plain.failed_same_way} of {plain.runs}" if plain.runs else None,
             "plain_reason": (plain.reason or "")[:500] or None,
             "plain_too_big": plain_text is not None and not use_plain,
-            "needs_inputs": (not plain.inputs_inline) if use_plain
+            "needs_inputs": False if short else (not plain.inputs_inline) if use_plain
             else bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
             "inputs_file": f"{rundir.INPUTS_DIR}/{inputs_file}" if inputs_file else None,
-            "inputs_random": bool(use_plain and plain.inputs_random),
+            "inputs_random": bool(use_plain and (plain.inputs_random or short)),
             "inputs_sha256": safe(plain.inputs_sha256, _SHA256, None),
             "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
             "queries": repro.queries, "reused": repro.reused is not None,
