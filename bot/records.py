@@ -689,6 +689,7 @@ class ReportAction(SparseRecord):
     labels: list[str] | None = None
     overflow: list | None = None       # affected checks left out of a body that hit GitHub's size limit
     survivor: int | None = None        # a duplicate's: the issue it was closed in favour of
+    title: str | None = None           # the issue's title, as filed or found
 
 
 @dataclass
