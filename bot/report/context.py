@@ -495,8 +495,10 @@ def generated_code_context(rep: Failure, rel_dir: str) -> dict | None:
     text = _plain_text(rep, code_file) if code_file else None
     if not (trace_dir or text):
         return None
-    code, cut = _kernels(text or "")
-    return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None,
+    f = rep.failure
+    ops = _op_names((f.culprit.ops if f.culprit else None) or []) or _op_names([n.op for n in f.repro.graph or []])
+    code, cut, code_for = _kernels(text or "", ops)
+    return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None, "code_for": code_for,
             "trace_cut": tr.trace_cut is True,
             "tlparse_path": f"{rel_dir}/{tlparse}" if tlparse else None,
             "code": code or None, "code_cut": cut, "code_path": f"{rel_dir}/{code_file}" if text else None,
@@ -512,18 +514,36 @@ def _present(rep: Failure, name: str | None) -> str | None:
     return name if not path.is_symlink() and path.resolve().parent == base and path.exists() else None
 
 
-def _kernels(text: str) -> tuple[str, int]:
-    """The kernels of inductor's generated code: from the first kernel's definition to the end of
-    the last one (the whole text when none is found), at most INLINE_CODE_LIMIT characters at a
-    line boundary. Returns (excerpt, characters left out)."""
-    starts = list(_KERNEL_START.finditer(text))
-    if starts:
-        end = _KERNEL_END.search(text, starts[-1].end())
+_KERNEL_NAME = re.compile(r"\b(cpp_fused\w*|triton_\w+|cuda_fused\w*)")
+
+
+def kernel_blocks(text: str) -> list[tuple[str, str]]:
+    """The kernels of inductor's generated code (one or more modules): (name, its definition from
+    ``<name> = async_compile...`` or ``@triton.jit`` to the end of its source string)."""
+    out: list[tuple[str, str]] = []
+    after = 0
+    for m in _KERNEL_START.finditer(text):
+        if m.start() < after:   # a kernel's own ``@triton.jit``, inside its source string
+            continue
+        end = _KERNEL_END.search(text, m.end())
         stop = text.find("\n", end.end()) if end else -1
-        part = text[starts[0].start():stop if stop >= 0 else len(text)]
-    else:
-        part = text
-    part = part.strip("\n")
+        after = stop if stop >= 0 else len(text)
+        block = text[m.start():after].strip("\n")
+        name = _KERNEL_NAME.search(block)
+        out.append((name.group(1) if name else "", block))
+    return out
+
+
+def _kernels(text: str, ops: list[str] | None = None) -> tuple[str, int, list[str]]:
+    """The kernel(s) that compute the culprit: those whose fused name names one of ``ops`` (the
+    culprit's, else the graph's), else every kernel (the whole text when none is found); at most
+    INLINE_CODE_LIMIT characters at a line boundary. Returns (excerpt, characters left out, the ops
+    the excerpt was chosen for)."""
+    blocks = kernel_blocks(text)
+    shorts = list(dict.fromkeys(_short(o).lower() for o in ops or [] if o))
+    chosen = [(n, b) for n, b in blocks if any(f"_{s}_" in f"_{n.lower()}_" for s in shorts)]
+    named = [s for s in shorts if any(f"_{s}_" in f"_{n.lower()}_" for n, _ in chosen)]
+    part = "\n\n".join(b for _, b in (chosen or blocks)) if blocks else text.strip("\n")
     if len(part) > INLINE_CODE_LIMIT:
         part = part[:INLINE_CODE_LIMIT].rsplit("\n", 1)[0]
-    return part, len(text.strip("\n")) - len(part)
+    return part, len(text.strip("\n")) - len(part), named if chosen else []
