@@ -239,12 +239,26 @@ def _judge(p, call: str) -> list[str]:
         f"    fp64 = fn(*[x.double() if x.is_floating_point() else x for x in make_inputs()]{fp64})",
         "for i, (e, c, r) in enumerate(zip(eager, compiled, fp64)):",
         "    rmse = lambda x: (x.double() - r.double()).square().mean().sqrt().item()",
-        f"    m = {mult}  # torch's same(): RMSE vs fp64 <= m x eager's",
+        f"    # torch's rule (torch._dynamo.utils.same): tolerance {tol:g}, else RMSE vs fp64 at most m x eager's",
+        f"    m = {mult}",
         f"    ok = e.dtype == c.dtype and {rule}",
         '    print(f"output {i}: RMSE vs fp64 {rmse(c):.3g} compiled, {rmse(e):.3g} eager")',
         "    if not ok:",
-        '        sys.exit(f"AccuracyError: output {i} of the compiled function is wrong")',
+        '        raise SystemExit(f"AccuracyError: output {i} of the compiled function is wrong")',
     ]
+
+
+def called(src: str) -> list[str]:
+    """The public functions and tensor methods the function calls (``torch.amin``, ``Tensor.view``), once each."""
+    out = []
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _aten_chain(n.func) is None:
+            owner = n.func.value
+            name = f"torch.{n.func.attr}" if isinstance(owner, ast.Name) and owner.id == "torch" \
+                else f"Tensor.{n.func.attr}"
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def short_source(p, inputs: list[str]) -> str | None:
@@ -260,8 +274,9 @@ def short_source(p, inputs: list[str]) -> str | None:
     words = "gives wrong results" if p.accuracy else "fails"
     dyn = ", dynamic=True" if p.dynamic else ""
     call = f"torch.compile(fn, backend={p.backend!r}{dyn})"
-    lines = [f"# {call} {words} (minimized and verified by minify-bot)"]
-    lines += (["import sys"] if p.accuracy else []) + ["import torch"]
+    names = called(p.fn)
+    what = f" for {', '.join(names[:3])}" + (" and more" if len(names) > 3 else "") if names else ""
+    lines = [f"# {call} {words}{what} (minimized and verified by minify-bot)", "import torch"]
     prefixes = list(dict.fromkeys(e.key.partition(".")[0] for e in p.config))
     lines += [f"import {MODULES[x]}" for x in MODULES if x in prefixes]
     settings = [config_line(e.key, e.value) for e in p.config] + numerics.lines(p.numerics)
