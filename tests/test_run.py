@@ -70,13 +70,14 @@ def test_run_ends_with_what_it_filed_and_the_next_step(tmp_path):
     from bot.commands.run import what_was_filed
     from bot.records import ReportAction, ReportDoc
 
+    url = "https://github.com/o/r/issues/"
     rundir.write_report(tmp_path, ReportDoc("run-1", "github", actions=[
-        ReportAction("created", 12, "https://github.com/o/r/issues/12", title="[minify-bot] inductor: accuracy failure"),
-        ReportAction("updated", 7, "https://github.com/o/r/issues/7", title="[minify-bot] inductor: compile error"),
-        ReportAction("unchanged", 3, "https://github.com/o/r/issues/3", title="old")]))
+        ReportAction("created", 12, f"{url}12", title="[minify-bot] inductor: accuracy failure"),
+        ReportAction("updated", 7, f"{url}7", title="[minify-bot] inductor: compile error"),
+        ReportAction("unchanged", 3, f"{url}3", title="old")]))
     assert what_was_filed(str(tmp_path), "github") == [
         "filed #12: [minify-bot] inductor: accuracy failure (https://github.com/o/r/issues/12)",
         "updated #7: [minify-bot] inductor: compile error (https://github.com/o/r/issues/7)",
-        f"next: read https://github.com/o/r/issues/12; the failure's repro, logs and inputs are in {tmp_path}/failures/"]
+        f"next: read {url}12; the failure's repro, logs and inputs are in {tmp_path}/failures/"]
     rundir.write_report(tmp_path, ReportDoc("run-2", "local", actions=[]))
     assert what_was_filed(str(tmp_path), "local") == ["next: nothing to read; no bug issue was filed or updated"]

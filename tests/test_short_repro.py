@@ -30,7 +30,7 @@ def _args():
     return [torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)]
 
 
-def test_aten_calls_become_public_names_that_compute_the_same_values():
+def test_aten_calls_become_public_names_that_compute_the_equal_values():
     src = short.public_function(FN, _args())
     assert "torch.ops" not in src
     assert "torch.slice_scatter(arg0_1, arg1_1, 1, 0, 2)" in src and "torch.amin(slice_scatter, [1])" in src

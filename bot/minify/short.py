@@ -6,7 +6,7 @@ need none of that, and upstream's own reports of them are a few lines. This is t
 
 - public names: ``torch.relu(x)``, ``x.view([2, 3])`` instead of ``torch.ops.aten.relu.default(x)``
   (:func:`public_calls`), each kept only where the function computes bit for bit the same values
-  eagerly on the failure's inputs (:func:`same_values`);
+  eagerly on the failure's inputs (:func:`equal_values`);
 - inputs from a seed (``torch.manual_seed``, ``torch.randn(..., device=...)``, ``.as_strided`` or
   ``memory_format`` for a layout), a small input's values written out (``torch.tensor([...])``);
   none of it when an input is neither (the plain repro stands);
@@ -89,13 +89,13 @@ def _run(src: str, args, fp64: bool):
         return ns["fn"](*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
 
 
-def same_values(a, b) -> bool:
+def equal_values(a, b) -> bool:
     """Two eager results are the same: the same structure, dtypes, shapes and bits (NaN where NaN)."""
     import torch
 
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
         return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
-                and all(same_values(x, y) for x, y in zip(a, b)))
+                and all(equal_values(x, y) for x, y in zip(a, b)))
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride() and bool(
             torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
@@ -114,7 +114,7 @@ def public_function(src: str, args, fp64: bool = False) -> str:
 
     def works(only) -> bool:
         try:
-            return same_values(_run(public_calls(src, only), args, fp64), want)
+            return equal_values(_run(public_calls(src, only), args, fp64), want)
         except Exception:  # noqa: BLE001 - this spelling is not the same call
             return False
 

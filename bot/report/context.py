@@ -252,7 +252,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "failure_dir": rel_dir,
         "generated_code": generated_code_context(rep, rel_dir),
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands,
-                                               repro_ctx["file"] if repro_ctx["kind"] in ("plain", "short") else rundir.REPRO),
+                                               repro_ctx["file"] if repro_ctx["kind"] in ("plain", "short")
+                                               else rundir.REPRO),
         "log_excerpt": None, "overflow": [],
     }
 
