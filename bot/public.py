@@ -6,7 +6,8 @@ so nothing can bypass it. It rewrites:
 
 - a library's directory (any ``…/site-packages/`` or ``…/dist-packages/``) as ``<site-packages>/``;
 - inductor's cache (``…/torchinductor_<user>``, ``$TORCHINDUCTOR_CACHE_DIR``) as ``<inductor-cache>``;
-- the workspace (``$GITHUB_WORKSPACE``, this process's working directory, and an Actions runner's
+- the workspace (``$GITHUB_WORKSPACE``, this process's working directory, the checkout the bot runs
+  from when it is not an installed package, and an Actions runner's
   ``…/_work/<repo>/<repo>`` or ``…/work/<repo>/<repo>`` layout whichever runner wrote the text) away, so
   a file in it reads as a path relative to the workspace;
 - the venv (``$VIRTUAL_ENV``, ``sys.prefix``) as ``<venv>``, the interpreter's own library as ``<python>``;
@@ -20,6 +21,7 @@ runners) out of a traceback, so a traceback starts where the program's and torch
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -32,22 +34,36 @@ _P = r"[^\s'\"`()<>\[\]{},:;|]"
 _END = rf"(?!{_P})"
 
 # libraries and caches first (wherever they are), then this machine's own roots, then runners' layouts
-_FIRST: list[tuple[re.Pattern, str]] = [
-    (re.compile(rf"(?:/{_P}+?)?/(?:site|dist)-packages(?=/|{_END})"), "<site-packages>"),
-    (re.compile(rf"(?:/{_P}+?)?/torchinductor_[^\s/'\"`]+"), "<inductor-cache>"),
+_FIRST: list[tuple[tuple[str, ...], re.Pattern, str]] = [   # (words one of which the text must hold, pattern, word)
+    (("-packages",), re.compile(rf"(?:/{_P}+?)?/(?:site|dist)-packages(?=/|{_END})"), "<site-packages>"),
+    (("torchinductor_",), re.compile(rf"(?:/{_P}+?)?/torchinductor_[^\s/'\"`]+"), "<inductor-cache>"),
 ]
-_LAST: list[tuple[re.Pattern, str]] = [
+_LAST: list[tuple[tuple[str, ...], re.Pattern, str]] = [
     # an Actions runner's workspace, whichever machine wrote the text: <root>/_work/<repo>/<repo>
-    (re.compile(rf"(?:/{_P}+?)?/_?work/([A-Za-z0-9_.-]+)/\1(?:/|{_END})"), ""),
-    (re.compile(rf"(?:/{_P}+?)?/_?work/_temp(?=/|{_END})"), "<tmp>"),
-    (re.compile(rf"(?<!{_P})/(?:private/)?(?:var/)?tmp(?=/|{_END})"), "<tmp>"),
-    (re.compile(rf"(?<!{_P})/(?:home|Users)/[^\s/'\"`]+"), "~"),
-    (re.compile(rf"(?<!{_P})/root(?=/|{_END})"), "~"),
+    (("work/",), re.compile(rf"(?:/{_P}+?)?/_?work/([A-Za-z0-9_.-]+)/\1(?:/|{_END})"), ""),
+    (("work/_temp",), re.compile(rf"(?:/{_P}+?)?/_?work/_temp(?=/|{_END})"), "<tmp>"),
+    (("tmp",), re.compile(rf"(?<!{_P})/(?:private/)?(?:var/)?tmp(?=/|{_END})"), "<tmp>"),
+    (("/home/", "/Users/"), re.compile(rf"(?<!{_P})/(?:home|Users)/[^\s/'\"`]+"), "~"),
+    (("/root",), re.compile(rf"(?<!{_P})/root(?=/|{_END})"), "~"),
 ]
 
 
-def _roots(env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """This machine's own directories and what each reads as, longest first."""
+_ENV_KEYS = ("TORCHINDUCTOR_CACHE_DIR", "VIRTUAL_ENV", "RUNNER_TEMP", "TMPDIR", "GITHUB_WORKSPACE", "HOME")
+
+
+def _roots(env: Mapping[str, str]) -> list[tuple[tuple[str, ...], re.Pattern, str]]:
+    """This machine's own directories (as patterns) and what each reads as, longest first; computed
+    once per environment and working directory."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    return _roots_for(tuple(env.get(k) or "" for k in _ENV_KEYS), cwd)
+
+
+@functools.lru_cache(maxsize=8)
+def _roots_for(values: tuple[str, ...], cwd: str) -> list[tuple[tuple[str, ...], re.Pattern, str]]:
+    env = dict(zip(_ENV_KEYS, values))
     pairs: list[tuple[str, str]] = []
 
     def add(path: str | None, word: str) -> None:
@@ -62,32 +78,29 @@ def _roots(env: Mapping[str, str]) -> list[tuple[str, str]]:
     add(env.get("TMPDIR"), "<tmp>")
     add(tempfile.gettempdir(), "<tmp>")
     add(env.get("GITHUB_WORKSPACE"), "")
-    try:
-        add(os.getcwd(), "")
-    except OSError:
-        pass
+    add(cwd, "")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not re.search(r"/(?:site|dist)-packages(?:/|$)", here):   # the bot run from its own checkout
+        add(here, "")
     add(env.get("HOME"), "~")
     add(os.path.expanduser("~"), "~")
     for path, word in list(pairs):   # the same directory through its links
         real = os.path.realpath(path)
         if real != path:
             add(real, word)
-    return sorted(dict(pairs).items(), key=lambda kv: len(kv[0]), reverse=True)
+    ordered = sorted(dict(pairs).items(), key=lambda kv: len(kv[0]), reverse=True)
+    return [((root,), re.compile(rf"(?<!{_P}){re.escape(root)}(/|{_END})"), word) for root, word in ordered]
 
 
 def public_text(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` with no path of this machine or a runner's (workspace, home, venv, temp, libraries,
     caches) left in it; a file in the workspace reads as its path relative to the workspace."""
-    if not text:
+    if not text or "/" not in text:   # no path without a slash
         return text
     env = os.environ if env is None else env
-    for rx, word in _FIRST:
-        text = rx.sub(word, text)
-    for root, word in _roots(env):
-        if root in text:
-            text = re.sub(rf"(?<!{_P}){re.escape(root)}(/|{_END})", lambda m, w=word: _as(w, m.group(0)), text)
-    for rx, word in _LAST:
-        text = rx.sub(lambda m, w=word: _as(w, m.group(0)), text)
+    for words, rx, word in [*_FIRST, *_roots(env), *_LAST]:
+        if any(w in text for w in words):
+            text = rx.sub(lambda m, w=word: _as(w, m.group(0)), text)
     return text
 
 

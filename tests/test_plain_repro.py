@@ -487,3 +487,20 @@ def test_an_error_repro_of_a_gpu_graph_waits_for_the_device_before_it_says_nothi
             where = [main.index(x) for x in ("step(compiled", "torch.cuda.synchronize()", "did not reproduce")]
             assert where == sorted(where)
         compile(text, "repro_plain.py", "exec")
+
+
+@pytest.mark.slow
+def test_no_runner_path_in_the_issue_or_the_upstream_report_which_carries_the_same_block(filed, bot, tmp_path):
+    """What GitHub would see (the issue, the upstream report of the same failure) names no path of this
+    machine: not the venv, the checkout, the home or temp directories, the run directory."""
+    import tempfile
+
+    _, fdir, rec, body = filed
+    out = fdir.parent.parent
+    p = bot("upstream", "--run-dir", out, "--no-search", "--out", tmp_path / "upstream.md")
+    assert p.returncode == 0, p.stderr[-3000:]
+    upstream = (tmp_path / "upstream.md").read_text()
+    for text in (body, upstream):
+        for path in (sys.prefix, str(ROOT), os.path.expanduser("~") + "/", tempfile.gettempdir() + "/", str(out)):
+            assert path not in text, (path, text[:3000])
+    assert _python_block(body) in upstream
