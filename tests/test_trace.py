@@ -130,13 +130,13 @@ def test_the_kernel_excerpt_is_the_kernel_that_computes_the_culprit():
     boiler = "\n".join(f"buf{i} = empty_strided_cpu((8, 64), (64, 1), torch.float32)" for i in range(200))
     cpp = CPP_CODE[CPP_CODE.index("cpp_fused_add_relu_0 = "):].replace("cpp_fused_add_relu_0", "cpp_fused_mul_sum_0")
     code = cpp.split("\n\n\n")[0] + "\n\n" + boiler + "\n\n" + TRITON_CODE.replace("relu", "slice_scatter")
-    part, left, named = _kernels(code, ["aten.slice_scatter.default"])
-    assert named == ["slice_scatter"] and left > 0
+    part, left, (named, kernels) = _kernels(code, ["aten.slice_scatter.default"])
+    assert named == ["slice_scatter"] and kernels == 1 and left > 0
     assert part.startswith("triton_poi_fused_slice_scatter_0 =") and part.endswith("''', device_str='cuda')")
     assert "cpp_fused_mul_sum_0" not in part and "empty_strided_cpu" not in part
     assert part.count("@triton.jit") == 1
-    every, _, named = _kernels(code, ["aten.relu.default"])   # no kernel names it: every kernel
-    assert named == [] and every.startswith("cpp_fused_mul_sum_0") and "triton_poi_fused_slice_scatter_0" in every
+    every, _, (named, kernels) = _kernels(code, ["aten.relu.default"])   # no kernel names it: every kernel
+    assert named == [] and kernels == 0 and every.startswith("cpp_fused_mul_sum_0") and "triton_poi_fused_slice_scatter_0" in every
     assert "empty_strided_cpu" not in every
 
 

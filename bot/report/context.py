@@ -184,6 +184,9 @@ def reproduce_command(check: CheckRow, has_repro: bool, trusted_commands=(), rep
     if check.dynamic is True:
         cmd.append("--dynamic")
     lines.append(" ".join(shlex.quote(c) for c in cmd))
+    from bot.public import public_text
+
+    lines = [line for line in lines if public_text(line).strip() != "cd ."]   # the workspace itself: no cd
     return "\n".join(lines + list(dict.fromkeys(notes)))
 
 
@@ -498,8 +501,9 @@ def generated_code_context(rep: Failure, rel_dir: str) -> dict | None:
         return None
     f = rep.failure
     ops = _op_names((f.culprit.ops if f.culprit else None) or []) or _op_names([n.op for n in f.repro.graph or []])
-    code, cut, code_for = _kernels(text or "", ops)
+    code, cut, (code_for, kernels) = _kernels(text or "", ops)
     return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None, "code_for": code_for,
+            "code_kernels": kernels,
             "trace_cut": tr.trace_cut is True,
             "tlparse_path": f"{rel_dir}/{tlparse}" if tlparse else None,
             "code": code or None, "code_cut": cut, "code_path": f"{rel_dir}/{code_file}" if text else None,
@@ -535,11 +539,11 @@ def kernel_blocks(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _kernels(text: str, ops: list[str] | None = None) -> tuple[str, int, list[str]]:
+def _kernels(text: str, ops: list[str] | None = None) -> tuple[str, int, tuple[list[str], int]]:
     """The kernel(s) that compute the culprit: those whose fused name names one of ``ops`` (the
     culprit's, else the graph's), else every kernel (the whole text when none is found); at most
-    INLINE_CODE_LIMIT characters at a line boundary. Returns (excerpt, characters left out, the ops
-    the excerpt was chosen for)."""
+    INLINE_CODE_LIMIT characters at a line boundary. Returns (excerpt, characters left out, (the ops
+    the excerpt was chosen for, how many kernels compute them))."""
     blocks = kernel_blocks(text)
     shorts = list(dict.fromkeys(_short(o).lower() for o in ops or [] if o))
     chosen = [(n, b) for n, b in blocks if any(f"_{s}_" in f"_{n.lower()}_" for s in shorts)]
@@ -547,4 +551,4 @@ def _kernels(text: str, ops: list[str] | None = None) -> tuple[str, int, list[st
     part = "\n\n".join(b for _, b in (chosen or blocks)) if blocks else text.strip("\n")
     if len(part) > INLINE_CODE_LIMIT:
         part = part[:INLINE_CODE_LIMIT].rsplit("\n", 1)[0]
-    return part, len(text.strip("\n")) - len(part), named if chosen else []
+    return part, len(text.strip("\n")) - len(part), (named, len(chosen)) if chosen else ([], 0)
