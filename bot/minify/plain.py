@@ -623,9 +623,11 @@ def _config_of(job: PlainJob, rf) -> list[ConfigEntry]:
             if k not in R.CAPTURE_KEYS and not isinstance(v, R._Unparsed)]
 
 
-def write(job: PlainJob) -> PlainRepro:
+def write(job: PlainJob, written=None) -> PlainRepro:
     """Write failures/<id>/repro_plain.py from the worker's final repro (and inputs/plain_inputs.pt
-    when the inputs do not fit inline). Runs in a process that has torch."""
+    when the inputs do not fit inline), then the short repro beside it. Runs in a process that has
+    torch. ``written(rec)`` is called with the plain repro's record before the short one is tried
+    (its eager runs of the graph could take the process down: the plain repro stands then)."""
     import torch
 
     from bot.minify.predicate import load_graph
@@ -658,7 +660,14 @@ def write(job: PlainJob) -> PlainRepro:
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
         fh.write(plain_source(parts))
-    rec.short_path = write_short(job, parts, args, enc, made)
+    if written is not None:
+        written(rec)
+    try:
+        rec.short_path = write_short(job, parts, args, enc, made)
+    except Exception:  # noqa: BLE001 - no short form; the plain repro stands
+        import traceback
+
+        traceback.print_exc()
     return rec
 
 
@@ -670,6 +679,9 @@ def write_short(job: PlainJob, parts: Parts, args, enc: Encoded | None, made: se
 
     from bot.minify import short
 
+    stale = os.path.join(job.out_dir, rundir.SHORT)
+    if os.path.exists(stale):   # an earlier attempt's (the plain repro written again with the saved inputs)
+        os.remove(stale)
     if enc is None:
         return None
     seeded = job.random_inputs and job.make_inputs
@@ -726,14 +738,17 @@ def main(argv: list[str]) -> int:
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as fh:
         job = PlainJob.from_json(json.load(fh))
+    def save(rec: PlainRepro) -> None:
+        with open(result_path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(rec.to_json(), fh)
+        os.replace(result_path + ".tmp", result_path)
+
     try:
-        rec = write(job)
+        rec = write(job, written=save)
     except Exception as exc:  # noqa: BLE001 - the launcher-format repro stands; the reason is recorded
         traceback.print_exc()
         rec = PlainRepro(reason=f"the plain repro could not be written: {type(exc).__name__}: {exc}"[:2000])
-    with open(result_path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(rec.to_json(), fh)
-    os.replace(result_path + ".tmp", result_path)
+    save(rec)
     return 0
 
 
