@@ -249,15 +249,20 @@ def _judge(p, call: str) -> list[str]:
 
 
 def called(src: str) -> list[str]:
-    """The public functions and tensor methods the function calls (``torch.amin``, ``Tensor.view``), once each."""
+    """The functions, tensor methods and ops the function calls (``torch.amin``, ``Tensor.view``,
+    ``aten.avg_pool2d_backward``), once each."""
     out = []
     for n in ast.walk(ast.parse(src)):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _aten_chain(n.func) is None:
-            owner = n.func.value
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            continue
+        op, owner = _aten_chain(n.func), n.func.value
+        if op is not None:
+            name = f"{op[0]}.{op[1]}"
+        else:
             name = f"torch.{n.func.attr}" if isinstance(owner, ast.Name) and owner.id == "torch" \
                 else f"Tensor.{n.func.attr}"
-            if name not in out:
-                out.append(name)
+        if name not in out:
+            out.append(name)
     return out
 
 
