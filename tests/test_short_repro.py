@@ -89,8 +89,9 @@ def test_a_graph_of_three_ops_is_a_file_of_at_most_30_lines_with_the_rule_on_one
                         config=[ConfigEntry("inductor.cpp.inject_relu_bug_TESTING_ONLY", None, "accuracy")])
     text = short.short_source(parts, ["torch.randn(4, 8)", "torch.randn(4, 2)"])
     assert len(text.splitlines()) <= 30, text
-    assert text.splitlines()[0] == ("# torch.compile(fn, backend='inductor') gives wrong results for "
-                                    "torch.slice_scatter, torch.amin, Tensor.view (minimized and verified by minify-bot)")
+    first = text.splitlines()[0]
+    assert first == ("# torch.compile(fn, backend='inductor') gives wrong results for torch.slice_scatter, "
+                     "torch.amin, Tensor.view (minimized and verified by minify-bot)")
     ast.parse(text)
     assert "torch.manual_seed(0)" in text and "return [torch.randn(4, 8), torch.randn(4, 2)]" in text
     assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'" in text
