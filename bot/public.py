@@ -123,3 +123,18 @@ def without_bot_frames(traceback: str) -> str:
         return traceback
     return _BOT_FRAME.sub("", traceback if traceback.endswith("\n") else traceback + "\n").rstrip("\n") + (
         "\n" if traceback.endswith("\n") else "")
+
+
+_PYTHON_FENCE = re.compile(r"^(`{3,})python\n.*?\n\1$", re.S | re.M)
+
+
+def public_markdown(text: str, env: Mapping[str, str] | None = None) -> str:
+    """:func:`public_text` over a markdown document, except its ```python blocks: a repro was
+    verified as it is written (its inline inputs are base64, which can hold ``/tmp/``), and the bot
+    writes repros without machine paths (inputs relative to the file; bot/minify/package.py)."""
+    out, at = [], 0
+    for m in _PYTHON_FENCE.finditer(text):
+        out += [public_text(text[at:m.start()], env), m.group(0)]
+        at = m.end()
+    out.append(public_text(text[at:], env))
+    return "".join(out)

@@ -21,7 +21,8 @@ filters below:
                             number (an artifact can hold anything) goes through `md`
 Every filter and every template's output pass through ``bot.public.public_text`` (no path of the runner:
 workspace, home, venv, temp, libraries, caches), the filters before they escape, the output as a whole
-after: nothing a template shows can bypass it.
+after: nothing a template shows can bypass it. A ```python block (a verified repro) is shown as it was
+verified: the bot writes repros without machine paths.
 The renderer appends the hidden marker itself, after the template output, as the body's last line;
 a template cannot omit or forge it.
 """
@@ -38,7 +39,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from bot.fingerprint import make_marker
 from bot.gha import ZWSP as ZWSP  # re-exported: bot.report.upstream undoes the neutralization
 from bot.gha import break_comments, neutralize
-from bot.public import public_text
+from bot.public import public_markdown, public_text
 
 BODY_LIMIT = 65536
 # Headroom under GitHub's limit for the marker line and the budget's own arithmetic.
@@ -89,7 +90,10 @@ def fence(value, lang: str = "") -> str:
     from bot.gha import BIDI_CONTROLS
 
     # bidirectional controls dropped: code that reads differently from how it runs ("trojan source")
-    text = break_comments(BIDI_CONTROLS.sub("", public_text(str(value if value is not None else ""))).rstrip("\n"))
+    text = str(value if value is not None else "")
+    if lang != "python":   # a repro is shown as it was verified (bot.public.public_markdown)
+        text = public_text(text)
+    text = break_comments(BIDI_CONTROLS.sub("", text).rstrip("\n"))
     ticks = "`" * max(3, _longest_run(text, "`") + 1)
     lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
     return f"{ticks}{lang}\n{text}\n{ticks}"
@@ -164,7 +168,7 @@ class Renderer:
 
     def render(self, name: str, **ctx) -> str:
         try:
-            return public_text(self.env.get_template(name).render(**ctx)).strip() + "\n"
+            return public_markdown(self.env.get_template(name).render(**ctx)).strip() + "\n"
         except jinja2.UndefinedError as exc:
             from bot.errors import UsageError
             raise UsageError(f"template {name}: {exc.message}") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from bot.public import public_text, without_bot_frames
+from bot.public import public_markdown, public_text, without_bot_frames
 
 
 def test_paths_of_this_machine_become_words_and_workspace_files_relative(tmp_path, monkeypatch):
@@ -48,3 +48,12 @@ def test_the_bots_own_frames_leave_a_traceback():
                                       '  File "/x/prog.py", line 4, in main\n'
                                       '    model(x)\n'
                                       'RuntimeError: boom\n')
+
+
+def test_a_markdown_documents_python_blocks_are_shown_as_verified_and_the_rest_is_public():
+    from bot.render import fence
+
+    repro = 's0 = _storage("cpu", "/tmp/AAAA/root+b")\nprint("/tmp/x")'
+    doc = "see /tmp/run/log.txt\n\n" + fence(repro, "python") + "\n\n" + fence("File /tmp/x.py", "") + "\n"
+    out = public_markdown(doc, env={})
+    assert repro in out and "see <tmp>/run/log.txt" in out and "File <tmp>/x.py" in out

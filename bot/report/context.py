@@ -501,7 +501,9 @@ def generated_code_context(rep: Failure, rel_dir: str) -> dict | None:
         return None
     f = rep.failure
     ops = _op_names((f.culprit.ops if f.culprit else None) or []) or _op_names([n.op for n in f.repro.graph or []])
-    code, cut, (code_for, kernels) = _kernels(text or "", ops)
+    from bot.public import public_text
+
+    code, cut, (code_for, kernels) = _kernels(public_text(text or ""), ops)   # fenced as python: redacted here
     return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None, "code_for": code_for,
             "code_kernels": kernels,
             "trace_cut": tr.trace_cut is True,
