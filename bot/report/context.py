@@ -445,6 +445,11 @@ def _summary(parts, check, accuracy, err, group, readout: dict | None = None) ->
     return f"{headline(parts, accuracy, err, readout)} · {where} on {who}"
 
 
+def _cut(text: str, limit: int = 150) -> str:
+    """At most ``limit`` characters, cut at a word with an ellipsis."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def rounded(value) -> str:
     """A number as a person writes it in a headline: three significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -475,9 +480,9 @@ def headline(parts: dict, accuracy: dict | None, err: dict | None, readout: dict
             return f"wrong results: max error {rounded(accuracy['max_abs_diff'])}"
         return "wrong results"
     if err and not err.get("program_output"):
-        return f"{md(err['type'])}: {md(err['message_first_line'][:150])}"
+        return f"{md(err['type'])}: {md(_cut(err['message_first_line']))}"
     if err and err.get("last_error_line"):
-        return md(err["last_error_line"][:150])
+        return md(_cut(err["last_error_line"]))
     return md(CLASS_WORDS.get(parts.get("class"), parts.get("class") or "failure"))
 
 
