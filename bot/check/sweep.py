@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -21,6 +23,35 @@ RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboar
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+HEARTBEAT_S = 15.0   # a check that runs longer says so this often
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, limit: float | None, every: float = HEARTBEAT_S):
+    """While the block runs, a line every ``every`` seconds: "<label>: still running (30 s of its
+    600 s limit)". Written by a thread straight to the standard error's file descriptor (no lock of
+    Python's I/O that a child forked meanwhile could inherit held) and stopped when the block ends."""
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            limit_words = f" of its {limit:.0f} s limit" if limit else ""
+            line = f"{label}: still running ({time.monotonic() - t0:.0f} s{limit_words})\n"
+            try:
+                os.write(2, line.encode("utf-8", "replace"))
+            except OSError:
+                return
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 class _Terminated(KeyboardInterrupt):
@@ -62,8 +93,9 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
         given = [check_id(m.name, s) for m, s in plan]
         for k, (m, settings) in enumerate(plan, 1):
             taken = set(given[:k - 1] + given[k:]) | {r.id for r in writer.rows}
-            row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
-                             say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
+            with heartbeat(f"[{k}/{total}] {m.name}", settings.timeout):
+                row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
+                                 say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             mark_baseline(row, baseline)
             writer.add(row)
         complete = True
