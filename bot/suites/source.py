@@ -50,6 +50,9 @@ class ListRequest:
     cwd: str | None = None
     device: str | None = None
     names: list[str] | None = None   # --models: a source may offer a model by name only when asked
+    seed: int | None = None          # --seed (--suite fuzz)
+    fuzz_count: int | None = None    # --fuzz-count (--suite fuzz)
+    fuzz_time: float | None = None   # --fuzz-time (--suite fuzz)
 
 
 @dataclass
