@@ -36,8 +36,8 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
               retry=frozenset(), deadline: float | None = None) -> ResultsWriter:
     """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
     may be a list (a settings matrix, one device): every model is checked under each. ``deadline``
-    (``time.monotonic()``): no check starts after it (a time-bounded campaign); the run is complete
-    then, and its settings list the models it checked."""
+    (``time.monotonic()``): no check but the first starts after it (a time-bounded campaign); the
+    run is complete then, and its settings list the models it checked."""
     matrix = settings if isinstance(settings, list) else [settings]
     settings = matrix[0]
     plan = [(m, s) for s in matrix for m in models]
@@ -63,7 +63,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             progress(f"ready in {runner.warm_seconds:.1f}s")
         given = [check_id(m.name, s) for m, s in plan]
         for k, (m, settings) in enumerate(plan, 1):
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and k > 1 and time.monotonic() >= deadline:
                 progress(f"time budget spent: {len(writer.rows)} of {total} checks run")
                 writer.doc.settings.models = list(dict.fromkeys(r.model for r in writer.rows))
                 break

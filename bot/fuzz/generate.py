@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from bot.fuzz.leaves import FLOATS, INTS, Leaf, random_leaf
@@ -317,9 +318,11 @@ def _run(st: _State, code: str, operands: list[Var], out: str):
     env = {"torch": torch, "f": same_dt, **{v.name: v.val for v in st.vars if v.name in code}}
     wenv = {"torch": torch, "f": widen, **{v.name: v.wide for v in st.vars if v.name in code}}
     try:
-        exec(code, env)  # noqa: S102 - a generated line over our own variables
-        with torch.no_grad():
-            exec(code, wenv)  # noqa: S102
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # a step that warns (var of one element) is judged by its result
+            exec(code, env)  # noqa: S102 - a generated line over our own variables
+            with torch.no_grad():
+                exec(code, wenv)  # noqa: S102
     except Exception as exc:  # noqa: BLE001 - an op that does not run eagerly is not kept
         raise Rejected(f"eager: {type(exc).__name__}") from None
     val, wide = env[out], wenv[out]
