@@ -90,7 +90,7 @@ def widen(dt):
     return dt if dt == torch.bool else torch.int64
 
 
-def same_dt(dt):
+def as_written(dt):
     return dt
 
 
@@ -259,7 +259,7 @@ def _step(st: _State) -> None:
         v.used = True
     st.vars.append(var)
     st.program.steps.append(code)
-    st.program.features.append(f"{op.feature}:{_dtname(val)}")
+    st.program.features.append(f"{op.feature}:{','.join(_dtname(v.val) for v in operands)}->{_dtname(val)}")
 
 
 def _dtname(t) -> str:
@@ -315,7 +315,7 @@ def _weights(st: _State, text: str, t) -> str:
 def _run(st: _State, code: str, operands: list[Var], out: str):
     import torch
 
-    env = {"torch": torch, "f": same_dt, **{v.name: v.val for v in st.vars if v.name in code}}
+    env = {"torch": torch, "f": as_written, **{v.name: v.val for v in st.vars if v.name in code}}
     wenv = {"torch": torch, "f": widen, **{v.name: v.wide for v in st.vars if v.name in code}}
     try:
         with warnings.catch_warnings():
