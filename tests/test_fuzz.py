@@ -9,9 +9,11 @@ import json
 import pytest
 import torch
 
+from bot.commands.check import select_models
 from bot.fuzz import generate as gen
 from bot.fuzz.leaves import DTYPES
 from bot.fuzz.program import build, load, source
+from bot.options import CheckOptions
 from bot.torch_adapter import runtime as rt
 
 SEED = 0
@@ -72,6 +74,21 @@ def test_every_program_runs_forward_and_backward_eagerly_with_finite_results(pro
         assert any(p.grad is not None for p in model.parameters()), k
 
 
+class _Dtypes(torch.utils._python_dispatch.TorchDispatchMode):
+    """The dtypes of every tensor the ops under it produce."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for t in _flat(result):
+            if isinstance(t, torch.Tensor):
+                self.seen.add(t.dtype)
+        return result
+
+
 def test_the_fp64_reference_runs_the_whole_program_in_float64_and_keeps_integer_results(programs):
     """The judge casts the module and its float inputs to float64; the program's own narrowing casts
     (to float16, bfloat16, float32) follow, so no float of the reference is narrower than float64."""
@@ -82,18 +99,10 @@ def test_the_fp64_reference_runs_the_whole_program_in_float64_and_keeps_integer_
         model, inputs = _module(programs[k])
         out = _flat(model(*inputs))
         m64, in64 = rt.cast_to(torch.float64, model, inputs)
-        seen = set()
-
-        class Dtypes(torch.utils._python_dispatch.TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                result = func(*args, **(kwargs or {}))
-                for t in _flat(result):
-                    if isinstance(t, torch.Tensor):
-                        seen.add(t.dtype)
-                return result
-
-        with Dtypes(), torch.no_grad():
+        dtypes = _Dtypes()
+        with dtypes, torch.no_grad():
             ref = _flat(m64(*in64))
+        seen = dtypes.seen
         assert not seen & {torch.float16, torch.bfloat16, torch.float32}, (k, seen)
         for o, r in zip(out, ref):
             if o.is_floating_point():
@@ -151,9 +160,6 @@ def test_fuzz_checks_are_listed_by_seed_count_and_shard(bot, tmp_path):
     assert names == [gen.program_name(7, k) for k in range(5)]
     shards = []
     for i in (1, 2):
-        from bot.options import CheckOptions
-        from bot.commands.check import select_models
-
         opts = CheckOptions(suite="fuzz", seed=7, fuzz_count=5, shard=f"{i}/2").resolved()
         shards.append([m.name for m in select_models(opts)[0]])
     assert sorted(shards[0] + shards[1]) == names and not set(shards[0]) & set(shards[1])
@@ -213,3 +219,23 @@ def test_loading_a_program_registers_its_source_for_tracebacks(programs):
     ns = load(programs[0])
     filename = f"<{programs[0].name}>"
     assert "class Program" in "".join(linecache.getlines(filename)) and "Program" in ns
+
+
+def test_the_actions_fuzz_inputs_become_the_check_stages_options(tmp_path):
+    import io
+
+    from bot import gha
+    from bot.action.context import Context
+    from bot.action.inputs import Inputs
+    from bot.action.stages import check_options
+    from bot.errors import UsageError
+    from bot.options import to_argv
+
+    def ctx(**inputs):
+        return Context(env={}, inputs=Inputs(**inputs), event=gha.Event("schedule", {}),
+                       cmds=gha.Commands(io.StringIO()), workdir=tmp_path, out=tmp_path / "out")
+
+    argv = to_argv(check_options(ctx(suite="fuzz", seed="12", fuzz_time="3000", shard="2/4")))
+    assert argv[2:] == ["--suite", "fuzz", "--seed", "12", "--fuzz-time", "3000", "--shard", "2/4"]
+    with pytest.raises(UsageError, match="input 'fuzz-count' must be an integer"):
+        check_options(ctx(suite="fuzz", fuzz_count="many"))
