@@ -239,3 +239,25 @@ def test_the_actions_fuzz_inputs_become_the_check_stages_options(tmp_path):
     assert argv[2:] == ["--suite", "fuzz", "--seed", "12", "--fuzz-time", "3000", "--shard", "2/4"]
     with pytest.raises(UsageError, match="input 'fuzz-count' must be an integer"):
         check_options(ctx(suite="fuzz", fuzz_count="many"))
+
+
+def test_the_scheduled_campaign_keeps_the_token_out_of_the_sharded_fuzz_jobs():
+    """.github/workflows/fuzz.yml: the shards (model code) hold only a read token for their checkout and
+    hand none to the action; the report job, which files issues, runs no model code."""
+    from pathlib import Path
+
+    import yaml
+
+    wf = yaml.safe_load((Path(__file__).resolve().parent.parent / ".github/workflows/fuzz.yml").read_text())
+    jobs = wf["jobs"]
+    assert wf["permissions"] == {} and jobs["check"]["permissions"] == {"contents": "read"}
+    assert "schedule" in wf[True]
+    assert len(jobs["check"]["strategy"]["matrix"]["shard"]) > 1
+    fuzz = next(s for s in jobs["check"]["steps"] if s.get("uses") == "$/./")["with"]
+    assert fuzz["suite"] == "fuzz" and fuzz["shard"] == "${{ matrix.shard }}" and fuzz["fuzz-time"]
+    for name, job in jobs.items():
+        for step in job["steps"]:
+            assert "run" not in step, (name, step)
+            assert "github-token" not in step.get("with", {}), (name, step)
+            if str(step.get("uses", "")).startswith("actions/checkout"):
+                assert name == "check" and step["with"]["persist-credentials"] is False
