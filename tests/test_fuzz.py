@@ -207,7 +207,7 @@ def test_the_campaign_summary_counts_verdicts_and_coverage():
     text = summary(rows, 90.0)
     assert "3 programs in 1.5 min (2.0 programs/min)" in text
     assert "fail_accuracy 1" in text and "pass 1" in text
-    assert "invalid programs (failed eagerly, not compiler bugs): 1" in text
+    assert "invalid programs (failed eagerly, not compiler bugs, not filed): 1" in text
     assert "failing programs: 1 (1 new, 0 known" in text
     assert "generated_kernel_count 5 in 2" in text and "parallel_reduction_count 1 in 1" in text
     json.dumps(text)
@@ -261,3 +261,19 @@ def test_the_scheduled_campaign_keeps_the_token_out_of_the_sharded_fuzz_jobs():
             assert "github-token" not in step.get("with", {}), (name, step)
             if str(step.get("uses", "")).startswith("actions/checkout"):
                 assert name == "check" and step["with"]["persist-credentials"] is False
+
+
+def test_a_program_that_fails_eagerly_is_discarded_not_filed():
+    from bot.fuzz.campaign import summary
+    from bot.records import CheckRow
+    from bot.suites.fuzz import SOURCE
+
+    eager = CheckRow(model="fuzz-s0-i000001", status="eager_1st_run_fail", failure_class="eager_error")
+    reason = SOURCE.discard(eager)
+    assert reason and reason.startswith("invalid program")
+    for row in (CheckRow(status="fail_accuracy", failure_class="accuracy"), CheckRow(status="pass"),
+                CheckRow(status="fail_to_run", failure_class="runtime_error")):
+        assert SOURCE.discard(row) is None        # compiler failures are findings
+    skipped = eager.replace(status="pass_due_to_skip", failure_class=None, skipped=reason)
+    assert not skipped.failing                     # what the sweep records: nothing for minify or report
+    assert "invalid programs (failed eagerly, not compiler bugs, not filed): 1" in summary([skipped], 60)

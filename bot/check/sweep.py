@@ -119,6 +119,9 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
         base["id"] = cid if final in taken else final
         log_rel, result = _logs_renamed(out_dir, cid, base["id"], result)
     row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
+    discarded = source_of(m.spec).discard(row)
+    if discarded:
+        row = row.replace(status="pass_due_to_skip", failure_class=None, skipped=discarded)
     if row.duration_s is None:
         row.duration_s = round(time.perf_counter() - t0, 3)
     seen = f" ({row.backend}, {row.mode}, {row.dtype}, {row.device})" if observed else ""

@@ -2,7 +2,8 @@
 
 Verdicts are the check statuses. A program that failed eagerly cannot be a compiler bug (the
 generator keeps only programs that run eagerly, so this means the check's device or settings
-differ from the generator's); it is counted apart, as "invalid", not as a failure. Coverage is
+differ from the generator's): the sweep records it as skipped ("invalid program", the source's
+``discard``), so nothing files it, and it is counted here apart, as invalid. Coverage is
 what inductor generated over the campaign (its own metrics, summed over the programs' rows:
 kernels, vectorized kernels, IR nodes before fusion, parallel and nested reductions, loop
 reorderings) and how many programs reached each.
@@ -39,10 +40,10 @@ def summary(rows: list[CheckRow], elapsed_s: float) -> str:
              f"({n / minutes:.1f} programs/min)"]
     verdicts = Counter(r.status or "unknown" for r in rows)
     lines.append("verdicts: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "none"))
-    invalid = [r for r in rows if r.failure_class in INVALID]
+    invalid = [r for r in rows if r.failure_class in INVALID or str(r.skipped or "").startswith("invalid program")]
     failing = [r for r in rows if r.failing and r.failure_class not in INVALID]
     if invalid:
-        lines.append(f"invalid programs (failed eagerly, not compiler bugs): {len(invalid)}")
+        lines.append(f"invalid programs (failed eagerly, not compiler bugs, not filed): {len(invalid)}")
     marked = [r for r in failing if r.baseline in ("new", "known")]
     text = f"failing programs: {len(failing)}"
     if marked:

@@ -18,6 +18,7 @@ from bot.suites.source import ListRequest, Model, Reproduce, Source
 # programs listed for a time-bounded campaign, per second of budget: more than any machine runs
 # (a program compiles for seconds), so the time budget, not the list, ends the campaign
 PROGRAMS_PER_SECOND = 2
+INVALID = "invalid program"
 MAX_PROGRAMS = 1_000_000
 
 
@@ -66,6 +67,13 @@ class Fuzz(Source):
 
     def describe(self, spec: Spec) -> str:
         return f"fuzz program {spec.model}"
+
+    def discard(self, row: CheckRow) -> str | None:
+        """A program that fails (or varies) eagerly here is invalid, not a finding: the generator keeps
+        only programs that run eagerly on the CPU it generates on, and another device may differ."""
+        if row.failure_class in ("eager_error", "setup_error"):
+            return f"{INVALID} (eager: {row.status})"
+        return None
 
     def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
         from bot.fuzz.generate import parse_name

@@ -89,6 +89,11 @@ class Source:
     def describe(self, spec: Spec) -> str:
         return f"{self.name} {spec.model}"
 
+    def discard(self, row: CheckRow) -> str | None:
+        """Why a check's result is not a finding of this source (the sweep records it as skipped,
+        with this reason), or None: a generated program that fails eagerly is not a compiler bug."""
+        return None
+
     def workdir(self, spec: Spec) -> str | None:
         """Where the program runs (its own files may appear there), when the source knows."""
         return None
