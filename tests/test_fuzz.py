@@ -171,6 +171,7 @@ def test_fuzz_checks_are_listed_by_seed_count_and_shard(bot, tmp_path):
     (("--suite", "fuzz", "--fuzz-time", "-5"), "--fuzz-time must be a positive number"),
     (("--suite", "fuzz", "--seed", "-1", "--fuzz-count", "2"), "--seed must be a non-negative"),
     (("--suite", "zoo", "--fuzz-count", "2"), "does not apply to --suite zoo"),
+    (("--suite", "fuzz", "--models", "mlp_relu"), "not a fuzz program name: 'mlp_relu'"),
 ])
 def test_bad_fuzz_options_are_usage_errors(bot, tmp_path, args, says):
     proc = bot("check", "--out", tmp_path / "out", *args, "--list")

@@ -35,10 +35,12 @@ class Fuzz(Source):
     def models(self, req: ListRequest) -> list[Model]:
         from bot.fuzz.generate import parse_name
 
-        if req.names:   # programs asked for by name (a finding checked again)
-            parsed = [parse_name(n) for n in req.names]
-            if all(parsed):
-                return [fuzz_model(*p) for p in parsed]
+        if req.names and req.fuzz_count is None and req.fuzz_time is None:   # a finding checked again
+            bad = [n for n in req.names if parse_name(n) is None]
+            if bad:
+                raise UsageError(f"not a fuzz program name: {bad[0]!r} (expected fuzz-s<seed>-i<index>, "
+                                 "e.g. fuzz-s3-i000042)")
+            return [fuzz_model(*parse_name(n)) for n in req.names]
         seed = 0 if req.seed is None else req.seed
         if seed < 0:
             raise UsageError("--seed must be a non-negative integer")
