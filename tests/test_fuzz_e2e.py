@@ -25,7 +25,7 @@ def _issues(d):
 def test_programs_hitting_one_bug_end_in_one_minimal_verified_issue_and_a_rerun_files_nothing(bot, workdir):
     out = workdir / "run"
     args = ("run", "--out", out, "--suite", "fuzz", "--models", f"{RELU_PROGRAMS},{NO_RELU}",
-            "--config", INJECT, "--no-bisect", "--reruns", "0")
+            "--config", INJECT, "--no-bisect", "--no-trace", "--verify-runs", "2", "--reruns", "0")
     proc = bot(*args, env=ENV)
     assert proc.returncode == 1, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
