@@ -64,9 +64,11 @@ def _on_term(signum, frame):
 
 def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: RunSettings, baseline=None,
               memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
-              retry=frozenset()) -> ResultsWriter:
+              retry=frozenset(), deadline: float | None = None) -> ResultsWriter:
     """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
-    may be a list (a settings matrix, one device): every model is checked under each."""
+    may be a list (a settings matrix, one device): every model is checked under each. ``deadline``
+    (``time.monotonic()``): no check but the first starts after it (a time-bounded campaign); the
+    run is complete then, and its settings list the models it checked."""
     matrix = settings if isinstance(settings, list) else [settings]
     settings = matrix[0]
     plan = [(m, s) for s in matrix for m in models]
@@ -92,6 +94,10 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             progress(f"ready in {runner.warm_seconds:.1f}s")
         given = [check_id(m.name, s) for m, s in plan]
         for k, (m, settings) in enumerate(plan, 1):
+            if deadline is not None and k > 1 and time.monotonic() >= deadline:
+                progress(f"time budget spent: {len(writer.rows)} of {total} checks run")
+                writer.doc.settings.models = list(dict.fromkeys(r.model for r in writer.rows))
+                break
             taken = set(given[:k - 1] + given[k:]) | {r.id for r in writer.rows}
             with heartbeat(f"[{k}/{total}] {m.name}", settings.timeout):
                 row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
@@ -145,6 +151,9 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
         base["id"] = cid if final in taken else final
         log_rel, result = _logs_renamed(out_dir, cid, base["id"], result)
     row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
+    discarded = source_of(m.spec).discard(row)
+    if discarded:
+        row = row.replace(status="pass_due_to_skip", failure_class=None, skipped=discarded)
     if row.duration_s is None:
         row.duration_s = round(time.perf_counter() - t0, 3)
     seen = f" ({row.backend}, {row.mode}, {row.dtype}, {row.device})" if observed else ""

@@ -135,6 +135,11 @@ def run(args) -> int:
         return rc_check
     _stage("report")
     rc_report = call_stage(report)
+    if args.suite == "fuzz" and rc_report in (EXIT_OK, EXIT_FAILURES):
+        from bot import rundir
+        from bot.fuzz.campaign import bugs
+
+        print(bugs(rundir.read_report(out)), file=sys.stderr)
     if rc_check == EXIT_FAILURES:
         print(f"from the end of the check to the issues: {time.monotonic() - checked:.0f} s", file=sys.stderr)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
