@@ -242,8 +242,24 @@ _SECRET_PATTERNS = [
     re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]{3,}@"),  # a URL with a password (PIP_INDEX_URL, ...)
     re.compile(r'"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"'),  # docker's config.json credentials
 ]
-_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_KEY|API_KEY|SIGNING_KEY|ACCESS_KEY|"
+_SECRET_WORD = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PRIVATE_KEY|API_KEY|SIGNING_KEY|ACCESS_KEY|"
                           r"CREDENTIAL)", re.I)
+# Names that hold a secret word but not a secret: where a cache, a config file or a directory is
+# (TIKTOKEN_CACHE_DIR, HF_TOKEN_PATH, DOCKER_PASSWORD_FILE), and the words that only contain one
+# (a tokenizer's TOKENIZERS_PARALLELISM, tiktoken's TIKTOKEN_*). Their values are still checked.
+_LOCATION_NAME = re.compile(r"_(?:CACHE|CACHE_DIR|DIR|DIRS|PATH|FILE|HOME|ROOT)$", re.I)
+_NOT_SECRET_WORDS = re.compile(r"TIKTOKEN|TOKENIZERS?|TOKENIZATION|DETOKENIZ\w*", re.I)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a credential: it names one (TOKEN, SECRET, PASSWORD,
+    PASSWD, PASSPHRASE, PRIVATE_KEY, API_KEY, SIGNING_KEY, ACCESS_KEY, CREDENTIAL, in any case) other
+    than inside a tokenizer's name, and it does not name where a file, directory or cache is (a name
+    ending in _CACHE, _CACHE_DIR, _DIR, _DIRS, _PATH, _FILE, _HOME, _ROOT)."""
+    if _LOCATION_NAME.search(name):
+        return False
+    return bool(_SECRET_WORD.search(_NOT_SECRET_WORDS.sub("", name)))
+
 
 
 MIN_SECRET_LENGTH = 8
@@ -264,14 +280,14 @@ def find_secrets(text: str) -> list[str]:
 def secret_like_env(env: Mapping[str, str]) -> dict[str, str]:
     """Environment entries that hold a secret: by name (TOKEN, SECRET, ...) or by value (a GitHub
     token's ghp_/gho_/ghu_/ghs_/ghr_/github_pat_ form, other known key formats), whatever the name."""
-    return {k: v for k, v in env.items() if v and (_SECRET_NAME.search(k) or find_secrets(v))}
+    return {k: v for k, v in env.items() if v and (secret_name(k) or find_secrets(v))}
 
 
 def scrubbed_env(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of env without secret-like variables: what untrusted child processes get."""
     keep = {}
     for k, v in env.items():
-        if _SECRET_NAME.search(k) or k.startswith("ACTIONS_"):
+        if secret_name(k) or k.startswith("ACTIONS_"):
             continue
         if find_secrets(v):
             continue

@@ -216,6 +216,8 @@ class ReadoutNode(Record):
     max_abs_eager: float | None = None
     rmse_eager: float | None = None
     diverges: bool = False
+    compiled_dtype: str | None = None       # set when the compiled value's dtype is not eager's
+    compiled_shape: list[int] | None = None  # set when the compiled value's shape is not eager's
 
 
 @dataclass
@@ -286,6 +288,13 @@ class PlainRepro(Record):
     inputs_bytes: int = 0                # the inputs' encoded (base64) size
     runs: int = 0                        # fresh-process runs ...
     failed_same_way: int = 0             # ... and how many failed the way the launcher-format repro does
+    short_path: str | None = None        # repro_short.py: the same graph as a person writes it (None: not written)
+    short_runs: int = 0                  # its fresh-process runs ...
+    short_failed_same_way: int = 0       # ... and how many failed the same way
+
+    @property
+    def short_reproduces(self) -> bool:
+        return bool(self.short_path) and self.short_runs > 0 and self.short_failed_same_way == self.short_runs
 
     @property
     def reproduces(self) -> bool:
@@ -680,6 +689,7 @@ class ReportAction(SparseRecord):
     labels: list[str] | None = None
     overflow: list | None = None       # affected checks left out of a body that hit GitHub's size limit
     survivor: int | None = None        # a duplicate's: the issue it was closed in favour of
+    title: str | None = None           # the issue's title, as filed or found
 
 
 @dataclass

@@ -19,6 +19,10 @@ filters below:
                             anything that looks like an HTML comment (so no marker can be forged)
     {{ x | num }}           a number as plain text (6 significant digits); anything that is not a
                             number (an artifact can hold anything) goes through `md`
+Every filter and every template's output pass through ``bot.public.public_text`` (no path of the runner:
+workspace, home, venv, temp, libraries, caches), the filters before they escape, the output as a whole
+after: nothing a template shows can bypass it. A ```python block (a verified repro) is shown as it was
+verified: the bot writes repros without machine paths.
 The renderer appends the hidden marker itself, after the template output, as the body's last line;
 a template cannot omit or forge it.
 """
@@ -35,6 +39,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from bot.fingerprint import make_marker
 from bot.gha import ZWSP as ZWSP  # re-exported: bot.report.upstream undoes the neutralization
 from bot.gha import break_comments, neutralize
+from bot.public import public_markdown, public_text
 
 BODY_LIMIT = 65536
 # Headroom under GitHub's limit for the marker line and the budget's own arithmetic.
@@ -50,7 +55,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 def md(value) -> str:
     """Untrusted text as safe inline markdown (no markup, no pings, no HTML, one line)."""
-    text = " ".join(str(value if value is not None else "").split())
+    text = " ".join(public_text(str(value if value is not None else "")).split())
     text = html.escape(text, quote=False)
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return neutralize(text)
@@ -75,7 +80,7 @@ def code(value) -> str:
     into cells on every pipe, backticks or not, and a value that ended its cell would put the rest
     of it into the next one as live markup (links, images, HTML); GFM reads ``\\|`` inside a table
     cell's code span as a plain pipe (outside a table, the backslash shows)."""
-    text = neutralize(" ".join(str(value).split())).replace("|", "\\|")
+    text = neutralize(" ".join(public_text(str(value)).split())).replace("|", "\\|")
     ticks = "`" * (_longest_run(text, "`") + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
@@ -85,7 +90,10 @@ def fence(value, lang: str = "") -> str:
     from bot.gha import BIDI_CONTROLS
 
     # bidirectional controls dropped: code that reads differently from how it runs ("trojan source")
-    text = break_comments(BIDI_CONTROLS.sub("", str(value if value is not None else "")).rstrip("\n"))
+    text = str(value if value is not None else "")
+    if lang != "python":   # a repro is shown as it was verified (bot.public.public_markdown)
+        text = public_text(text)
+    text = break_comments(BIDI_CONTROLS.sub("", text).rstrip("\n"))
     ticks = "`" * max(3, _longest_run(text, "`") + 1)
     lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
     return f"{ticks}{lang}\n{text}\n{ticks}"
@@ -160,7 +168,7 @@ class Renderer:
 
     def render(self, name: str, **ctx) -> str:
         try:
-            return self.env.get_template(name).render(**ctx).strip() + "\n"
+            return public_markdown(self.env.get_template(name).render(**ctx)).strip() + "\n"
         except jinja2.UndefinedError as exc:
             from bot.errors import UsageError
             raise UsageError(f"template {name}: {exc.message}") from None

@@ -64,6 +64,7 @@ REPRO = "repro.py"
 INPUTS_DIR = "inputs"
 STANDALONE = "repro_standalone.py"
 PLAIN = "repro_plain.py"              # the plain repro: a function of aten ops, torch.compile, public APIs only
+SHORT = "repro_short.py"              # the short repro: the plain one as a person writes it (bot/minify/short.py)
 PLAIN_INPUTS = "plain_inputs.pt"      # its inputs (torch.save of a list) under inputs/, when too large to inline
 MINIFIER_LOG = "minifier.log"
 TRACE_DIR = "trace"                   # torch's structured trace of the verified repro's traced rerun (TORCH_TRACE)

@@ -246,3 +246,17 @@ def test_uncaught_cpp_exception_abort_is_a_runtime_error_whatever_terminate_prin
         assert row.error.signal == "SIGABRT"
     row = _interpret(aborted("[check] phase eager_1st\nterminate called recursively\n"), "eager_1st", 60)
     assert row.failure_class == "crash" and row.status == "eager_1st_run_fail"
+
+
+def test_a_long_check_says_it_is_still_running(capfd):
+    import time
+
+    from bot.check.sweep import heartbeat
+
+    with heartbeat("[1/2] prog", 600, every=0.2):
+        time.sleep(0.7)
+    err = capfd.readouterr().err
+    beats = [line for line in err.splitlines() if line.startswith("[1/2] prog: still running (")]
+    assert len(beats) >= 2 and beats[0].endswith(" s of its 600 s limit)"), err
+    time.sleep(0.4)   # stopped with the block
+    assert "still running" not in capfd.readouterr().err

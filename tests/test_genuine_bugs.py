@@ -50,8 +50,10 @@ def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_ver
     assert "repro_tolerance = 0.0001" in repro and len(repro) < 4000, len(repro)
     body = next((workdir / "issues4").glob("1.md")).read_text()
     assert "index_put" in body.split("\n", 1)[0]                          # the title
-    # inlined (the plain repro, which reproduces: a function of aten ops); says which capture
-    assert "def fn(" in body and "torch.ops.aten.index_put" in body and "level-4 accuracy check" in body
+    # inlined (the short repro, which reproduces: a function of public torch calls); says which capture
+    assert "def fn(" in body and "torch.index_put(" in body and "level-4 accuracy check" in body
+    assert "Save as `repro_short.py`" in body
+    assert "torch.ops.aten" not in body.split("### Minimized repro")[1].split("\n### ")[0]
     assert "unlocalized" not in body
 
 

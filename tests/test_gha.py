@@ -237,3 +237,13 @@ def test_short_values_are_neither_masked_nor_redacted():
     cmds.add_mask("a-long-secret")
     assert out.getvalue() == "::add-mask::a-long-secret\n"
     assert gha.redact("failure-count 1, a-long-secret", ["1", "a-long-secret"]) == "failure-count 1, ***"
+
+
+def test_cache_and_config_names_are_not_secrets_but_their_values_still_are_checked():
+    env = {"TIKTOKEN_CACHE_DIR": "/data/tiktoken", "TOKENIZERS_PARALLELISM": "false", "HF_TOKEN_PATH": "/x/token",
+           "HF_HOME": "/x/hf", "DOCKER_PASSWORD_FILE": "/run/secrets/pw", "HF_TOKEN": "hf_" + "a" * 30,
+           "MY_API_KEY": "k" * 12, "CACHE_DIR": "ghp_" + "c" * 36}
+    assert sorted(gha.secret_like_env(env)) == ["CACHE_DIR", "HF_TOKEN", "MY_API_KEY"]
+    kept = gha.scrubbed_env(env)
+    assert set(kept) == {"TIKTOKEN_CACHE_DIR", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH", "HF_HOME",
+                         "DOCKER_PASSWORD_FILE"}

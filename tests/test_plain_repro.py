@@ -368,21 +368,39 @@ def _fails_like(rec: dict, p: subprocess.CompletedProcess) -> None:
 
 
 @pytest.mark.slow
-def test_the_issue_inlines_the_plain_repro_and_a_copy_paste_of_it_fails_alone(filed, tmp_path):
+def test_the_issue_inlines_the_short_or_plain_repro_and_a_copy_paste_of_it_fails_alone(filed, tmp_path):
     name, fdir, rec, body = filed
     section = body.split("### Minimized repro", 1)[1].split("\n### ", 1)[0]
+    plain_rec = rec["repro"]["plain"]
+    short = bool(plain_rec.get("short_path")) and plain_rec["short_failed_same_way"] == plain_rec["short_runs"] > 0
+    code = _python_block(body)
+    paste = tmp_path / "paste"
+    paste.mkdir()
+    if short:   # the repro as a person writes it: public names, seeded inputs, a judge of a few lines
+        assert "Save as `repro_short.py` and run `python repro_short.py`." in section, section[:2000]
+        assert "Paste it into an empty directory and run it: it needs no other file" in section
+        assert code == (fdir / rundir.SHORT).read_text()
+        ops = [op for op in rec["repro"]["graph"] if op["op"] not in ("output",)]
+        assert len(code.splitlines()) <= (30 if len(ops) <= 3 else 60), code
+        assert "torch.ops.aten" not in code and "_storage(" not in code and "base64" not in code, code
+        assert "AccuracyError" in code if rec["class"] == "accuracy" else "raises" in code
+        (paste / rundir.SHORT).write_text(code)
+        p = _run(paste / rundir.SHORT, paste)
+        out = p.stdout + p.stderr
+        assert p.returncode == 1, out[-3000:]
+        assert ("AccuracyError: output 0 of the compiled function is wrong" if rec["class"] == "accuracy"
+                else rec["signature"]["exc_type"]) in out, out[-3000:]
+        assert sorted(x.name for x in paste.iterdir()) == [rundir.SHORT]
+        return
     made = ", the large ones made from a seed (the failure does not hang on their values, as its runs showed; " \
-           "the saved ones are in the artifacts)" if rec["repro"]["plain"].get("inputs_random") else ""
+           "the saved ones are in the artifacts)" if plain_rec.get("inputs_random") else ""
     assert f"Save as `repro_plain.py` and run `python repro_plain.py`: its inputs are inline{made}, it needs no " \
            "other file." in section and "This is the plain repro" in section, section[:2000]
-    code = _python_block(body)
     assert code == (fdir / rundir.PLAIN).read_text()
     assert "def fn(" in code and "torch.compile(fn, backend='inductor')" in code
     assert "run_repro" not in code and "rand_strided" not in code and "reader.storage" not in code
     assert set(_private_uses(code)) <= {f"import {m}" for m in ("torch._inductor.config",)} | {
         f"torch._inductor.config.{RELU.split('.', 1)[1]}"}, _private_uses(code)
-    paste = tmp_path / "paste"
-    paste.mkdir()
     (paste / rundir.PLAIN).write_text(code)
     _fails_like(rec, _run(paste / rundir.PLAIN, paste))
     assert sorted(p.name for p in paste.iterdir()) == [rundir.PLAIN]   # it needed, and wrote, nothing else
@@ -398,6 +416,8 @@ def test_the_launcher_and_the_plain_repro_both_reproduce(filed, tmp_path):
     assert r["verification"]["failed_same_way"] == r["verification"]["runs"] == 3
     assert r["plain"] == {**r["plain"], "path": rundir.PLAIN, "inputs_inline": True, "inputs_file": None,
                           "runs": 3, "failed_same_way": 3, "reason": None}
+    if r["plain"].get("short_path"):   # the short form is verified the same way
+        assert r["plain"]["short_runs"] == 3, r["plain"]
     assert re.fullmatch(r"[0-9a-f]{64}", r["plain"]["inputs_sha256"]) and 0 < r["plain"]["inputs_bytes"] <= 65536
     assert r["timings"]["plain"] > 0
     launcher = _run(fdir / rundir.REPRO, tmp_path)
@@ -467,3 +487,20 @@ def test_an_error_repro_of_a_gpu_graph_waits_for_the_device_before_it_says_nothi
             where = [main.index(x) for x in ("step(compiled", "torch.cuda.synchronize()", "did not reproduce")]
             assert where == sorted(where)
         compile(text, "repro_plain.py", "exec")
+
+
+@pytest.mark.slow
+def test_no_runner_path_in_the_issue_or_the_upstream_report_which_carries_the_same_block(filed, bot, tmp_path):
+    """What GitHub would see (the issue, the upstream report of the same failure) names no path of this
+    machine: not the venv, the checkout, the home or temp directories, the run directory."""
+    import tempfile
+
+    _, fdir, rec, body = filed
+    out = fdir.parent.parent
+    p = bot("upstream", "--run-dir", out, "--no-search", "--out", tmp_path / "upstream.md")
+    assert p.returncode == 0, p.stderr[-3000:]
+    upstream = (tmp_path / "upstream.md").read_text()
+    for text in (body, upstream):
+        for path in (sys.prefix, str(ROOT), os.path.expanduser("~") + "/", tempfile.gettempdir() + "/", str(out)):
+            assert path not in text, (path, text[:3000])
+    assert _python_block(body) in upstream

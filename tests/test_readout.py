@@ -313,3 +313,14 @@ def test_a_training_failure_in_the_gradients_is_not_read_as_a_fused_kernel_bug(t
     readout = RO.numerics_readout(ev, gm, args, budget=30)
     assert readout.first_diverging is None
     assert "judged on a training step" in readout.note and "fusion" not in readout.note, readout.note
+
+
+def test_a_row_whose_compiled_value_changed_dtype_or_shape_says_so():
+    eager = torch.tensor([1, 0, 3], dtype=torch.uint8)
+    row = RO.node_row("aten.gt.Scalar", "gt", eager, eager.bool(), eager.double(), 1e-4)
+    assert (row.dtype, row.compiled_dtype, row.diverges) == ("uint8", "bool", True)
+    same = RO.node_row("aten.gt.Scalar", "gt", eager, eager.clone(), eager.double(), 1e-4)
+    assert same.compiled_dtype is None and not same.diverges
+    x = torch.ones(2, 3)
+    row = RO.node_row("aten.sum.dim_IntList", "sum", x, torch.ones(3), x.double(), 1e-4)
+    assert (row.shape, row.compiled_shape, row.diverges) == ([2, 3], [3], True)

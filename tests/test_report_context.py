@@ -63,8 +63,68 @@ def relu_failure(model="mlp_relu", settings=None, **kw):
 def test_the_title_and_summary_name_the_stage_the_op_and_the_numbers(tmp_path):
     title, body = issue(tmp_path, relu_failure())
     assert title == "[minify-bot] inductor: accuracy failure in aten.relu.default (float32, cpu)"
-    assert body.startswith("**inductor stage (inductor, inference, float32, cpu) on mlp\\_relu: "
-                           "wrong results: RMSE 0.25 vs tolerance 0.0001**")
+    assert body.startswith("**wrong results: RMSE 0.25 vs fp64, eager 1e-08, tolerance 0.0001 · "
+                           "inductor stage (inductor, inference, float32, cpu) on mlp\\_relu**")
+
+
+def test_the_headline_is_the_wrong_value_and_the_readout_says_a_dtype_change(tmp_path):
+    from bot.records import Readout, ReadoutNode
+
+    row = rundirs.check()
+    readout = Readout(nodes=[ReadoutNode(op="aten.eq.Scalar", shape=[8], dtype="uint8", compiled_dtype="bool",
+                                         max_abs_compiled=0.0, rmse_compiled=0.0, max_abs_eager=0.0,
+                                         rmse_eager=0.0, diverges=True),
+                             ReadoutNode(op="aten.relu.default", shape=[8], dtype="float32",
+                                         max_abs_compiled=1.23456789, rmse_compiled=0.5, max_abs_eager=1.5e-8,
+                                         rmse_eager=1e-9, diverges=True)],
+                      first_diverging="aten.relu.default", deterministic=True)
+    _, body = issue(tmp_path, (row, rundirs.failure(row, readout=readout)))
+    assert body.startswith("**output of aten.relu.default wrong: max error 1.23 (eager 1.5e-08) · inductor stage")
+    assert "| `aten.eq.Scalar` | 0 / 0 | 0 / 0 | ✓ (dtype uint8 → bool) |" in body
+
+
+def test_a_program_that_exited_non_zero_shows_its_output_as_output_and_its_error_as_the_headline(tmp_path):
+    output = ("UserWarning: TF32 is off\nrunning 3 steps\n"
+              "RuntimeError: compiled and eager differ by 0.53\nsummary: 1 failure\n")
+    row = rundirs.check("prog", status="fail_to_run", failure_class="runtime_error",
+                        spec={"source": "command", "command": "python prog.py", "model": "prog"},
+                        error={"type": "ExitCode", "message": "command exited with code 1", "traceback": output})
+    title, body = issue(tmp_path, (row, rundirs.failure(row, status="not_reproduced")))
+    assert body.startswith("**RuntimeError: compiled and eager differ by 0.53 · ")
+    assert "ExitCode" not in title and "ExitCode" not in body.split("\n", 1)[0]
+    assert "<summary>Program output</summary>" in body and "<summary>Traceback</summary>" not in body
+    assert "running 3 steps" in section(body, "Failure")
+
+
+def test_no_runner_path_reaches_the_body_and_the_bots_own_frames_leave_the_traceback(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    home, work = os.path.expanduser("~"), str(tmp_path / "ws")
+    monkeypatch.setenv("GITHUB_WORKSPACE", work)
+    monkeypatch.setenv("RUNNER_TEMP", "/opt/runner/_temp")
+    site = f"{sys.prefix}/lib/python3.11/site-packages"
+    tb = ("Traceback (most recent call last):\n"
+          f'  File "{work}/bench/prog.py", line 9, in <module>\n    main()\n'
+          f'  File "/opt/minify/bot/torch_adapter/hook.py", line 120, in wrapper\n    return fn(*a, **k)\n'
+          f'  File "{site}/torch/_dynamo/eval_frame.py", line 5, in _fn\n    return fn(*args)\n'
+          f'  File "/tmp/torchinductor_ci/ab/cabcdef.py", line 30, in call\n    kernel(buf0)\n'
+          f'  File "{home}/.cache/x.py", line 1, in f\n'
+          f"RuntimeError: bad thing in /opt/runner/_temp/abc/out.bin and {work}/data\n")
+    row = rundirs.check("prog", status="fail_to_run", failure_class="runtime_error",
+                        spec={"source": "command", "command": "python prog.py", "model": "prog",
+                              "cwd": f"{work}/bench"},
+                        error={"type": "RuntimeError", "message": f"bad thing in {work}/data", "traceback": tb})
+    title, body = issue(tmp_path, (row, rundirs.failure(row, status="not_reproduced")),
+                        opts=ReportOptions(trusted_commands=["python prog.py"]))
+    visible = title + body
+    for path in (work, home, sys.prefix, "/opt/runner/_temp", "/tmp/", "site-packages/torch", str(tmp_path)):
+        assert path not in visible, path
+    assert 'File "bench/prog.py", line 9' in body
+    assert 'File "<site-packages>/torch/_dynamo/eval_frame.py"' in body
+    assert 'File "<inductor-cache>/ab/cabcdef.py"' in body
+    assert "hook.py" not in body and "in wrapper" not in body
+    assert "cd bench" in reproduce(body)
 
 
 def test_the_culprit_is_the_op_that_fails_compiled_alone(tmp_path):

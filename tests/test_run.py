@@ -34,8 +34,12 @@ def test_run_without_token_files_locally_and_follows_the_bug_lifecycle(tmp_path,
     issues = _issues(out / "issues")
     assert len(issues) == 1 and issues[0]["state"] == "open"
     assert "relunet" in (out / "issues" / f"{issues[0]['number']}.md").read_text()
+    n = issues[0]["number"]
+    assert f"filed #{n}: {issues[0]['title']} ({out}/issues/{n}.md)" in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith(f"next: read {out}/issues/{n}.md; to file on GitHub")
 
-    bot(*args, env=buggy)                                                      # still failing: updated
+    proc = bot(*args, env=buggy)                                               # still failing: updated
+    assert f"updated #{n}: {issues[0]['title']}" in proc.stderr, proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["counts"]["created"] == 0 and len(_issues(out / "issues")) == 1
 
@@ -59,3 +63,21 @@ def test_selftest_passes(bot, tmp_path):
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "selftest: PASSED" in proc.stderr
     assert len(list((tmp_path / "issues").glob("*.json"))) == 1
+
+
+def test_run_ends_with_what_it_filed_and_the_next_step(tmp_path):
+    from bot import rundir
+    from bot.commands.run import what_was_filed
+    from bot.records import ReportAction, ReportDoc
+
+    url = "https://github.com/o/r/issues/"
+    rundir.write_report(tmp_path, ReportDoc("run-1", "github", actions=[
+        ReportAction("created", 12, f"{url}12", title="[minify-bot] inductor: accuracy failure"),
+        ReportAction("updated", 7, f"{url}7", title="[minify-bot] inductor: compile error"),
+        ReportAction("unchanged", 3, f"{url}3", title="old")]))
+    assert what_was_filed(str(tmp_path), "github") == [
+        "filed #12: [minify-bot] inductor: accuracy failure (https://github.com/o/r/issues/12)",
+        "updated #7: [minify-bot] inductor: compile error (https://github.com/o/r/issues/7)",
+        f"next: read {url}12; the failure's repro, logs and inputs are in {tmp_path}/failures/"]
+    rundir.write_report(tmp_path, ReportDoc("run-2", "local", actions=[]))
+    assert what_was_filed(str(tmp_path), "local") == ["next: nothing to read; no bug issue was filed or updated"]

@@ -114,16 +114,31 @@ def test_trace_env_turns_the_trace_on_and_the_caches_off():
 
 
 def test_the_kernel_excerpt_keeps_the_kernels_not_the_boilerplate():
-    cpp, left = _kernels(CPP_CODE)
+    cpp, left, _ = _kernels(CPP_CODE)
     assert cpp.startswith("cpp_fused_add_relu_0 = async_compile") and cpp.endswith("''')")
     assert "AsyncCompile" not in cpp and "class Runner" not in cpp and left > 0
-    tri, _ = _kernels(TRITON_CODE)
+    tri, _, _ = _kernels(TRITON_CODE)
     assert tri.startswith("triton_poi_fused_relu_0 =") and tri.endswith("''', device_str='cuda')")
-    big, left = _kernels(CPP_CODE.replace("auto tmp1", "auto tmp1 = 0;\n    auto tmp1" * 1) + "x = 1\n" * 10
+    big, left, _ = _kernels(CPP_CODE.replace("auto tmp1", "auto tmp1 = 0;\n    auto tmp1" * 1) + "x = 1\n" * 10
                          + CPP_CODE.replace("cpp_fused_add_relu_0", "cpp_fused_mul_1").replace(
                              "auto tmp1", "// " + "y" * 100 + "\n    auto tmp1") * 80)
     assert len(big) <= INLINE_CODE_LIMIT and left > 0 and big.startswith("cpp_fused_add_relu_0")
     assert _kernels("no kernel here\n")[0] == "no kernel here"
+
+
+def test_the_kernel_excerpt_is_the_kernel_that_computes_the_culprit():
+    boiler = "\n".join(f"buf{i} = empty_strided_cpu((8, 64), (64, 1), torch.float32)" for i in range(200))
+    cpp = CPP_CODE[CPP_CODE.index("cpp_fused_add_relu_0 = "):].replace("cpp_fused_add_relu_0", "cpp_fused_mul_sum_0")
+    code = cpp.split("\n\n\n")[0] + "\n\n" + boiler + "\n\n" + TRITON_CODE.replace("relu", "slice_scatter")
+    part, left, (named, kernels) = _kernels(code, ["aten.slice_scatter.default"])
+    assert named == ["slice_scatter"] and kernels == 1 and left > 0
+    assert part.startswith("triton_poi_fused_slice_scatter_0 =") and part.endswith("''', device_str='cuda')")
+    assert "cpp_fused_mul_sum_0" not in part and "empty_strided_cpu" not in part
+    assert part.count("@triton.jit") == 1
+    every, _, (named, kernels) = _kernels(code, ["aten.relu.default"])   # no kernel names it: every kernel
+    assert named == [] and kernels == 0 and every.startswith("cpp_fused_mul_sum_0")
+    assert "triton_poi_fused_slice_scatter_0" in every
+    assert "empty_strided_cpu" not in every
 
 
 def test_a_large_trace_is_kept_compressed_and_cut_at_its_bound(tmp_path, monkeypatch):
@@ -252,5 +267,5 @@ def test_a_verified_repro_is_traced_with_its_generated_code(tmp_path):
     doc = json.loads((fdir / rundir.FAILURE).read_text())
     rundir.validate(doc, "failure", "failure.json", rundir.FAILURE_LIMITS)
     assert FailureRecord.from_json(doc).trace == tr
-    excerpt, _ = _kernels(code)
+    excerpt, _, _ = _kernels(code)
     assert excerpt.startswith("cpp_fused") and "class Runner" not in excerpt

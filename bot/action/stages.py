@@ -204,7 +204,8 @@ def check_options(ctx: Context, request: slash.SlashCommand | None = None) -> Ch
         harness_suite=i.harness_suite or None, backend=i.backend or None, mode=i.mode or None,
         dtype=i.dtype or None, device=i.device or None, dynamic=True if i.dynamic else None,
         timeout=number_input("timeout", i.timeout), shard=i.shard or None, baseline=i.baseline or None,
-        config=list(i.config))
+        config=list(i.config), seed=number_input("seed", i.seed, int),
+        fuzz_count=number_input("fuzz-count", i.fuzz_count, int), fuzz_time=number_input("fuzz-time", i.fuzz_time))
     return request.check_options(base) if request else base
 
 

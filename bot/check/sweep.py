@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -24,6 +26,35 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+HEARTBEAT_S = 15.0   # a check that runs longer says so this often
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, limit: float | None, every: float = HEARTBEAT_S):
+    """While the block runs, a line every ``every`` seconds: "<label>: still running (30 s of its
+    600 s limit)". Written by a thread straight to the standard error's file descriptor (no lock of
+    Python's I/O that a child forked meanwhile could inherit held) and stopped when the block ends."""
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            limit_words = f" of its {limit:.0f} s limit" if limit else ""
+            line = f"{label}: still running ({time.monotonic() - t0:.0f} s{limit_words})\n"
+            try:
+                os.write(2, line.encode("utf-8", "replace"))
+            except OSError:
+                return
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 class _Terminated(KeyboardInterrupt):
     pass
 
@@ -34,9 +65,11 @@ def _on_term(signum, frame):
 
 def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: RunSettings, baseline=None,
               memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
-              retry=frozenset()) -> ResultsWriter:
+              retry=frozenset(), deadline: float | None = None) -> ResultsWriter:
     """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
-    may be a list (a settings matrix, one device): every model is checked under each."""
+    may be a list (a settings matrix, one device): every model is checked under each. ``deadline``
+    (``time.monotonic()``): no check but the first starts after it (a time-bounded campaign); the
+    run is complete then, and its settings list the models it checked."""
     matrix = settings if isinstance(settings, list) else [settings]
     settings = matrix[0]
     plan = [(m, s) for s in matrix for m in models]
@@ -62,9 +95,14 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             progress(f"ready in {runner.warm_seconds:.1f}s")
         given = [check_id(m.name, s) for m, s in plan]
         for k, (m, settings) in enumerate(plan, 1):
+            if deadline is not None and k > 1 and time.monotonic() >= deadline:
+                progress(f"time budget spent: {len(writer.rows)} of {total} checks run")
+                writer.doc.settings.models = list(dict.fromkeys(r.model for r in writer.rows))
+                break
             taken = set(given[:k - 1] + given[k:]) | {r.id for r in writer.rows}
-            row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
-                             say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
+            with heartbeat(f"[{k}/{total}] {m.name}", settings.timeout):
+                row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
+                                 say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
             mark_baseline(row, baseline)
             writer.add(row)
         complete = True
@@ -114,6 +152,9 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
         base["id"] = cid if final in taken else final
         log_rel, result = _logs_renamed(out_dir, cid, base["id"], result)
     row = result.replace(**base, log=log_rel, launchers=None)  # a rerun's duration_s includes its reruns
+    discarded = source_of(m.spec).discard(row)
+    if discarded:
+        row = row.replace(status="pass_due_to_skip", failure_class=None, skipped=discarded)
     if row.duration_s is None:
         row.duration_s = round(time.perf_counter() - t0, 3)
     seen = f" ({row.backend}, {row.mode}, {row.dtype}, {row.device})" if observed else ""

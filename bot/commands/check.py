@@ -22,6 +22,7 @@ model sources (--suite; a source's own flag selects it when --suite is not given
   command   an arbitrary command: --command "python my_bench.py ..."  (see docs/sources.md)
   harness   PyTorch's benchmarks/dynamo: --pytorch PATH --harness-suite torchbench
   csv       import a harness accuracy CSV: --csv FILE
+  fuzz      generated programs: --seed 0 --fuzz-count 50, or --fuzz-time 3600 (see docs/sources.md)
 
 examples:
   minify-bot check
@@ -35,6 +36,7 @@ examples:
 SOURCE_FLAGS = {
     "model_file": "yaml", "command": "command", "name": "command", "pytorch": "harness",
     "harness_suite": "harness", "batch_size": "harness", "csv": "csv", "command_file": "commands",
+    "seed": "fuzz", "fuzz_count": "fuzz", "fuzz_time": "fuzz",
 }
 
 
@@ -60,6 +62,11 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
                    help="torchbench (default), huggingface or timm_models (--suite harness)")
     g.add_argument("--batch-size", type=int, default=None, help="batch size passed to the harness (--suite harness)")
     g.add_argument("--csv", help="harness accuracy CSV to import (--suite csv)")
+    g.add_argument("--seed", type=int, default=None, help="the campaign's seed (--suite fuzz; default 0)")
+    g.add_argument("--fuzz-count", type=int, default=None, metavar="N",
+                   help="check programs 0..N-1 of the seed (--suite fuzz)")
+    g.add_argument("--fuzz-time", type=float, default=None, metavar="SECONDS",
+                   help="check programs of the seed until this much time is spent (--suite fuzz)")
     g.add_argument("--accuracy-pattern", action="append", default=[], metavar="REGEX",
                    help="output that means an accuracy failure (--suite command/harness; repeatable)")
     g.add_argument("--error-pattern", action="append", default=[], metavar="REGEX",
@@ -158,7 +165,8 @@ def source_models(args):
     return available(args.suite, file=file,
                      pytorch=args.pytorch, suite=args.harness_suite, command=args.command, name=args.name,
                      batch_size=args.batch_size, patterns=patterns_of(args), device=getattr(args, "device", None),
-                     names=list(getattr(args, "models", None) or []) or None)
+                     names=list(getattr(args, "models", None) or []) or None, seed=getattr(args, "seed", None),
+                     fuzz_count=getattr(args, "fuzz_count", None), fuzz_time=getattr(args, "fuzz_time", None))
 
 
 def select_models(args):
@@ -272,12 +280,21 @@ def execute(args) -> int:
     models, settings, baseline, run_settings = prepare(args)
     if not models:
         raise UsageError("no models selected (empty shard or empty source)")
+    import time
+
     from bot.check.sweep import run_sweep, table
 
+    started = time.monotonic()
+    deadline = started + args.fuzz_time if args.suite == "fuzz" and args.fuzz_time else None
     rundir.ensure_writable(args.out)
     writer = run_sweep(models, settings, args.out, run_settings=run_settings, baseline=baseline,
-                       memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry))
+                       memory_limit_mb=args.memory_limit_mb, reruns=args.reruns, retry=frozenset(args.retry),
+                       deadline=deadline)
     print(table(writer.rows), flush=True)
+    if args.suite == "fuzz":
+        from bot.fuzz.campaign import summary
+
+        print(summary(writer.rows, time.monotonic() - started), flush=True)
     print(f"results: {os.path.join(args.out, rundir.RESULTS)}", file=sys.stderr)
     never_ran(writer.rows)
     return exit_code(writer.rows, args.fail_on)

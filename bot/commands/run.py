@@ -142,12 +142,20 @@ def run(args) -> int:
         return EXIT_USAGE if never else rc_check
     _stage("report")
     rc_report = call_stage(report)
+    if args.suite == "fuzz" and rc_report in (EXIT_OK, EXIT_FAILURES):
+        from bot import rundir
+        from bot.fuzz.campaign import bugs
+
+        print(bugs(rundir.read_report(out)), file=sys.stderr)
     if rc_check == EXIT_FAILURES:
         print(f"from the end of the check to the issues: {time.monotonic() - checked:.0f} s", file=sys.stderr)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
         where = args.issues_dir or os.path.join(out, "issues-dry-run" if args.dry_run else "issues")
         print(f"issues written to the local tracker in {where}/ (no token: nothing was sent to GitHub)",
               file=sys.stderr)
+    if rc_report in (EXIT_OK, EXIT_FAILURES):
+        for line in what_was_filed(out, tracker):
+            print(line, file=sys.stderr)
     if rc_report == EXIT_USAGE or rc_report == EXIT_INTERNAL:
         return rc_report
     if rc_minify == EXIT_INTERNAL:
@@ -171,6 +179,38 @@ def _never_ran(out: str, since: float) -> bool:
         return any(is_never_ran(r) for r in rundir.read_results(out).checks)
     except (BotError, OSError, ValueError):   # no readable results: the check's own usage error
         return False
+
+
+_DONE_WORDS = {"created": "filed", "updated": "updated", "reopened": "reopened", "closed": "closed"}
+
+
+def what_was_filed(out: str, tracker: str) -> list[str]:
+    """The run's last lines: "filed #N: title" / "updated #M: title" per issue the report touched,
+    then the next step."""
+    from bot import rundir
+    from bot.errors import BotError
+
+    try:
+        doc = rundir.read_report(out)
+    except BotError:
+        return []
+    if doc is None:
+        return []
+    lines = []
+    for a in doc.actions:
+        if a.action in _DONE_WORDS and a.issue is not None:
+            title = " ".join(str(a.title or "").split())[:200]
+            lines.append(f"{_DONE_WORDS[a.action]} #{a.issue}: {title}" + (f" ({a.url})" if a.url else ""))
+    filed = [a for a in doc.actions if a.action in ("created", "updated", "reopened") and a.issue is not None]
+    if not filed:
+        lines.append("next: nothing to read; no bug issue was filed or updated")
+    elif tracker == "local":
+        lines.append(f"next: read {filed[0].url or 'the issue'}; to file on GitHub, rerun with GITHUB_TOKEN set "
+                     "and --tracker github --repo OWNER/NAME")
+    else:
+        lines.append(f"next: read {filed[0].url or f'issue #{filed[0].issue}'}; the failure's repro, logs and "
+                     f"inputs are in {out}/failures/")
+    return lines
 
 
 def _says_what_it_trusts(args) -> list[str]:

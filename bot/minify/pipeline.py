@@ -607,7 +607,8 @@ def _plain_words(p) -> str:
     if p.path is None:
         return f"not written ({p.reason})"
     return (f"{p.failed_same_way}/{p.runs} fresh runs fail the same way; inputs "
-            + ("inline" if p.inputs_inline else f"in {p.inputs_file} (sha256 {p.inputs_sha256})"))
+            + ("inline" if p.inputs_inline else f"in {p.inputs_file} (sha256 {p.inputs_sha256})")
+            + (f"; short repro: {p.short_failed_same_way}/{p.short_runs}" if p.short_path else ""))
 
 
 def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.PlainJob:
@@ -686,6 +687,10 @@ def _plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOption
         vlog("plain repro: with its large inputs made from a seed it did not fail the same way; "
              "writing the saved inputs")
         return _plain_and_verify(job.replace(make_inputs=False), sig, opts, fdir, vlog, interps)
+    if rec.short_path and rec.failed_same_way:   # the short form, as a person writes it: shown only when it fails so
+        sv = ver.verify(os.path.join(fdir, rec.short_path), sig, opts.verify_runs,
+                        log=lambda m: vlog(f"short repro: {m}"), random_known=False, interpreters=interps)
+        rec.short_runs, rec.short_failed_same_way = sv.runs, sv.failed_same_way
     return rec
 
 
@@ -741,7 +746,7 @@ class _EarlyVerify:
         """Wait for it and remove the repro it packaged."""
         self.job.wait()
         shutil.rmtree(os.path.join(self.fdir, rundir.INPUTS_DIR), ignore_errors=True)
-        for name in (rundir.REPRO, rundir.PLAIN):
+        for name in (rundir.REPRO, rundir.PLAIN, rundir.SHORT):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self.fdir, name))
 

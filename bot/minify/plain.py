@@ -36,7 +36,7 @@ import math
 import os
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from string import Template
 
 from bot import rundir
@@ -623,9 +623,11 @@ def _config_of(job: PlainJob, rf) -> list[ConfigEntry]:
             if k not in R.CAPTURE_KEYS and not isinstance(v, R._Unparsed)]
 
 
-def write(job: PlainJob) -> PlainRepro:
+def write(job: PlainJob, written=None) -> PlainRepro:
     """Write failures/<id>/repro_plain.py from the worker's final repro (and inputs/plain_inputs.pt
-    when the inputs do not fit inline). Runs in a process that has torch."""
+    when the inputs do not fit inline), then the short repro beside it. Runs in a process that has
+    torch. ``written(rec)`` is called with the plain repro's record before the short one is tried
+    (its eager runs of the graph could take the process down: the plain repro stands then)."""
     import torch
 
     from bot.minify.predicate import load_graph
@@ -658,7 +660,43 @@ def write(job: PlainJob) -> PlainRepro:
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
         fh.write(plain_source(parts))
+    if written is not None:
+        written(rec)
+    try:
+        rec.short_path = write_short(job, parts, args, enc, made)
+    except Exception:  # noqa: BLE001 - no short form; the plain repro stands
+        import traceback
+
+        traceback.print_exc()
     return rec
+
+
+def write_short(job: PlainJob, parts: Parts, args, enc: Encoded | None, made: set[int]) -> str | None:
+    """Write failures/<id>/repro_short.py (bot/minify/short.py) beside the plain repro: the inputs
+    made from the seed where the plain repro makes them (every floating one when random inputs fail
+    the same way), the others written out when small. Its file name; None when it does not apply."""
+    import torch
+
+    from bot.minify import short
+
+    stale = os.path.join(job.out_dir, rundir.SHORT)
+    if os.path.exists(stale):   # an earlier attempt's (the plain repro written again with the saved inputs)
+        os.remove(stale)
+    if enc is None:
+        return None
+    seeded = job.random_inputs and job.make_inputs
+    made_inputs = {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and (
+        enc.refs[k] in made or (seeded and (a.is_floating_point() or a.numel() > short.SMALL_VALUES)))}
+    inputs = short.input_lines(args, made_inputs)
+    if inputs is None:
+        return None
+    fn = short.public_function(parts.fn, args, parts.fp64)
+    text = short.short_source(replace(parts, fn=fn), inputs)
+    if text is None:
+        return None
+    with open(os.path.join(job.out_dir, rundir.SHORT), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return rundir.SHORT
 
 
 # --- the writer's process ---------------------------------------------------------------------------
@@ -700,14 +738,17 @@ def main(argv: list[str]) -> int:
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as fh:
         job = PlainJob.from_json(json.load(fh))
+    def save(rec: PlainRepro) -> None:
+        with open(result_path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(rec.to_json(), fh)
+        os.replace(result_path + ".tmp", result_path)
+
     try:
-        rec = write(job)
+        rec = write(job, written=save)
     except Exception as exc:  # noqa: BLE001 - the launcher-format repro stands; the reason is recorded
         traceback.print_exc()
         rec = PlainRepro(reason=f"the plain repro could not be written: {type(exc).__name__}: {exc}"[:2000])
-    with open(result_path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(rec.to_json(), fh)
-    os.replace(result_path + ".tmp", result_path)
+    save(rec)
     return 0
 
 

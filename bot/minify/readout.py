@@ -162,7 +162,10 @@ def node_row(op: str, name: str, eager, compiled, ref, tol: float) -> ReadoutNod
     if not isinstance(eager, torch.Tensor) or not isinstance(compiled, torch.Tensor):
         return row
     row.shape, row.dtype = [int(s) for s in eager.shape][:16], str(eager.dtype).replace("torch.", "")
+    if compiled.dtype != eager.dtype:
+        row.compiled_dtype = str(compiled.dtype).replace("torch.", "")
     if compiled.shape != eager.shape:
+        row.compiled_shape = [int(s) for s in compiled.shape][:16]
         row.diverges = True
         return row
     if isinstance(ref, torch.Tensor) and ref.shape == eager.shape:

@@ -184,6 +184,9 @@ def reproduce_command(check: CheckRow, has_repro: bool, trusted_commands=(), rep
     if check.dynamic is True:
         cmd.append("--dynamic")
     lines.append(" ".join(shlex.quote(c) for c in cmd))
+    from bot.public import public_text
+
+    lines = [line for line in lines if public_text(line).strip() != "cd ."]   # the workspace itself: no cd
     return "\n".join(lines + list(dict.fromkeys(notes)))
 
 
@@ -227,16 +230,17 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     cfg = f.config if f else ConfigDiff()
     affected = [a.to_json() for a in sorted(state.affected, key=lambda a: (a.model, a.backend, a.mode))]
     capture = repro.capture or Capture()
+    readout_ctx = _readout(f.readout if f else None)
     cls = parts.get("class") if parts.get("class") in CLASS_WORDS else "failure"
     return {
-        "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group),
+        "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group, readout_ctx),
         "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
         "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
         "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
         "status": check.status, "ops_summary": _ops_summary(parts, f if f and f.repro_verified else None),
         "flaky": state.flaky,
         "culprit": _culprit(f.culprit if f else None), "bisect_words": _bisect_words(f),
-        "readout": _readout(f.readout if f else None),
+        "readout": readout_ctx,
         "graph_role": capture.role if capture.role in GRAPH_ROLES else None,
         "regression": state.regression, "error": err_ctx, "accuracy": accuracy,
         "repro": repro_ctx,
@@ -251,7 +255,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
         "failure_dir": rel_dir,
         "generated_code": generated_code_context(rep, rel_dir),
         "reproduce_command": reproduce_command(check, bool(rep.repro_text), opts.trusted_commands,
-                                               repro_ctx["file"] if repro_ctx["kind"] == "plain" else rundir.REPRO),
+                                               repro_ctx["file"] if repro_ctx["kind"] in ("plain", "short")
+                                               else rundir.REPRO),
         "log_excerpt": None, "overflow": [],
     }
 
@@ -269,6 +274,12 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
     plain = repro.plain if repro.plain is not None and rep.failure is not None else PlainRepro()
     plain_path = safe(plain.path, _FILE, None)
     plain_text = _plain_text(rep, plain_path) if plain.reproduces and plain_path else None
+    short_path = safe(plain.short_path, _FILE, None) if plain.short_reproduces and plain_text else None
+    short_text = _plain_text(rep, short_path) if short_path else None
+    if short_text is not None and len(short_text) <= INLINE_REPRO_LIMIT:   # the short form, as a person writes it
+        plain_text, plain_path, short = short_text, short_path, True
+    else:
+        short = False
     launcher = rep.repro_text if rep.repro_text and len(rep.repro_text) <= INLINE_REPRO_LIMIT else None
     use_plain = plain_text is not None and len(plain_text) <= INLINE_REPRO_LIMIT
     shown = plain_text if use_plain else rep.repro_text
@@ -277,7 +288,9 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
     return {"status": repro.status, "reason": repro.reason,
             "status_words": {"minimized": "Minimized and verified", "partial": "Partially minimized"}.get(
                 repro.status, "Captured"),
-            "kind": "plain" if use_plain else "launcher" if launcher else None,
+            "kind": ("short" if short else "plain") if use_plain else "launcher" if launcher else None,
+            "short_runs": f"{plain.short_failed_same_way} of {plain.short_runs}" if short else None,
+            "long_path": f"{rel_dir}/{safe(plain.path, _FILE, rundir.PLAIN)}" if short else None,
             "inline": plain_text if use_plain else launcher, "too_big": bool(shown) and not (use_plain or launcher),
             "size": len(shown or ""), "file": name.rsplit("/", 1)[-1], "artifact_path": f"{rel_dir}/{name}",
             "launcher_path": f"{rel_dir}/{repro.path or rundir.REPRO}",
@@ -285,10 +298,10 @@ def _repro_context(rep: Failure, repro: Repro, rel_dir: str) -> dict:
             "plain_runs": f"{plain.failed_same_way} of {plain.runs}" if plain.runs else None,
             "plain_reason": (plain.reason or "")[:500] or None,
             "plain_too_big": plain_text is not None and not use_plain,
-            "needs_inputs": (not plain.inputs_inline) if use_plain
+            "needs_inputs": False if short else (not plain.inputs_inline) if use_plain
             else bool(repro.inputs_dir) and not (ver and ver.random_inputs_reproduce),
             "inputs_file": f"{rundir.INPUTS_DIR}/{inputs_file}" if inputs_file else None,
-            "inputs_random": bool(use_plain and plain.inputs_random),
+            "inputs_random": bool(use_plain and (plain.inputs_random or short)),
             "inputs_sha256": safe(plain.inputs_sha256, _SHA256, None),
             "nodes_before": repro.nodes_before, "nodes_after": repro.nodes_after,
             "queries": repro.queries, "reused": repro.reused is not None,
@@ -311,13 +324,27 @@ def _plain_text(rep: Failure, rel: str) -> str | None:
         return None
 
 
+_ERROR_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Mismatch|Failure)\b|AssertionError|"
+                         r".*\b(?:mismatch|wrong|not close|differ)).*$", re.M | re.I)
+
+
 def _error_context(error: CheckError) -> dict:
-    """The error as the body shows it: its type through the allowlist, its message split at the first line."""
+    """The error as the body shows it: its type through the allowlist, its message split at the
+    first line, the traceback without this bot's own frames. A program that exited non-zero without
+    an exception (``ExitCode``): its output is the program's output, not a traceback, and the
+    headline is the last line of it that reads as an error."""
+    from bot.public import without_bot_frames
+
     msg = str(error.message or "")
     first, _, rest = msg.strip().partition("\n")
+    program = error.type == sg.EXIT_TYPE
+    text = str(error.traceback or "")
+    errors = _ERROR_LINE.findall(text[-20000:]) if program else []
     return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
             "message_rest": bool(rest.strip()) or len(first) > 500,
-            "traceback": str(error.traceback or "(no traceback recorded)")}
+            "program_output": program,
+            "last_error_line": errors[-1].strip()[:500] if errors else None,
+            "traceback": without_bot_frames(text) if text else "(no traceback recorded)"}
 
 
 def _count(v) -> int | None:
@@ -345,13 +372,25 @@ def _readout(r: Readout | None) -> dict | None:
     def n(v):
         return v if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
-    return {"rows": [{"op": safe(x.op, _OP, "unknown"), "diverges": x.diverges is True,
+    return {"rows": [{"op": safe(x.op, _OP, "unknown"), "diverges": x.diverges is True, "change": _change(x),
                       "max_abs_compiled": n(x.max_abs_compiled), "rmse_compiled": n(x.rmse_compiled),
                       "max_abs_eager": n(x.max_abs_eager), "rmse_eager": n(x.rmse_eager)} for x in rows],
             "first_diverging": safe(r.first_diverging, _OP, None) if r.first_diverging else None,
             "deterministic": r.deterministic if isinstance(r.deterministic, bool) else None,
             "max_nondeterminism": n(r.max_nondeterminism) if r.max_nondeterminism is not None else None,
             "note": r.note[:500] if isinstance(r.note, str) else None}
+
+
+def _change(x) -> str | None:
+    """A readout row's dtype or shape change, as words ("dtype uint8 → bool", "shape [2, 3] → [3]")."""
+    words = []
+    dtype, was = safe(x.compiled_dtype, _WORD, None), safe(x.dtype, _WORD, None)
+    if dtype and was and dtype != was:
+        words.append(f"dtype {was} → {dtype}")
+    shape = x.compiled_shape
+    if isinstance(shape, list) and all(isinstance(v, int) for v in shape) and shape != x.shape:
+        words.append(f"shape {list(x.shape)} → {shape[:16]}")
+    return ", ".join(words) or None
 
 
 _GIT = re.compile(r"[0-9a-f]{7,40}")
@@ -395,19 +434,56 @@ def _boundary(b: BuildBoundary) -> dict | None:
             "url": f"https://github.com/pytorch/pytorch/compare/{lo}...{hi}" if ok else None}
 
 
-def _summary(parts, check, accuracy, err, group) -> str:
+def _summary(parts, check, accuracy, err, group, readout: dict | None = None) -> str:
+    """The body's headline: the failure itself (the compiled graph's own error, or which value is
+    wrong by how much), then where it happened."""
     from bot.render import md
     models = sorted({str(f.check.model) for f in group})
     who = md(models[0]) + (f" and {len(models) - 1} more" if len(models) > 1 else "")
     where = (f"{md(parts.get('stage'))} stage ({md(check.backend)}, {md(check.mode)}, "
              f"{md(parts.get('dtype'))}, {md(parts.get('device'))})")
-    if accuracy and accuracy.get("rmse_res") is not None:
-        what = f"wrong results: RMSE {md(accuracy.get('rmse_res'))} vs tolerance {md(accuracy.get('tolerance'))}"
-    elif err:
-        what = f"{md(err['type'])}: {md(err['message_first_line'][:150])}"
-    else:
-        what = md(CLASS_WORDS.get(parts["class"], parts["class"]))
-    return f"{where} on {who}: {what}"
+    return f"{headline(parts, accuracy, err, readout)} · {where} on {who}"
+
+
+def _cut(text: str, limit: int = 150) -> str:
+    """At most ``limit`` characters, cut at a word with an ellipsis."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def rounded(value) -> str:
+    """A number as a person writes it in a headline: three significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.3g}"
+
+
+def headline(parts: dict, accuracy: dict | None, err: dict | None, readout: dict | None) -> str:
+    """The failure in one line (markdown, escaped): for wrong results the first op whose compiled
+    value is wrong, by its max error against fp64 (and eager's), else the output's RMSE against
+    eager's and the tolerance; for an error the compiled graph's own exception, not the exit status
+    of the program around it (that program's output is its own block)."""
+    from bot.render import md
+    row = next((r for r in (readout or {}).get("rows") or [] if r["op"] == (readout or {}).get("first_diverging")),
+               None)
+    if parts.get("class") == "accuracy" or (accuracy and accuracy.get("rmse_res") is not None and not err):
+        if row is not None and isinstance(row["max_abs_compiled"], (int, float)):
+            change = f" ({md(row['change'])})" if row.get("change") else ""
+            return (f"output of {md(row['op'])} wrong{change}: max error {rounded(row['max_abs_compiled'])} "
+                    f"(eager {rounded(row['max_abs_eager'])})")
+        if row is not None and row.get("change"):
+            return f"output of {md(row['op'])} wrong: {md(row['change'])}"
+        if accuracy and accuracy.get("rmse_res") is not None:
+            eager = f", eager {rounded(accuracy['rmse_ref'])}" if accuracy.get("rmse_ref") is not None else ""
+            return (f"wrong results: RMSE {rounded(accuracy['rmse_res'])} vs fp64{eager}, tolerance "
+                    f"{rounded(accuracy.get('tolerance'))}")
+        if accuracy and accuracy.get("max_abs_diff") is not None:
+            return f"wrong results: max error {rounded(accuracy['max_abs_diff'])}"
+        return "wrong results"
+    if err and not err.get("program_output"):
+        return f"{md(err['type'])}: {md(_cut(err['message_first_line']))}"
+    if err and err.get("last_error_line"):
+        return md(_cut(err["last_error_line"]))
+    return md(CLASS_WORDS.get(parts.get("class"), parts.get("class") or "failure"))
 
 
 INLINE_CODE_LIMIT = 8000         # the generated code the body shows: the kernels, at most this much
@@ -428,8 +504,13 @@ def generated_code_context(rep: Failure, rel_dir: str) -> dict | None:
     text = _plain_text(rep, code_file) if code_file else None
     if not (trace_dir or text):
         return None
-    code, cut = _kernels(text or "")
-    return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None,
+    f = rep.failure
+    ops = _op_names((f.culprit.ops if f.culprit else None) or []) or _op_names([n.op for n in f.repro.graph or []])
+    from bot.public import public_text
+
+    code, cut, (code_for, kernels) = _kernels(public_text(text or ""), ops)   # fenced as python: redacted here
+    return {"trace_path": f"{rel_dir}/{trace_dir}" if trace_dir else None, "code_for": code_for,
+            "code_kernels": kernels,
             "trace_cut": tr.trace_cut is True,
             "tlparse_path": f"{rel_dir}/{tlparse}" if tlparse else None,
             "code": code or None, "code_cut": cut, "code_path": f"{rel_dir}/{code_file}" if text else None,
@@ -445,18 +526,36 @@ def _present(rep: Failure, name: str | None) -> str | None:
     return name if not path.is_symlink() and path.resolve().parent == base and path.exists() else None
 
 
-def _kernels(text: str) -> tuple[str, int]:
-    """The kernels of inductor's generated code: from the first kernel's definition to the end of
-    the last one (the whole text when none is found), at most INLINE_CODE_LIMIT characters at a
-    line boundary. Returns (excerpt, characters left out)."""
-    starts = list(_KERNEL_START.finditer(text))
-    if starts:
-        end = _KERNEL_END.search(text, starts[-1].end())
+_KERNEL_NAME = re.compile(r"\b(cpp_fused\w*|triton_\w+|cuda_fused\w*)")
+
+
+def kernel_blocks(text: str) -> list[tuple[str, str]]:
+    """The kernels of inductor's generated code (one or more modules): (name, its definition from
+    ``<name> = async_compile...`` or ``@triton.jit`` to the end of its source string)."""
+    out: list[tuple[str, str]] = []
+    after = 0
+    for m in _KERNEL_START.finditer(text):
+        if m.start() < after:   # a kernel's own ``@triton.jit``, inside its source string
+            continue
+        end = _KERNEL_END.search(text, m.end())
         stop = text.find("\n", end.end()) if end else -1
-        part = text[starts[0].start():stop if stop >= 0 else len(text)]
-    else:
-        part = text
-    part = part.strip("\n")
+        after = stop if stop >= 0 else len(text)
+        block = text[m.start():after].strip("\n")
+        name = _KERNEL_NAME.search(block)
+        out.append((name.group(1) if name else "", block))
+    return out
+
+
+def _kernels(text: str, ops: list[str] | None = None) -> tuple[str, int, tuple[list[str], int]]:
+    """The kernel(s) that compute the culprit: those whose fused name names one of ``ops`` (the
+    culprit's, else the graph's), else every kernel (the whole text when none is found); at most
+    INLINE_CODE_LIMIT characters at a line boundary. Returns (excerpt, characters left out, (the ops
+    the excerpt was chosen for, how many kernels compute them))."""
+    blocks = kernel_blocks(text)
+    shorts = list(dict.fromkeys(_short(o).lower() for o in ops or [] if o))
+    chosen = [(n, b) for n, b in blocks if any(f"_{s}_" in f"_{n.lower()}_" for s in shorts)]
+    named = [s for s in shorts if any(f"_{s}_" in f"_{n.lower()}_" for n, _ in chosen)]
+    part = "\n\n".join(b for _, b in (chosen or blocks)) if blocks else text.strip("\n")
     if len(part) > INLINE_CODE_LIMIT:
         part = part[:INLINE_CODE_LIMIT].rsplit("\n", 1)[0]
-    return part, len(text.strip("\n")) - len(part)
+    return part, len(text.strip("\n")) - len(part), (named, len(chosen)) if chosen else ([], 0)

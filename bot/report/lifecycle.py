@@ -92,6 +92,7 @@ class Lifecycle:
                **extra) -> ReportAction:
         checks = extra.pop("checks", [f.check.id for f in group] if group else [])
         extra.setdefault("fingerprint", group[0].fingerprint.primary if group else None)
+        extra.setdefault("title", issue.title[:300] if issue and isinstance(issue.title, str) else None)
         a = ReportAction(action, issue.number if issue else None, issue.url if issue else None, checks=checks,
                          reason=reason, **extra)
         self.actions.append(a)

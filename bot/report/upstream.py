@@ -104,11 +104,14 @@ def _repro_of(f: Failure) -> tuple[str | None, str | None]:
     rec = f.failure
     plain = getattr(rec.repro, "plain", None) if rec is not None else None
     refuted = plain is not None and getattr(plain, "runs", 0) and not getattr(plain, "failed_same_way", 0)
-    if f.dir is not None and REPRO_PLAIN and not refuted:
-        path = Path(f.dir) / REPRO_PLAIN
+    # the short form (what the issue shows) when it failed the same way in all its runs, else the plain one
+    names = ([rundir.SHORT] if plain is not None and not refuted and plain.short_reproduces else []) + (
+        [REPRO_PLAIN] if REPRO_PLAIN and not refuted else [])
+    for name in names if f.dir is not None else []:
+        path = Path(f.dir) / name
         if path.is_file() and not path.is_symlink():
             try:
-                return path.read_text(encoding="utf-8", errors="replace"), f"failures/{f.check.id}/{REPRO_PLAIN}"
+                return path.read_text(encoding="utf-8", errors="replace"), f"failures/{f.check.id}/{name}"
             except OSError:
                 pass
     if f.repro_text:
@@ -173,7 +176,9 @@ def _error_facts(facts: Facts, error: CheckError | None) -> None:
         return
     facts.error_type = safe(error.type, _EXC, None)
     facts.error_message = str(error.message)[:4000] if error.message else None
-    facts.traceback = str(error.traceback) if error.traceback else None
+    from bot.public import without_bot_frames
+
+    facts.traceback = without_bot_frames(str(error.traceback)) if error.traceback else None
 
 
 # ---------------------------------------------------------------------------- facts from a bot issue

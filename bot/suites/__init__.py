@@ -8,6 +8,7 @@
   csv      an accuracy CSV written by the harness (imported, not run)
   huggingface  transformers architectures built offline from tiny configs (extra: minify-action[models])
   timm     timm architectures, pretrained=False (extra: minify-action[models])
+  fuzz     generated programs (bot/fuzz/), named by seed and index: --seed, --fuzz-count, --fuzz-time
 
 A *spec* (:class:`bot.records.Spec`) is a small record that is enough to build (or re-run) one model; it is stored
 in results.json so that later stages can re-run the exact check. Its ``source`` names the source
@@ -39,6 +40,7 @@ REGISTRY = {
     "csv": "bot.suites.harness:CSV",
     "huggingface": "bot.suites.huggingface:SOURCE",
     "timm": "bot.suites.timm:SOURCE",
+    "fuzz": "bot.suites.fuzz:SOURCE",
 }
 SOURCES = tuple(REGISTRY)
 

@@ -50,6 +50,9 @@ class ListRequest:
     cwd: str | None = None
     device: str | None = None
     names: list[str] | None = None   # --models: a source may offer a model by name only when asked
+    seed: int | None = None          # --seed (--suite fuzz)
+    fuzz_count: int | None = None    # --fuzz-count (--suite fuzz)
+    fuzz_time: float | None = None   # --fuzz-time (--suite fuzz)
 
 
 @dataclass
@@ -85,6 +88,11 @@ class Source:
 
     def describe(self, spec: Spec) -> str:
         return f"{self.name} {spec.model}"
+
+    def discard(self, row: CheckRow) -> str | None:
+        """Why a check's result is not a finding of this source (the sweep records it as skipped,
+        with this reason), or None: a generated program that fails eagerly is not a compiler bug."""
+        return None
 
     def workdir(self, spec: Spec) -> str | None:
         """Where the program runs (its own files may appear there), when the source knows."""

@@ -94,6 +94,12 @@ def reset() -> None:
     import torch._dynamo
 
     torch._dynamo.reset()
+    try:
+        from torch._inductor import metrics
+    except ImportError:  # pragma: no cover - a torch without inductor
+        return
+    if callable(getattr(metrics, "reset", None)):
+        metrics.reset()   # codegen_coverage() then counts this compile's kernels only
 
 
 def compile_model(model, backend, dynamic: bool):
@@ -338,4 +344,20 @@ def dynamo_stats() -> dict:
         "autograd_captures": int(counters.get("compiled_autograd", {}).get("captures", 0)),
         "autograd_compiles": int(counters.get("compiled_autograd", {}).get("compiles", 0)),
         "cudagraph_skips": int(counters.get("inductor", {}).get("cudagraph_skips", 0)),
+        **({"codegen": cov} if (cov := codegen_coverage()) else {}),
     }
+
+
+def codegen_coverage() -> dict[str, int]:
+    """What inductor generated since :func:`reset`: its own metrics (kernels, vectorized C++ kernels,
+    IR nodes before fusion, parallel and nested reductions, loop reorderings, ...), the non-zero
+    ones by name; empty when this torch keeps none. The fuzzer's campaign sums them as coverage."""
+    try:
+        from torch._inductor import metrics
+    except ImportError:  # pragma: no cover
+        return {}
+    out = {}
+    for name, value in sorted(vars(metrics).items()):
+        if not name.startswith("_") and type(value) is int and value > 0 and name.islower():
+            out[name] = value
+    return out

@@ -1,0 +1,88 @@
+"""``--suite fuzz``: generated programs (bot/fuzz/), each one check, built in the check's own process.
+
+A check's model name is its seed and index (``fuzz-s<seed>-i<index>``), so any finding regenerates
+exactly: ``--models fuzz-s3-i000042`` checks that program again, ``python -m bot.fuzz.program 3 42``
+prints it. A campaign is ``--seed S`` with ``--fuzz-count N`` (indices 0..N-1) or ``--fuzz-time
+SECONDS`` (the sweep stops starting programs when the time is spent); ``--shard I/N`` takes every
+N-th index, so the shards of a matrix split the seed's programs between them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bot.errors import UsageError
+from bot.records import CheckRow, Spec
+from bot.suites.source import ListRequest, Model, Reproduce, Source
+
+# programs listed for a time-bounded campaign, per second of budget: more than any machine runs
+# (a program compiles for seconds), so the time budget, not the list, ends the campaign
+PROGRAMS_PER_SECOND = 2
+INVALID = "invalid program"
+MAX_PROGRAMS = 1_000_000
+
+
+def fuzz_model(seed: int, index: int) -> Model:
+    from bot.fuzz.generate import program_name
+
+    name = program_name(seed, index)
+    return Model(name, Spec(source="fuzz", model=name), f"generated program (seed {seed}, index {index})")
+
+
+class Fuzz(Source):
+    name = "fuzz"
+
+    def models(self, req: ListRequest) -> list[Model]:
+        from bot.fuzz.generate import parse_name
+
+        if req.names and req.fuzz_count is None and req.fuzz_time is None:   # a finding checked again
+            bad = [n for n in req.names if parse_name(n) is None]
+            if bad:
+                raise UsageError(f"not a fuzz program name: {bad[0]!r} (expected fuzz-s<seed>-i<index>, "
+                                 "e.g. fuzz-s3-i000042)")
+            return [fuzz_model(*parse_name(n)) for n in req.names]
+        seed = 0 if req.seed is None else req.seed
+        if seed < 0:
+            raise UsageError("--seed must be a non-negative integer")
+        count = self.count(req)
+        return [fuzz_model(seed, k) for k in range(count)]
+
+    @staticmethod
+    def count(req: ListRequest) -> int:
+        if req.fuzz_count is not None and req.fuzz_count <= 0:
+            raise UsageError("--fuzz-count must be a positive integer")
+        if req.fuzz_time is not None and not req.fuzz_time > 0:
+            raise UsageError("--fuzz-time must be a positive number of seconds")
+        if req.fuzz_count is None and req.fuzz_time is None:
+            raise UsageError("--suite fuzz needs --fuzz-count N or --fuzz-time SECONDS (or --models NAME)")
+        if req.fuzz_count is not None:
+            return min(req.fuzz_count, MAX_PROGRAMS)
+        return min(MAX_PROGRAMS, max(1, int(req.fuzz_time * PROGRAMS_PER_SECOND)))
+
+    def build(self, spec: Spec, batch_size: int | None):
+        from bot.fuzz.program import build, source
+
+        model, inputs, program = build(spec.model)
+        # the generated program goes into the check's log (the artifacts), named by its seed
+        print(f"[fuzz] program {program.name}:\n{source(program)}", file=sys.stderr, flush=True)
+        return model, tuple(inputs), None
+
+    def describe(self, spec: Spec) -> str:
+        return f"fuzz program {spec.model}"
+
+    def discard(self, row: CheckRow) -> str | None:
+        """A program that fails (or varies) eagerly here is invalid, not a finding: the generator keeps
+        only programs that run eagerly on the CPU it generates on, and another device may differ."""
+        if row.failure_class in ("eager_error", "setup_error"):
+            return f"{INVALID} (eager: {row.status})"
+        return None
+
+    def reproduce(self, check: CheckRow, spec: Spec, models: list[str], trusted_commands=()) -> Reproduce:
+        from bot.fuzz.generate import parse_name
+
+        parsed = parse_name(spec.model if isinstance(spec.model, str) else "")
+        notes = [f"# the generated program: python -m bot.fuzz.program {parsed[0]} {parsed[1]}"] if parsed else []
+        return Reproduce(args=["--suite", "fuzz", *models], notes=notes)
+
+
+SOURCE = Fuzz()

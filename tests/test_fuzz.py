@@ -1,0 +1,280 @@
+"""The fuzzer (bot/fuzz/) and ``--suite fuzz``: programs generated from (seed, index), valid eagerly,
+judged against a float64 reference that drops the program's own casts. Fast tier: these tests run
+programs eagerly and list checks; nothing is compiled (test_fuzz_e2e.py compiles)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bot.commands.check import select_models
+from bot.fuzz import generate as gen
+from bot.fuzz.leaves import DTYPES
+from bot.fuzz.program import build, load, source
+from bot.options import CheckOptions
+from bot.torch_adapter import runtime as rt
+
+SEED = 0
+SAMPLE = range(16)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return {k: gen.generate(SEED, k) for k in SAMPLE}
+
+
+def _module(program):
+    model = load(program)["Program"]()
+    return model, model.example_inputs
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def test_the_same_seed_and_index_give_the_same_program_and_inputs(programs):
+    again = gen.generate(SEED, 3)
+    assert source(again) == source(programs[3])
+    (m1, in1, _), (m2, in2, _) = build(gen.program_name(SEED, 3)), build(gen.program_name(SEED, 3))
+    for a, b in zip(in1, in2):
+        assert a.dtype == b.dtype and a.stride() == b.stride() and torch.equal(a, b)
+    for (n1, p1), (n2, p2) in zip(m1.named_parameters(), m2.named_parameters()):
+        assert n1 == n2 and torch.equal(p1, p2)
+    assert len({source(p) for p in programs.values()}) == len(programs)   # different indices, different programs
+
+
+def test_a_check_name_is_its_seed_and_index():
+    name = gen.program_name(12, 345)
+    assert name == "fuzz-s12-i000345" and gen.parse_name(name) == (12, 345)
+    assert gen.parse_name("mlp_relu") is None and gen.parse_name("fuzz-s1-i12") is None
+
+
+def test_programs_reach_every_dtype_and_layout_and_many_op_families(programs):
+    leaves = [leaf for p in programs.values() for leaf in p.leaves]
+    dtypes = {leaf.dtype for leaf in leaves}
+    layouts = {leaf.layout for leaf in leaves}
+    families = {f.split(":")[0] for p in programs.values() for f in p.features}
+    assert dtypes == set(DTYPES), set(DTYPES) - dtypes
+    assert {"contiguous", "transposed", "expanded", "sliced", "offset"} <= layouts
+    assert len(families) >= 20, families
+
+
+def test_every_program_runs_forward_and_backward_eagerly_with_finite_results(programs):
+    for k in SAMPLE:
+        model, inputs = _module(programs[k])
+        out = _flat(model(*inputs))
+        for o in out:
+            assert o.numel() > 0
+            if o.is_floating_point():
+                assert torch.isfinite(o).all(), k
+        loss = sum(o.sum() / o.numel() for o in out if o.requires_grad)
+        loss.backward()
+        assert any(p.grad is not None for p in model.parameters()), k
+
+
+class _Dtypes(torch.utils._python_dispatch.TorchDispatchMode):
+    """The dtypes of every tensor the ops under it produce."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for t in _flat(result):
+            if isinstance(t, torch.Tensor):
+                self.seen.add(t.dtype)
+        return result
+
+
+def test_the_fp64_reference_runs_the_whole_program_in_float64_and_keeps_integer_results(programs):
+    """The judge casts the module and its float inputs to float64; the program's own narrowing casts
+    (to float16, bfloat16, float32) follow, so no float of the reference is narrower than float64."""
+    narrowing = [k for k, p in programs.items()
+                 if any(f"f(torch.{d})" in s for s in p.steps for d in ("float16", "bfloat16", "float32"))]
+    assert narrowing, "the sample should hold programs that cast to a narrower float"
+    for k in narrowing:
+        model, inputs = _module(programs[k])
+        out = _flat(model(*inputs))
+        m64, in64 = rt.cast_to(torch.float64, model, inputs)
+        dtypes = _Dtypes()
+        with dtypes, torch.no_grad():
+            ref = _flat(m64(*in64))
+        seen = dtypes.seen
+        assert not seen & {torch.float16, torch.bfloat16, torch.float32}, (k, seen)
+        for o, r in zip(out, ref):
+            if o.is_floating_point():
+                assert r.dtype == torch.float64
+            else:
+                assert torch.equal(o, r), k   # integer and bool results: exactly the program's
+
+
+def _state_with(dtype: str, values: str, shape=(4, 4)):
+    st = gen._State(0, 0, 0)
+    leaf = st.add_leaf(dtype=dtype, shape=shape, param=False)
+    return st, leaf
+
+
+def _keep(st, op, code_of):
+    """Run one step the generator's way; the variable it keeps, or None when it rejects the step."""
+    from bot.fuzz.ops import Op
+
+    out = st.new_name("v")
+    operands = [v for v in st.vars if v.name in code_of]
+    code = f"{out} = {code_of}"
+    try:
+        val, wide = gen._run(st, code, operands, out)
+        return gen._judge_step(st, Op("t", (), code_of, op), operands, out, code, val, wide)
+    except gen.Rejected:
+        return None
+
+
+def test_undefined_behaviour_and_rounding_dependent_steps_are_not_kept():
+    st, x = _state_with("int8", "ints")
+    assert _keep(st, "", f"{x.name} // 3") is not None            # floor division: defined, kept
+    assert _keep(st, "", f"{x.name} << 4") is None                 # int8 overflow: not kept
+    assert _keep(st, "", f"{x.name} * 100") is None                # int8 overflow: not kept
+    st, y = _state_with("float32", "randn")
+    assert _keep(st, "", f"{y.name}.to(f(torch.uint8))") is None   # a negative float to uint8 (UB): not kept
+    assert _keep(st, "", f"{y.name}.abs().to(f(torch.int16))") is not None
+    assert _keep(st, "D", f"torch.floor({y.name})") is not None    # floor of an input: exact, kept
+    noisy = _keep(st, "", f"torch.sin({y.name}) * 1000.3")
+    assert noisy is not None and not noisy.exact
+    st.vars.append(noisy)
+    # a compare on a computed float that sits on a tie flips with the compiler's rounding: not kept
+    assert _keep(st, "D", f"{noisy.name} == {noisy.name}.roll(1, 0)") is not None   # no tie: stable
+    on_integers = _keep(st, "", f"torch.round({y.name}) + torch.sin({y.name}) * 0")   # computed, on a tie
+    assert on_integers is not None and not on_integers.exact
+    st.vars.append(on_integers)
+    assert _keep(st, "D", f"torch.floor({on_integers.name})") is None
+    assert _keep(st, "D", f"{on_integers.name} >= 0") is None
+    assert _keep(st, "", f"torch.exp({y.name} * 100)") is None      # overflow to inf: not kept
+
+
+def test_fuzz_checks_are_listed_by_seed_count_and_shard(bot, tmp_path):
+    proc = bot("check", "--suite", "fuzz", "--seed", "7", "--fuzz-count", "5", "--list")
+    assert proc.returncode == 0, proc.stderr
+    names = [line.split()[0] for line in proc.stdout.splitlines()]
+    assert names == [gen.program_name(7, k) for k in range(5)]
+    shards = []
+    for i in (1, 2):
+        opts = CheckOptions(suite="fuzz", seed=7, fuzz_count=5, shard=f"{i}/2").resolved()
+        shards.append([m.name for m in select_models(opts)[0]])
+    assert sorted(shards[0] + shards[1]) == names and not set(shards[0]) & set(shards[1])
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--suite", "fuzz"), "--fuzz-count N or --fuzz-time"),
+    (("--suite", "fuzz", "--fuzz-count", "0"), "--fuzz-count must be a positive integer"),
+    (("--suite", "fuzz", "--fuzz-time", "-5"), "--fuzz-time must be a positive number"),
+    (("--suite", "fuzz", "--seed", "-1", "--fuzz-count", "2"), "--seed must be a non-negative"),
+    (("--suite", "zoo", "--fuzz-count", "2"), "does not apply to --suite zoo"),
+    (("--suite", "fuzz", "--models", "mlp_relu"), "not a fuzz program name: 'mlp_relu'"),
+])
+def test_bad_fuzz_options_are_usage_errors(bot, tmp_path, args, says):
+    proc = bot("check", "--out", tmp_path / "out", *args, "--list")
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_a_finding_is_checked_again_by_its_name(bot):
+    proc = bot("check", "--suite", "fuzz", "--models", "fuzz-s3-i000042,fuzz-s9-i000001", "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["fuzz-s3-i000042", "fuzz-s9-i000001"]
+
+
+def test_the_program_of_a_check_is_printed_by_its_seed_and_index(tmp_path):
+    import subprocess
+    import sys
+
+    text = subprocess.run([sys.executable, "-m", "bot.fuzz.program", "4", "2"], capture_output=True, text=True,
+                          check=True).stdout
+    assert text == source(gen.generate(4, 2))
+    assert "fuzz-s4-i000002" in text and "python -m bot.fuzz.program 4 2" in text
+    (tmp_path / "p.py").write_text(text)
+    ran = subprocess.run([sys.executable, str(tmp_path / "p.py")], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr          # the program alone runs: `import torch` only
+
+
+def test_the_campaign_summary_counts_verdicts_and_coverage():
+    from bot.fuzz.campaign import summary
+    from bot.records import CheckRow
+
+    rows = [CheckRow(model="a", status="pass", stats={"codegen": {"generated_kernel_count": 3}}),
+            CheckRow(model="b", status="fail_accuracy", failure_class="accuracy", baseline="new",
+                     stats={"codegen": {"generated_kernel_count": 2, "parallel_reduction_count": 1}}),
+            CheckRow(model="c", status="eager_1st_run_fail", failure_class="eager_error")]
+    text = summary(rows, 90.0)
+    assert "3 programs in 1.5 min (2.0 programs/min)" in text
+    assert "fail_accuracy 1" in text and "pass 1" in text
+    assert "invalid programs (failed eagerly, not compiler bugs, not filed): 1" in text
+    assert "failing programs: 1 (1 new, 0 known" in text
+    assert "generated_kernel_count 5 in 2" in text and "parallel_reduction_count 1 in 1" in text
+    json.dumps(text)
+
+
+def test_loading_a_program_registers_its_source_for_tracebacks(programs):
+    import linecache
+
+    ns = load(programs[0])
+    filename = f"<{programs[0].name}>"
+    assert "class Program" in "".join(linecache.getlines(filename)) and "Program" in ns
+
+
+def test_the_actions_fuzz_inputs_become_the_check_stages_options(tmp_path):
+    import io
+
+    from bot import gha
+    from bot.action.context import Context
+    from bot.action.inputs import Inputs
+    from bot.action.stages import check_options
+    from bot.errors import UsageError
+    from bot.options import to_argv
+
+    def ctx(**inputs):
+        return Context(env={}, inputs=Inputs(**inputs), event=gha.Event("schedule", {}),
+                       cmds=gha.Commands(io.StringIO()), workdir=tmp_path, out=tmp_path / "out")
+
+    argv = to_argv(check_options(ctx(suite="fuzz", seed="12", fuzz_time="3000", shard="2/4")))
+    assert argv[2:] == ["--suite", "fuzz", "--seed", "12", "--fuzz-time", "3000", "--shard", "2/4"]
+    with pytest.raises(UsageError, match="input 'fuzz-count' must be an integer"):
+        check_options(ctx(suite="fuzz", fuzz_count="many"))
+
+
+def test_the_scheduled_campaign_keeps_the_token_out_of_the_sharded_fuzz_jobs():
+    """.github/workflows/fuzz.yml: the shards (model code) hold only a read token for their checkout and
+    hand none to the action; the report job, which files issues, runs no model code."""
+    from pathlib import Path
+
+    import yaml
+
+    wf = yaml.safe_load((Path(__file__).resolve().parent.parent / ".github/workflows/fuzz.yml").read_text())
+    jobs = wf["jobs"]
+    assert wf["permissions"] == {} and jobs["check"]["permissions"] == {"contents": "read"}
+    assert "schedule" in wf[True]
+    assert len(jobs["check"]["strategy"]["matrix"]["shard"]) > 1
+    fuzz = next(s for s in jobs["check"]["steps"] if s.get("uses") == "$/./")["with"]
+    assert fuzz["suite"] == "fuzz" and fuzz["shard"] == "${{ matrix.shard }}" and fuzz["fuzz-time"]
+    for name, job in jobs.items():
+        for step in job["steps"]:
+            assert "run" not in step, (name, step)
+            assert "github-token" not in step.get("with", {}), (name, step)
+            if str(step.get("uses", "")).startswith("actions/checkout"):
+                assert name == "check" and step["with"]["persist-credentials"] is False
+
+
+def test_a_program_that_fails_eagerly_is_discarded_not_filed():
+    from bot.fuzz.campaign import summary
+    from bot.records import CheckRow
+    from bot.suites.fuzz import SOURCE
+
+    eager = CheckRow(model="fuzz-s0-i000001", status="eager_1st_run_fail", failure_class="eager_error")
+    reason = SOURCE.discard(eager)
+    assert reason and reason.startswith("invalid program")
+    for row in (CheckRow(status="fail_accuracy", failure_class="accuracy"), CheckRow(status="pass"),
+                CheckRow(status="fail_to_run", failure_class="runtime_error")):
+        assert SOURCE.discard(row) is None        # compiler failures are findings
+    skipped = eager.replace(status="pass_due_to_skip", failure_class=None, skipped=reason)
+    assert not skipped.failing                     # what the sweep records: nothing for minify or report
+    assert "invalid programs (failed eagerly, not compiler bugs, not filed): 1" in summary([skipped], 60)

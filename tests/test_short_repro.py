@@ -1,0 +1,102 @@
+"""bot/minify/short.py: the short repro (repro_short.py), the failing graph as a person writes it.
+
+Fast tier (nothing compiled): aten calls become public names only where eager values stay the same
+bit for bit; inputs are written as torch.randn / zeros with their layout (memory_format, as_strided)
+or, when small, their values; the file for a graph of three ops is at most 30 lines and names the
+rule's numbers on one line. The slow tier of tests/test_plain_repro.py runs it from an issue, pasted
+alone into an empty directory."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from bot.minify import plain, short
+from bot.records import ConfigEntry
+
+torch = pytest.importorskip("torch")
+
+FN = """def fn(arg0_1, arg1_1):
+    slice_scatter = torch.ops.aten.slice_scatter.default(arg0_1, arg1_1, 1, 0, 2)
+    amin = torch.ops.aten.amin.default(slice_scatter, [1])
+    view = torch.ops.aten.view.default(amin, [2, 2])
+    return (view,)
+"""
+
+
+def _args():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)]
+
+
+def test_aten_calls_become_public_names_that_compute_the_equal_values():
+    src = short.public_function(FN, _args())
+    assert "torch.ops" not in src
+    assert "torch.slice_scatter(arg0_1, arg1_1, 1, 0, 2)" in src and "torch.amin(slice_scatter, [1])" in src
+    assert "amin.view([2, 2])" in src    # no torch.view: the tensor's method
+    ns = {"torch": torch}
+    exec(src, ns)  # noqa: S102 - the code under test
+    ref = {"torch": torch}
+    exec(FN, ref)  # noqa: S102
+    assert torch.equal(ns["fn"](*_args())[0], ref["fn"](*_args())[0])
+
+
+def test_a_call_without_a_public_name_keeps_its_aten_call_and_the_others_still_change():
+    src = "def fn(x):\n    a = torch.ops.aten.slice.Tensor(x, 1, 0, 2)\n    b = torch.ops.aten.relu.default(a)\n" \
+          "    return (b,)\n"
+    out = short.public_function(src, [torch.randn(4, 4)])
+    assert "torch.ops.aten.slice.Tensor(x, 1, 0, 2)" in out and "torch.relu(a)" in out
+
+
+def test_a_public_spelling_that_computes_other_values_is_not_used(monkeypatch):
+    src = "def fn(x):\n    a = torch.ops.aten.relu.default(x)\n    b = torch.ops.aten.neg.default(a)\n    return (b,)\n"
+    monkeypatch.setattr(torch, "neg", lambda x: x * 2)   # a public name that is not the same op
+    out = short.public_function(src, [torch.randn(4, 4)])
+    assert "torch.relu(x)" in out and "torch.ops.aten.neg.default(a)" in out
+
+
+def test_inputs_are_made_as_a_person_writes_them_with_their_layout():
+    assert short.made_input((8, 64), (64, 1), torch.float32, "cpu", False) == "torch.randn(8, 64)"
+    assert short.made_input((8, 64), (64, 1), torch.float16, "cuda", True) == \
+        "torch.randn(8, 64, dtype=torch.float16, device='cuda').requires_grad_()"
+    assert short.made_input((2, 3, 4, 5), (60, 1, 15, 3), torch.float32, "cpu", False) == \
+        "torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)"
+    assert short.made_input((4, 3), (1, 4), torch.float32, "cpu", False) == "torch.randn(12).as_strided((4, 3), (1, 4))"
+    assert short.made_input((5,), (1,), torch.int64, "cpu", False) == "torch.zeros(5, dtype=torch.int64)"
+    for text, (size, stride) in [("torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)",
+                                  ((2, 3, 4, 5), (60, 1, 15, 3))),
+                                 ("torch.randn(12).as_strided((4, 3), (1, 4))", ((4, 3), (1, 4)))]:
+        t = eval(text, {"torch": torch})  # noqa: S307 - the code under test
+        assert (tuple(t.shape), t.stride()) == (size, stride)
+
+
+def test_small_inputs_are_written_out_and_large_saved_ones_refuse_the_short_form():
+    ids = torch.tensor([2**31 - 1, 0, 5], dtype=torch.int32)
+    assert short.input_lines([ids, 3, None], set()) == [
+        "torch.tensor([2147483647, 0, 5], dtype=torch.int32)", "3", "None"]
+    assert short.input_lines([torch.tensor([0.1, -2.5])], set()) == ["torch.tensor([0.10000000149011612, -2.5])"]
+    assert eval(short.input_lines([torch.tensor([0.1, -2.5])], set())[0], {"torch": torch}).equal(  # noqa: S307
+        torch.tensor([0.1, -2.5]))
+    assert short.input_lines([torch.randn(100)], set()) is None            # too many values to write out
+    assert short.input_lines([torch.tensor([float("nan")])], set()) is None
+    assert short.input_lines([torch.randn(100)], {0}) == ["torch.randn(100)"]
+
+
+def test_a_graph_of_three_ops_is_a_file_of_at_most_30_lines_with_the_rule_on_one_line():
+    fn = short.public_function(FN, _args())
+    parts = plain.Parts(fn, "", True, "inductor", True, tolerance=1e-4,
+                        config=[ConfigEntry("inductor.cpp.inject_relu_bug_TESTING_ONLY", None, "accuracy")])
+    text = short.short_source(parts, ["torch.randn(4, 8)", "torch.randn(4, 2)"])
+    assert len(text.splitlines()) <= 30, text
+    first = text.splitlines()[0]
+    assert first == ("# torch.compile(fn, backend='inductor') gives wrong results for torch.slice_scatter, "
+                     "torch.amin, Tensor.view (minimized and verified by minify-bot)")
+    ast.parse(text)
+    assert "torch.manual_seed(0)" in text and "return [torch.randn(4, 8), torch.randn(4, 2)]" in text
+    assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'" in text
+    (rule,) = [line for line in text.splitlines() if line.strip().startswith("ok = ")]
+    assert "0.0001" in rule and "rmse(c) <= m * rmse(e) + 1e-05" in rule
+    assert short.short_source(plain.Parts(fn, "", True, "inductor", True, training=True), ["x"]) is None
+    err = short.short_source(plain.Parts(fn, "", True, "inductor", False), ["torch.randn(4, 8)", "torch.randn(4, 2)"])
+    assert "AccuracyError" not in err and "torch.compile(fn, backend='inductor')(*make_inputs())  # raises" in err
