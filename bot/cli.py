@@ -14,7 +14,7 @@ import importlib
 import sys
 
 from bot import __version__
-from bot.errors import EXIT_INTERNAL, EXIT_USAGE, BotError
+from bot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, BotError
 
 COMMANDS = {
     "check": "bot.commands.check",
@@ -124,7 +124,7 @@ def guarded(name: str, fn, *args) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"minify-bot {name}: interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never 1 ("failures found")
         import traceback
 

@@ -359,6 +359,13 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
         fd = p.stdout.fileno()
         rc, timed_out = _supervise(p.pid, p.poll, {fd: sink.feed_bytes}, time.monotonic() + max(0.1, timeout),
                                    grace)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches only this process (the child has a session of its own): the child is
+        # interrupted too and given the grace period to keep what it finished, then killed
+        kill_group(p.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=grace)
+        raise
     finally:
         p.stdout.close()
         if p.returncode is None:

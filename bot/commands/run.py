@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
-from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
 
 HELP = "the main job: check, minify every failure, and file/update/close issues"
@@ -111,6 +112,8 @@ def run(args) -> int:
     check.retry = list(dict.fromkeys(retry))
     _stage("check")
     rc_check = stage(check)
+    if rc_check == EXIT_INTERRUPTED:
+        return _interrupted(out, "check")
     if args.list or rc_check not in (EXIT_OK, EXIT_FAILURES):
         return rc_check
     checked = time.monotonic()
@@ -120,6 +123,8 @@ def run(args) -> int:
         _prepare_known(args, tracker)  # known.json: open issues' verified repros, read with the token here
         _stage("minify")
         rc_minify = stage(minify)  # it says what known repros saved
+        if rc_minify == EXIT_INTERRUPTED:
+            return _interrupted(out, "minify")
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
 
@@ -127,14 +132,19 @@ def run(args) -> int:
         from bot.options import BisectOptions
 
         _stage("bisect")
-        if stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
-                               verify_runs=args.verify_runs)) != EXIT_OK:
+        rc_bisect = stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
+                                        verify_runs=args.verify_runs))
+        if rc_bisect == EXIT_INTERRUPTED:
+            return _interrupted(out, "bisect")
+        if rc_bisect != EXIT_OK:
             print("bisect failed; reporting the failures without the builds' answer", file=sys.stderr)
 
     if args.no_report:
         return rc_check
     _stage("report")
     rc_report = call_stage(report)
+    if rc_report == EXIT_INTERRUPTED:
+        return _interrupted(out, "report")
     if rc_check == EXIT_FAILURES:
         print(f"from the end of the check to the issues: {time.monotonic() - checked:.0f} s", file=sys.stderr)
     if tracker == "local" and rc_report in (EXIT_OK, EXIT_FAILURES):
@@ -146,6 +156,15 @@ def run(args) -> int:
     if rc_minify == EXIT_INTERNAL:
         return EXIT_INTERNAL
     return rc_check
+
+
+def _interrupted(out: str, stage: str) -> int:
+    """An interrupt stops the run where it is: nothing more runs and nothing is reported (a report of
+    half a sweep, or of failures whose minify was cut short, would file issues the finished run would
+    not). What the stages finished stays in the run directory."""
+    print(f"minify-bot run: interrupted during {stage}; nothing was reported. What was finished is kept in "
+          f"{out}/ (rerun to complete it)", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 def _says_what_it_trusts(args) -> list[str]:
@@ -175,6 +194,8 @@ def _stage_without_secrets(opts) -> int:
 
     res = proc.run([sys.executable, "-c", LAUNCH, opts.STAGE, *to_argv(opts)], env=gha.stage_env(os.environ),
                    timeout=STAGE_TIMEOUT, on_line=lambda line: (sys.stderr.write(line), sys.stderr.flush()))
+    if res.returncode in (EXIT_INTERRUPTED, -signal.SIGINT):
+        return EXIT_INTERRUPTED
     if res.error or res.timed_out or res.returncode is None or res.returncode < 0:
         print(f"minify-bot {opts.STAGE}: {res.error or 'stopped or killed'}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -225,7 +225,8 @@ class Lifecycle:
         """The issue for this bug; open before closed:
         1. the primary signature;
         2. the model/configuration alternative, only when neither side has a verified repro (the
-           failure has the alternative only when it is identified by its model);
+           failure has the alternative only when it is identified by its model); a failure with a
+           verified repro takes an open issue that was filed for its check and class without one;
         3. an issue filed under v1 whose primary is this failure's v1 primary, not yet migrated:
            it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
@@ -238,6 +239,15 @@ class Lifecycle:
         if not any(f.fingerprint.has_repro for f in group):
             for issue, state in ranked:
                 if not state.has_repro and any(k in state.alt for k in fpr.alternatives):
+                    return issue, state
+        else:
+            # filed without a repro (its minify crashed or gave up), now minimized: the open issue of
+            # the same check and failure class is this bug's, updated in place (once per run)
+            keys = {f.fingerprint.model_key for f in group if f.fingerprint.model_key}
+            for issue, state in ranked:
+                if (issue.state == "open" and not state.has_repro and issue.number not in migrated
+                        and keys & set(state.alt)):
+                    migrated.add(issue.number)
                     return issue, state
         legacy = {f.fingerprint.legacy for f in group if f.fingerprint.legacy}
         for issue, state in ranked:
