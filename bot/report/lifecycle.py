@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import os
@@ -24,6 +25,7 @@ from bot.report.state import (
     is_flaky,
     labels_for,
     merge_state,
+    sign_known,
     not_compiler,
     read,
     with_passing_run,
@@ -265,6 +267,7 @@ class Lifecycle:
         title = self.renderer.title(ctx)
         labels = labels_for(state, group, [], self.opts.label)
         issue = self.tracker.create_issue(title, body, labels, list(self.opts.assignees), state.sig)
+        issue = self._sign_new(issue, group, state)
         # Re-check: a concurrent reporter may have filed the same bug. The oldest open issue survives.
         rivals = sorted(i.number for i, s in self._bot_issues(me)
                         if i.state == "open" and s.sig == state.sig)
@@ -277,6 +280,16 @@ class Lifecycle:
         self.record("created", group, issue, "new fingerprint" + (" (flaky)" if state.flaky else ""),
                     labels=labels, overflow=overflow)
         return issue
+
+    def _sign_new(self, issue: Issue, group, state: IssueState) -> Issue:
+        """A new issue's known block, signed now that the issue has its number (the signature binds
+        it): one more edit of the body, only when there is a block and a signing key."""
+        signed = sign_known(copy.deepcopy(state), issue.number)
+        if signed.known is None or signed.known.sig is None:
+            return issue
+        body, _ = self.body(group, signed)
+        self.tracker.edit_issue(issue.number, body=body)
+        return dataclasses.replace(issue, body=body)
 
     def _refresh(self, issue: Issue, state: IssueState, group, when) -> None:
         """The bug failed again: update its open issue, or reopen a closed one (never one closed as
@@ -292,7 +305,8 @@ class Lifecycle:
         if self.run_id in state.runs:
             self.record("unchanged", group, issue, "this run was already reported")
             return
-        new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run)
+        new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run,
+                                        number=issue.number)
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
