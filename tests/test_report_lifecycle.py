@@ -425,3 +425,26 @@ def test_bare_urls_from_an_artifact_are_not_links_in_the_issue(where, tmp_path):
     assert "evil.example" in body   # the text is shown ...
     for live in ("https://evil", "www.evil", "HTTP://evil"):
         assert live not in body     # ... but never as something GitHub links
+
+
+def test_artifacts_that_say_a_check_passes_close_nothing_on_the_commit_and_build_it_failed_on(where, tmp_path,
+                                                                                              monkeypatch):
+    """Model code writes the check job's results: two nightlies on the commit and image the bug failed
+    on whose artifacts say its check passes are not evidence of a fix (a deterministic bug cannot
+    stop failing where nothing changed), and close nothing. Passing runs on a new commit (or a new
+    image), which the report knows from its own environment, close it as before."""
+    monkeypatch.setenv("GITHUB_SHA", "a" * 40)
+    monkeypatch.setenv("MINIFY_BOT_BUILD", "ghcr.io/org/gpu@sha256:" + "1" * 64)
+    assert where.report(failing_run(tmp_path / "fail")) == 0
+    for k, day in enumerate(("23", "24", "25")):
+        run = passing_run(tmp_path / f"same{k}", started=f"2026-11-{day}T03:00:00Z")
+        assert where.report(run) == 0
+        doc = json.loads((run / "report.json").read_text())
+        assert doc["counts"]["closed"] == 0 and "not evidence of a fix" in json.dumps(doc["actions"])
+    [issue] = where.records()
+    assert issue["state"] == "open"
+    monkeypatch.setenv("GITHUB_SHA", "b" * 40)   # a new commit: now passing runs count
+    for day in ("26", "27"):
+        assert where.report(passing_run(tmp_path / f"new{day}", started=f"2026-11-{day}T03:00:00Z")) == 0
+    [issue] = where.records()
+    assert issue["state"] == "closed"

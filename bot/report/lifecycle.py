@@ -261,7 +261,8 @@ class Lifecycle:
         return None
 
     def _create(self, group, when, me) -> Issue:
-        state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run)
+        state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run,
+                               evidence=self.opts.evidence)
         body, overflow = self.body(group, state)
         ctx = issue_context(group, state, self.opts, self.run_dir)
         title = self.renderer.title(ctx)
@@ -306,7 +307,7 @@ class Lifecycle:
             self.record("unchanged", group, issue, "this run was already reported")
             return
         new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run,
-                                        number=issue.number)
+                                        number=issue.number, evidence=self.opts.evidence)
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
@@ -341,6 +342,10 @@ class Lifecycle:
             if any(r.run == self.run_id for r in state.passing_runs):
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.sig)
+                continue
+            if self.opts.evidence is not None and state.failed_at == self.opts.evidence:
+                self.record("unchanged", None, issue, "passing on the commit and build it last failed on: not "
+                            "evidence of a fix (not counted towards closing)", checks=ids, fingerprint=state.sig)
                 continue
             new = with_passing_run(state, PassingRun(self.run_id, self.run_link(), ids[:20], self.torch))
             body = _replace_marker(issue.body, new)

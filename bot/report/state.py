@@ -75,6 +75,7 @@ class IssueState:
     passing_runs: list[PassingRun] = field(default_factory=list)  # passing runs in a row since the last failure
     repro: bool | None = None  # backed by a verified repro
     known: known.KnownBlock | None = None  # the verified repro reused instead of minifying again
+    failed_at: str | None = None  # the commit@build of the last failing run, from the report's own environment
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -95,7 +96,7 @@ class IssueState:
     def to_json(self) -> dict:
         out = copy.deepcopy(self.extra)
         for f in dataclasses.fields(self):
-            if f.name == "extra" or (f.name in ("repro", "known") and getattr(self, f.name) is None):
+            if f.name == "extra" or (f.name in ("repro", "known", "failed_at") and getattr(self, f.name) is None):
                 continue
             out[f.name] = copy.deepcopy(json_value(getattr(self, f.name)))
         return out
@@ -175,7 +176,7 @@ def validate(d: dict) -> dict:
     for name in ("sigs", "alt", "checks", "runs", "torch"):
         if name in d:
             _texts(d[name], name)
-    for name in ("first_seen", "last_seen"):
+    for name in ("first_seen", "last_seen", "failed_at"):
         _opt_text(d.get(name), name)
     if "occurrences" in d:
         _count(d["occurrences"], "occurrences")
@@ -360,7 +361,8 @@ def compact(state: IssueState, budget: int = STATE_BUDGET) -> IssueState:
 
 
 def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
-                when: str, *, trusted: bool = True, number: int | None = None) -> tuple[IssueState, list[str]]:
+                when: str, *, trusted: bool = True, number: int | None = None,
+                evidence: str | None = None) -> tuple[IssueState, list[str]]:
     """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment).
     ``trusted``: the failures come from a run of trusted code. Only such a run may record the repro
     that later runs execute instead of minifying (``known``); a pull-request run's artifact never does.
@@ -413,6 +415,8 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     back = bool(s.passing_runs) and not is_flaky(group)
     s.regression = bool(s.regression) or is_regression(group) or back
     s.passing_runs = []
+    if evidence is not None and trusted:
+        s.failed_at = evidence   # where it last failed, as the report's environment says (not the artifact)
     fresh = None
     for f in sorted(group, key=lambda f: repro_rank(f.failure)) if trusted else ():  # the best verified repro
         fresh = known.block_of(f.failure, f.repro_text)
