@@ -21,9 +21,10 @@ The repro comes from an issue body, and the login that wrote it proves nothing (
 it. The report side signs each fresh block with ``MINIFY_BOT_SIGNING_KEY`` (:func:`signed`, over
 :func:`signed_message`: the repro's full sha256, the verified signature, the record fields, torch,
 the check's settings, the issue's number and its check keys), and only a repro it rendered itself
-from the failure's validated graph and inputs (bot/knownrepro.py); the minify side keeps only the entries whose signature verifies with the
-public key (:func:`load`; bot/signing.py). Without a public key nothing from an issue body runs. A
-verified repro runs only in the tokenless minify process, like the model code the check ran. Rules:
+from the failure's validated graph and inputs (bot/knownrepro.py); the minify side keeps only the
+entries whose signature verifies with the public key (:func:`load`; bot/signing.py). Without a
+public key nothing from an issue body runs. A verified repro runs only in the tokenless minify
+process, like the model code the check ran. Rules:
 docs/reporting.md ("Known bugs are not minified again").
 """
 
@@ -107,8 +108,9 @@ def block_of(failure: FailureRecord | None, repro_text: str | None) -> KnownBloc
     """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
     reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), its
     graph, inputs or config are more than torch ops on tensors and literals (bot/knownrepro.py renders
-    the repro the block keeps from them; the file itself is never kept), or it is too large for the marker. Only a run of trusted code may record one (the report never
-    calls this for a pull-request run: bot/report/state.py's ``merge_state``)."""
+    the repro the block keeps from them; the file itself is never kept), or it is too large for the
+    marker. Only a run of trusted code may record one (the report never calls this for a
+    pull-request run: bot/report/state.py's ``merge_state``)."""
     if failure is None:
         return None
     repro, sig = failure.repro, failure.signature

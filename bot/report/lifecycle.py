@@ -25,9 +25,9 @@ from bot.report.state import (
     is_flaky,
     labels_for,
     merge_state,
-    sign_known,
     not_compiler,
     read,
+    sign_known,
     with_passing_run,
 )
 from bot.tracker.base import Issue, Tracker

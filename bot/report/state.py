@@ -367,7 +367,9 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     ``trusted``: the failures come from a run of trusted code. Only such a run may record the repro
     that later runs execute instead of minifying (``known``); a pull-request run's artifact never does.
     ``number``: the issue's number, which a fresh known block is signed for (``sign_known``; a new
-    issue's block is signed once it has one). The state comes back compacted (``compact``): whatever the bug's size, the next run reads it back."""
+    issue's block is signed once it has one). ``evidence``: this run's commit and build as the
+    report's own environment gives them (``failed_at``). The state comes back compacted
+    (``compact``): whatever the bug's size, the next run reads it back."""
     new = state is None
     s = copy.deepcopy(state) if state is not None else IssueState.new(group[0].fingerprint.primary, when)
     events: list[str] = []
