@@ -13,7 +13,9 @@ report reads only two parts of it, each parsed with :mod:`ast` and checked node 
   with literal arguments (the storages' hashes are not looked up: a known repro runs on random inputs);
 
 and the config lines ``torch.<config module>.<key> = <literal>`` of the modules the bot sets
-(bot/torch_adapter/config.py). Everything else of the file is left out; the rest of the repro is this
+(bot/torch_adapter/config.py) and the numerics switches (``torch.backends…`` = true/false); a setting
+that names a directory, a program or a file, or whose value is not a plain one, is left out.
+Everything else of the file is left out; the rest of the repro is this
 module's own text. A file with anything else in those parts (an import, an attribute of ``self``, a
 call of anything but a torch op) renders nothing: its failure is minified afresh next time. This module
 imports no torch: the report job has none.
@@ -86,7 +88,10 @@ def _render(source: str) -> str:
         elif isinstance(node, ast.FunctionDef) and node.name == "load_args":
             load_args = _load_args(node)
         elif isinstance(node, ast.Assign) and _config_target(node):
-            config.append(_config(node))
+            try:
+                config.append(_config(node))
+            except (NotRenderable, ValueError):
+                continue   # a setting of another kind (a directory, a program, a file): left out, never run
         elif isinstance(node, ast.If):
             run = _run_call(node)
     if forward is None or load_args is None or run is None:
@@ -139,14 +144,19 @@ def _graph(fn: ast.FunctionDef) -> ast.FunctionDef:
     if len(body) > MAX_STATEMENTS or not body or not isinstance(body[-1], ast.Return):
         raise NotRenderable("forward does not end in a return")
     for st in body[:-1]:
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+        if not (isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets)
+                and (len(st.targets) == 1 or _is_none(st.value))):   # `a = b = None`: values freed
             raise NotRenderable(f"line {st.lineno}: not `name = <torch op>`")
         _value(st.value, names)
-        names.add(_name(st.targets[0].id))
+        names.update(_name(t.id) for t in st.targets)
     ret = body[-1].value
     if ret is not None:
         _arg(ret, names)
     return fn
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _name(name: str) -> str:
@@ -245,6 +255,8 @@ def _load_args(fn: ast.FunctionDef) -> str:
     if len(fn.body) > MAX_STATEMENTS:
         raise NotRenderable("too many inputs")
     for st in fn.body:
+        if isinstance(st, ast.Pass):   # a graph that reads no input
+            continue
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
                 and _reader_call(st.value, "storage"):
             _literals(st.value, _STORAGE_KW, set())
@@ -280,8 +292,21 @@ def _config_target(node: ast.Assign) -> bool:
     return parts is not None and parts[0] == "torch"
 
 
+# the process's numerics switches a repro sets (bot/torch_adapter/numerics.py): true or false only
+NUMERICS = frozenset({"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+                      "torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark",
+                      "torch.backends.cudnn.enabled",
+                      "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+                      "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction"})
+
+
 def _config(node: ast.Assign) -> str:
     dotted = ".".join(_dotted(node.targets[0]) or [])
+    if dotted in NUMERICS:
+        value = ast.literal_eval(node.value)
+        if type(value) is not bool:
+            raise NotRenderable(f"{dotted}: not true or false")
+        return f"{dotted} = {value!r}"
     module = next((m for m in MODULES.values() if dotted.startswith(m + ".")), None)
     key = dotted[len(module) + 1:] if module else ""
     if not module or not all(_NAME.fullmatch(p) and not p.startswith("_") for p in key.split(".")) \

@@ -235,9 +235,10 @@ def _run_with_repro(path, text: str, started="2026-11-01T00:00:00Z"):
 def test_the_report_never_signs_a_payload_the_check_job_put_in_a_verified_repro(ghstub, tmp_path, monkeypatch,
                                                                                 where):
     """One nightly's model code writes a "verified" record whose repro.py carries a payload. The
-    report signs only its own rendering of the graph and inputs: a payload beside them is left out,
-    and one inside them (a call that is not a torch op, a reader call that is not one) leaves the
-    issue with no known repro at all. Nothing the next nightly would run holds the payload."""
+    report signs only its own rendering of the graph and inputs: a payload beside them (or a setting
+    that names a program) is left out, and one inside them (a call that is not a torch op, a reader
+    argument that is not a literal) leaves the issue with no known repro at all. Nothing the next
+    nightly would run holds the payload."""
     monkeypatch.setenv(signing.SIGNING_KEY_ENV, PRIVATE)
     text = {"top level": REPRO + PAYLOAD,
             "forward": REPRO.replace("relu = torch.ops.aten.relu.default(arg0_1)",
@@ -250,9 +251,10 @@ def test_the_report_never_signs_a_payload_the_check_job_put_in_a_verified_repro(
     report(_run_with_repro(tmp_path / "r1", text), ghstub)
     (issue,) = bug_issues(ghstub)
     entry = _entry_of(issue)
-    if where == "top level":
+    if where in ("top level", "config"):
         assert entry is not None and known.unverified(entry, PUBLIC) is None   # the graph is kept, signed ...
         assert "os.system" not in entry.repro and "attacker" not in entry.repro   # ... the payload is not
+        assert "cxx" not in entry.repro and "'sh'" not in entry.repro
         assert "torch.ops.aten.relu.default(arg0_1)" in entry.repro
     else:
         assert entry is None and "known" not in fp.parse_marker(issue["body"])
