@@ -251,7 +251,9 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
     (issue,) = _bug_issues(issues)
     state = fp.parse_marker(issue["body"])
     assert state["known"]["minify_seconds"] == rec1["repro"]["timings"]["total"]
-    assert known.unverified(known.from_state(issue["number"], known.read_block(state["known"]), []), PUBLIC) is None
+    entry = known.from_state(issue["number"], known.read_block(state["known"]), state["checks"])
+    assert known.unverified(entry, PUBLIC) is None   # signed for this issue and its checks
+    assert "Known-bug repro of minify-bot, rendered by the report" in entry.repro   # the report's own text
     assert PRIVATE not in issue["body"] and PRIVATE not in json.dumps(rec1)
 
     # 2. the same failure again: the known repro is verified once, no reduction runs, nothing new filed
