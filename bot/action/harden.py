@@ -121,10 +121,20 @@ def _owner(path: Path | None) -> int | None:
         return None
 
 
-def runnable_by(user: ModelUser, program: str) -> bool:
-    """Whether ``user`` can execute ``program`` (every directory on its path searchable by others or
-    by the user, the file executable): a Python installed under root's home is not."""
-    p = Path(os.path.realpath(program))
+def runnable_by(user: ModelUser, program: str, *dirs: Path) -> bool:
+    """Whether ``user`` can execute ``program`` and reach ``dirs`` (every directory on their paths
+    searchable by it, the program executable): a Python installed under root's home is not, nor a
+    run directory under a directory only root may enter."""
+    if not _reachable(user, Path(os.path.realpath(program))):
+        return False
+    for d in dirs:
+        existing = next((p for p in [d, *d.parents] if p.exists()), None)
+        if existing is None or not _reachable(user, Path(os.path.realpath(existing))):
+            return False
+    return True
+
+
+def _reachable(user: ModelUser, p: Path) -> bool:
     for d in [*reversed(p.parents), p]:
         try:
             st = d.stat()

@@ -66,9 +66,11 @@ class Runner:
         bare runner, or (with a warning) where that user cannot run this Python."""
         if self._user is False:
             self._user = harden.model_user(self.ctx.env, self.ctx.workdir)
-            if self._user is not None and not harden.runnable_by(self._user, sys.executable):
+            if self._user is not None and not harden.runnable_by(self._user, sys.executable, self.ctx.out,
+                                                                 self.ctx.workdir):
                 warn(self.ctx, f"the checked code runs as root: {self._user.name} cannot run {sys.executable} "
-                               "(install the bot where every user can run it, as the image does)")
+                               "or reach the workspace and the run directory (install the bot where every user "
+                               "can run it, as the image does)")
                 self._user = None
         return self._user
 
