@@ -34,6 +34,7 @@ EPILOG = """exit codes:
   1  failures found
   2  usage or input error (bad flags, unknown model/backend, malformed YAML or payload)
   3  internal or infrastructure error
+  130  interrupted (Ctrl-C): what was finished is kept, nothing is reported
 """
 
 
