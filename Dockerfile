@@ -52,6 +52,10 @@ COPY templates /opt/minify-action/templates
 RUN pip install --no-cache-dir /opt/minify-action \
     && minify-bot --version
 
+# The unprivileged user the action starts the model-code stages as (bot/action/harden.py): it can
+# write the run directory it is handed, not the installed bot, the runner's _actions or file commands.
+RUN useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin minify-model
+
 # No USER: GitHub runs job containers as root (the runner's file-command directories need it); the
 # action hands what it writes back to the workspace owner, so no root-owned files are left behind.
 # No ENTRYPOINT/WORKDIR: a job container's steps run with the workspace as working directory.

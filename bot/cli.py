@@ -14,7 +14,7 @@ import importlib
 import sys
 
 from bot import __version__
-from bot.errors import EXIT_INTERNAL, EXIT_USAGE, BotError
+from bot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, BotError
 
 COMMANDS = {
     "check": "bot.commands.check",
@@ -34,6 +34,7 @@ EPILOG = """exit codes:
   1  failures found
   2  usage or input error (bad flags, unknown model/backend, malformed YAML or payload)
   3  internal or infrastructure error
+  130  interrupted (Ctrl-C): what was finished is kept, nothing is reported
 """
 
 
@@ -137,7 +138,7 @@ def guarded(name: str, fn, *args) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"minify-bot {name}: interrupted", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug or input nobody foresaw: exit 3, never 1 ("failures found")
         import traceback
 

@@ -5,12 +5,15 @@
 2  usage or input error: bad flags, unknown model/backend, malformed YAML or payload, unreadable file
 3  internal or infrastructure error: a bug in the bot, GitHub unreachable after retries, a torch
    without the APIs a stage needs
+130 interrupted (Ctrl-C, SIGINT): the run stopped where it was; what it had finished is kept, and
+   nothing was reported
 """
 
 EXIT_OK = 0
 EXIT_FAILURES = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C stopped
 
 
 class BotError(Exception):

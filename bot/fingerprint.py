@@ -24,6 +24,10 @@ Parts of the primary signature: class, stage, device type (cuda:1 -> cuda), dtyp
     bisector answer and no culprit ops, the answer alone) - never the whole leftover op sequence,
     never tensor ranks or dtypes per op;
   - anything else (no verified repro, timeouts, crashes): the model/configuration tuple.
+
+``model_key`` is the ``v2-model:`` key of every failure, whatever its basis: a failure filed without
+a repro (its minify crashed, or ran out of budget) and the same check's failure minimized by a later
+run are one bug, and the report updates that issue in place instead of filing a second one.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ class Fingerprint:
     legacy: str | None = None  # the v1 primary, to find and migrate issues filed under v1
     has_repro: bool = False  # a verified minimized repro backs this failure
     signature: Signature | None = None
+    # the model/configuration key of the failure whatever its basis: how a failure minimized in a
+    # later run finds the issue filed for the same check and failure class without a repro
+    model_key: str = ""
 
     @property
     def all(self) -> list[str]:
@@ -165,9 +172,8 @@ def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprin
     else:
         parts["basis"] = "model"
         parts["model"] = mt
-    alternatives = []
-    if parts["basis"] == "model":
-        alternatives.append(f"{VERSION}-model:" + _h({"class": sig.failure_class, "model": mt}))
+    model_key = f"{VERSION}-model:" + _h({"class": sig.failure_class, "model": mt})
+    alternatives = [model_key] if parts["basis"] == "model" else []
     return Fingerprint(
         primary=f"{VERSION}:" + _h(parts),
         alternatives=alternatives,
@@ -176,6 +182,7 @@ def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprin
         legacy=compute_v1(check, failure).primary,
         has_repro=sig.verified,
         signature=sig,
+        model_key=model_key,
     )
 
 

@@ -118,6 +118,8 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 ZWSP = "\u200b"
+# what GitHub turns into a link without any markup (GFM's extended autolinks): broken after the scheme
+_AUTOLINK_RX = re.compile(r"(?i)(?<![A-Za-z0-9])(?:https?|ftp|mailto|xmpp)(?=:)|(?<![A-Za-z0-9])www(?=\.)")
 _MENTION_RX = re.compile(r"@(?=[A-Za-z0-9_-])")
 _REF_RX = re.compile(r"#(?=\d)")
 _COMMENT_RX = re.compile(r"<!--|-->|<(?=!)")
@@ -129,11 +131,14 @@ def break_comments(text: str) -> str:
 
 
 def neutralize(text: str) -> str:
-    """Break @mentions, #123 references and HTML-comment delimiters with a zero-width space; drop
+    """Break @mentions, #123 references, bare URLs (GitHub links ``https://…``, ``http://…`` and
+    ``www.…`` by themselves, and ``mailto:``/``xmpp:`` addresses) and HTML-comment delimiters with a
+    zero-width space; drop
     bidirectional controls (a right-to-left override makes text read as something it is not). A
     backslash alone does not stop GitHub from linking ``\\#3`` to issue 3; the zero-width space does.
     The one definition for the issue bodies (bot/render.py) and the Action's summary (md_escape)."""
     text = break_comments(BIDI_CONTROLS.sub("", text))
+    text = _AUTOLINK_RX.sub(lambda m: m.group(0) + ZWSP, text)
     text = _MENTION_RX.sub("@" + ZWSP, text)
     return _REF_RX.sub("#" + ZWSP, text)
 

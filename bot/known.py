@@ -19,10 +19,12 @@ sides that use it never share a process:
 The repro comes from an issue body, and the login that wrote it proves nothing (on GitHub,
 ``github-actions[bot]`` is every workflow of the repository): a block runs only when the bot signed
 it. The report side signs each fresh block with ``MINIFY_BOT_SIGNING_KEY`` (:func:`signed`, over
-:func:`signed_message`: the repro's full sha256, the verified signature, the record fields, torch and
-the check's settings); the minify side keeps only the entries whose signature verifies with the
-public key (:func:`load`; bot/signing.py). Without a public key nothing from an issue body runs. A
-verified repro runs only in the tokenless minify process, like the model code the check ran. Rules:
+:func:`signed_message`: the repro's full sha256, the verified signature, the record fields, torch,
+the check's settings, the issue's number and its check keys), and only a repro it rendered itself
+from the failure's validated graph and inputs (bot/knownrepro.py); the minify side keeps only the
+entries whose signature verifies with the public key (:func:`load`; bot/signing.py). Without a
+public key nothing from an issue body runs. A verified repro runs only in the tokenless minify
+process, like the model code the check ran. Rules:
 docs/reporting.md ("Known bugs are not minified again").
 """
 
@@ -104,15 +106,24 @@ def unpack(packed: str) -> str | None:
 
 def block_of(failure: FailureRecord | None, repro_text: str | None) -> KnownBlock | None:
     """The issue state's ``known`` block for a freshly minified failure, or None when it cannot be
-    reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), or
-    it is too large for the marker. Only a run of trusted code may record one (the report never
-    calls this for a pull-request run: bot/report/state.py's ``merge_state``)."""
+    reused later: not verified, the repro needs its saved inputs (the issue holds no inputs), its
+    graph, inputs or config are more than torch ops on tensors and literals (bot/knownrepro.py renders
+    the repro the block keeps from them; the file itself is never kept), or it is too large for the
+    marker. Only a run of trusted code may record one (the report never calls this for a
+    pull-request run: bot/report/state.py's ``merge_state``)."""
     if failure is None:
         return None
     repro, sig = failure.repro, failure.signature
     if (repro.reused or not failure.repro_verified or sig is None or not sig.verified
             or not repro.verification.random_inputs_reproduce or not repro_text
             or len(repro_text) > MAX_REPRO_CHARS):
+        return None
+    from bot import knownrepro
+
+    # the check job wrote repro.py, and model code ran there: what the issue keeps (and the bot signs)
+    # is the report's own rendering of its graph and inputs, or nothing
+    repro_text = knownrepro.render(repro_text)
+    if repro_text is None:
         return None
     packed = pack(repro_text)
     if len(packed) > MAX_PACKED:
@@ -143,33 +154,40 @@ def _config_value(v) -> str:
 # A block runs only when the bot signed it (the issue's author proves nothing: bot/signing.py). What
 # is signed is what decides what runs and which failure it stands in for, as the minify side reads it.
 
-SIGNED_DOMAIN = "minify-action/known/v1"
+SIGNED_DOMAIN = "minify-action/known/v2"   # v2: the issue number and its check keys are signed too
 
 
-def signed_message(repro, signature, record, torch, check_config) -> bytes | None:
+def signed_message(repro, signature, record, torch, check_config, issue, checks) -> bytes | None:
     """The canonical bytes the bot signs for a known repro: a domain tag, the repro's full sha256,
     the verified signature (``sg.Signature``), the record fields it restores (``KnownRecord``,
-    KNOWN_BLOCK_RECORD), the torch it was minified on and the check's settings then. None when they
-    do not make canonical JSON (a block that is not what the bot writes: it never verifies)."""
+    KNOWN_BLOCK_RECORD), the torch it was minified on, the check's settings then, the number of the
+    issue whose state holds it and that state's check keys (a block copied into another issue, or
+    a check key added to the state, no longer verifies). None when they do not make canonical JSON
+    (a block that is not what the bot writes: it never verifies)."""
     try:
         sig = sg.Signature.from_json(signature.to_json())
         rec = record.to_json()
+        if type(issue) is not int or not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+            return None
         doc = {"domain": SIGNED_DOMAIN, "repro_sha256": hashlib.sha256(repro.encode("utf-8")).hexdigest(),
                "signature": sig.to_json() if sig is not None else None,
-               "record": {k: rec.get(k) for k in KNOWN_BLOCK_RECORD}, "torch": torch, "check_config": check_config}
+               "record": {k: rec.get(k) for k in KNOWN_BLOCK_RECORD}, "torch": torch, "check_config": check_config,
+               "issue": issue, "checks": sorted(set(checks))}
         return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
     except (AttributeError, TypeError, ValueError, RecursionError):
         return None
 
 
-def signed(block: KnownBlock | None, signer) -> KnownBlock | None:
+def signed(block: KnownBlock | None, signer, issue: int, checks: list[str]) -> KnownBlock | None:
     """A freshly made block signed by ``signer`` (a ``bot.signing.Signer``: the report side's
-    MINIFY_BOT_SIGNING_KEY); without one, the block as it is (unsigned: it is never run). Never
-    call this on a block read back from an issue: that would sign what someone else wrote."""
+    MINIFY_BOT_SIGNING_KEY) for issue ``issue`` whose state holds ``checks``; without a signer, the
+    block as it is (unsigned: it is never run). Never call this on a block read back from an issue:
+    that would sign what someone else wrote."""
     if block is None or signer is None:
         return block
     text = unpack(block.z)
-    msg = signed_message(text, block.signature, block.record, block.torch, block.check_config) if text else None
+    msg = signed_message(text, block.signature, block.record, block.torch, block.check_config, issue,
+                         list(checks)) if text else None
     return block.replace(sig=signer.sign(msg)) if msg is not None else block
 
 
@@ -179,7 +197,7 @@ def unverified(entry: KnownRepro, public_key: str) -> str | None:
     if not entry.sig:
         return "unsigned"
     msg = signed_message(entry.repro, entry.signature, entry.record, getattr(entry.record, "torch", None),
-                         getattr(entry.record, "check_config", None))
+                         getattr(entry.record, "check_config", None), entry.issue, entry.checks)
     if msg is None or not signing.verify(public_key, msg, entry.sig):
         return "signature does not verify"
     return None

@@ -39,11 +39,16 @@ def _label(configs: list[Configuration]) -> str:
 
 
 def expand(paths: list[str]) -> list[Path]:
+    """The shard run directories under ``paths``: each a run directory, or a directory of them; an
+    artifact's zip file (``<name>.zip``, as the GitHub API serves an artifact) is unpacked into
+    ``<name>/`` first, within the caps (``unpack_capped``), and only then read."""
     dirs: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_symlink() or not p.is_dir():
             raise UsageError(f"{raw}: not a directory")
+        for z in sorted(p.glob("*.zip")):
+            unpack_capped(z, p / z.name[:-4])
         if (p / rundir.RESULTS).exists() or (p / rundir.RESULTS).is_symlink():
             dirs.append(p)
             continue
@@ -166,3 +171,71 @@ def _merged_results(runs, sweep: _Sweep, complete: bool, checks: list[CheckRow])
                                     matrix=[c for configs in sweep.groups.values() for c in configs])
     return first.replace(settings=settings, started=min(starts) if starts else None,
                          finished=None if (not ends or None in ends) else max(ends), complete=complete, checks=checks)
+
+
+def unpack_capped(zip_path: Path, dest: Path, *, max_total: int = rundir.MAX_TOTAL_BYTES,
+                  max_files: int = rundir.MAX_FILES) -> Path:
+    """Unpack an artifact's zip file (written by a job that ran model code) into ``dest``, checking the
+    caps before anything is written and again while it is written: the zip file's own size, the
+    number of entries, each entry's size and the total (as declared, then as actually decompressed:
+    a declared size can lie), safe names at most ``rundir.MAX_DEPTH`` deep, no links or other
+    special entries. UsageError (exit 2) names what was over; nothing of a refused zip is kept."""
+    import stat
+    import zipfile
+
+    what = zip_path.name
+    st = zip_path.lstat()
+    if not stat.S_ISREG(st.st_mode) or st.st_size > max_total:
+        raise UsageError(f"{what}: not a regular file of at most {max_total} bytes")
+    if dest.exists() or dest.is_symlink():
+        raise UsageError(f"{what}: {dest.name} exists already")
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            entries = [i for i in zf.infolist() if not i.is_dir()]
+            _check_entries(what, entries, max_total, max_files)
+            dest.mkdir()
+            written = 0
+            for info in entries:
+                written += _unpack_one(zf, info, dest, max_total - written, what)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise UsageError(f"{what}: not a zip file the bot can read ({type(exc).__name__})") from None
+    except UsageError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
+def _check_entries(what: str, entries, max_total: int, max_files: int) -> None:
+    import stat
+
+    if len(entries) > max_files:
+        raise UsageError(f"{what}: more than {max_files} files")
+    if sum(i.file_size for i in entries) > max_total:
+        raise UsageError(f"{what}: more than {max_total} bytes once unpacked")
+    for info in entries:
+        parts = info.filename.split("/")
+        if info.filename.startswith("/") or len(parts) > rundir.MAX_DEPTH + 1 or any(
+                not rundir.SAFE_NAME.fullmatch(part) for part in parts):
+            raise UsageError(f"{what}: unsafe file name {info.filename[:200]!r}")
+        kind = stat.S_IFMT(info.external_attr >> 16)   # none recorded: a plain file
+        if kind and kind != stat.S_IFREG:
+            raise UsageError(f"{what}: {info.filename[:200]} is not a regular file (a link or a special file)")
+        if info.file_size > rundir.MAX_FILE_BYTES:
+            raise UsageError(f"{what}: {info.filename[:200]} is {info.file_size} bytes, over the "
+                             f"{rundir.MAX_FILE_BYTES}-byte cap")
+
+
+def _unpack_one(zf, info, dest: Path, budget: int, what: str) -> int:
+    """One entry, decompressed in chunks and cut off at its declared size (or the budget left)."""
+    target = dest / info.filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    limit = min(info.file_size, budget)
+    n = 0
+    with zf.open(info) as src, open(target, "xb") as out:
+        while chunk := src.read(1 << 20):
+            n += len(chunk)
+            if n > limit:
+                raise UsageError(f"{what}: {info.filename[:200]} unpacks to more than it declares")
+            out.write(chunk)
+    return n

@@ -338,17 +338,19 @@ def run(argv: list[str], *, timeout: float, cwd: str | None = None, env: dict | 
         log_path: str | None = None, log_mode: str = "a", announce: str | None = None,
         events: bool = False, on_event: Callable[[dict], None] | None = None,
         on_line: Callable[[str], None] | None = None, tail_lines: int = TAIL_LINES, capture: int = 0,
-        grace: float = GRACE_S) -> Result:
+        grace: float = GRACE_S, user: tuple[int, int] | None = None) -> Result:
     """Exec ``argv`` in a new session with stdin from /dev/null and stdout+stderr routed as the
     module docstring says; stop its whole group at ``timeout`` seconds. ``announce``: a first log
-    line (and an ``[exit ...]`` line at the end). Never raises for the child's sake: a program that
-    cannot start gives ``Result.error``."""
+    line (and an ``[exit ...]`` line at the end). ``user``: (uid, gid) it runs as, with no
+    supplementary groups (a root parent starting code it does not trust). Never raises for the
+    child's sake: a program that cannot start gives ``Result.error``."""
     t0 = time.monotonic()
+    as_user = dict(user=user[0], group=user[1], extra_groups=[]) if user is not None else {}
     with _routed(log_path, log_mode, announce, events=events, on_event=on_event, on_line=on_line,
                  tail_lines=tail_lines, capture=capture) as sink:
         try:
             p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+                                 stderr=subprocess.STDOUT, start_new_session=True, **as_user)
         except OSError as exc:
             return Result(None, 0.0, error=f"cannot start {argv[0]!r}: {exc.strerror or exc}")
         return _follow(p, sink, t0, timeout, grace)
@@ -359,6 +361,13 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
         fd = p.stdout.fileno()
         rc, timed_out = _supervise(p.pid, p.poll, {fd: sink.feed_bytes}, time.monotonic() + max(0.1, timeout),
                                    grace)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches only this process (the child has a session of its own): the child is
+        # interrupted too and given the grace period to keep what it finished, then killed
+        kill_group(p.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=grace)
+        raise
     finally:
         p.stdout.close()
         if p.returncode is None:

@@ -504,6 +504,23 @@ def _walk(root: Path, max_files: int, max_total: int) -> tuple[list[str], int]:
     return sorted(files), total
 
 
+# the run directory's files by where they may be (docs/run-directory.md): what an upload carries
+TOP_FILES = (RESULTS, RESULTS_CSV, REPORT, SUMMARY, ACTION_SUMMARY, ACTION_ERROR, MERGE, KNOWN)
+
+
+def in_layout(rel: str) -> bool:
+    """Whether the relative path ``rel`` is a file of the documented layout: a top-level document, a
+    check's log, or a file inside a failure's directory (its repro, inputs, logs, trace)."""
+    parts = rel.split("/")
+    if any(not SAFE_NAME.fullmatch(p) for p in parts) or len(parts) > MAX_DEPTH:
+        return False
+    if len(parts) == 1:
+        return parts[0] in TOP_FILES
+    if parts[0] == CHECKS_DIR:
+        return len(parts) == 2 and parts[1].endswith(".log")
+    return parts[0] == FAILURES_DIR and len(parts) >= 3
+
+
 def load_untrusted(root: str | os.PathLike, *, max_total: int = MAX_TOTAL_BYTES, max_files: int = MAX_FILES) -> RunDir:
     """Validate a run directory that came from another job. Raises UsageError (exit 2) on anything
     off-contract; reads nothing but the run-directory layout."""

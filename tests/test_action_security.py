@@ -161,7 +161,9 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
     assert jobs["known"]["permissions"] == {"issues": "read"}
     for name, job in jobs.items():
         for step in job["steps"]:
-            assert "run" not in step, (name, step)   # no shell of the workflow's own anywhere
+            # no shell of the workflow's own, but the report job's download of the zipped artifacts
+            # (which takes nothing from an expression: its values come through env)
+            assert "run" not in step or (name == "report" and "${{" not in step["run"]), (name, step)
             if str(step.get("uses", "")).startswith("actions/checkout"):
                 assert name == "check" and step["with"]["persist-credentials"] is False
             if step.get("uses") == "$/./":
@@ -170,20 +172,23 @@ def test_untrusted_jobs_run_on_their_own_runners_and_privileged_installs_are_has
     report_runners = _runs_on(sweep[True]["workflow_call"]["inputs"]["report-runs-on"]["default"])
     assert jobs["report"]["runs-on"] == jobs["known"]["runs-on"] == "${{ inputs.report-runs-on }}"
 
-    assert jobs["report"]["permissions"] == {"issues": "write"}, "a sweep's report answers in no pull request"
+    assert jobs["report"]["permissions"] == {"issues": "write", "actions": "read"}, \
+        "a sweep's report answers in no pull request (actions: read lists and downloads its artifacts)"
 
     pr = _workflow("minify-pr.yml")
     pr_jobs = pr["jobs"]
     assert pr["permissions"] == {} and pr_jobs["authorize"]["permissions"] == {"contents": "read",
                                                                               "pull-requests": "write"}
-    assert pr_jobs["answer"]["permissions"] == {"issues": "write", "pull-requests": "write"}
+    assert pr_jobs["answer"]["permissions"] == {"issues": "write", "pull-requests": "write", "actions": "read"}
     # the pull request's check is sweep.yml's check job alone, at the authorized commit, caching nothing
     assert pr_jobs["check"]["uses"] == "$/./.github/workflows/sweep.yml" and pr_jobs["check"]["cache-mode"] == "none"
     assert pr_jobs["check"]["with"]["report"] is False and pr_jobs["check"]["with"]["reuse-known"] is False
     assert pr_jobs["check"]["with"]["ref"] == "${{ needs.authorize.outputs.sha }}"
     for name, job in pr_jobs.items():
         for step in job.get("steps", []):
-            assert "run" not in step and "github-token" not in step.get("with", {}), (name, step)
+            # the answer job's zipped download, as sweep.yml's report job has it (values through env)
+            assert "run" not in step or (name == "answer" and "${{" not in step["run"]), (name, step)
+            assert "github-token" not in step.get("with", {}), (name, step)
     comment = _workflow("minify-comment.yml")["jobs"]
     nightly = _workflow("nightly.yml")["jobs"]["sweep"]
     assert comment["minify"]["uses"] == "$/./.github/workflows/minify-pr.yml"
@@ -390,3 +395,27 @@ def test_the_bot_label_is_created_or_updated(runner, ghstub, tmp_path):
     assert res.rc == 1, res.stdout + res.stderr
     (label,) = [lb for lb in ghstub.labels() if lb["name"] == "minify-bot"]
     assert (label["color"], label["description"]) == ("5319e7", "Filed and maintained by minify-bot")
+
+
+def test_the_shipped_workflows_hold_least_privilege_and_cap_artifacts_before_extraction():
+    """The nightly's and /minify's report job never held `pull-requests: write` for anything (it
+    comments through the issues API); the check job uploads the action's regular-files copy of the
+    run directory, never the run directory itself (upload-artifact follows links); the report job
+    downloads the shards zipped and the bot unpacks them within its caps (download-artifact extracts
+    everything first)."""
+    sweep = _workflow("sweep.yml")
+    jobs = sweep["jobs"]
+    assert jobs["report"]["permissions"] == {"issues": "write", "actions": "read"}
+    assert "pull-requests" not in _workflow("nightly.yml")["jobs"]["sweep"]["permissions"]
+    for caller, job in (("nightly.yml", "sweep"), ("minify-comment.yml", "minify")):
+        assert _workflow(caller)["jobs"][job]["permissions"].get("actions") == "read", caller
+    answer = _workflow("minify-pr.yml")["jobs"]["answer"]   # /minify's report: zipped too
+    assert not any(str(s.get("uses", "")).startswith("actions/download-artifact") for s in answer["steps"])
+    assert "536870912" in next(s for s in answer["steps"] if "run" in s)["run"]
+    upload = [s for s in jobs["check"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    assert [s["with"]["path"] for s in upload] == ["${{ steps.check.outputs.upload-dir }}"]
+    assert not any(str(s.get("uses", "")).startswith("actions/download-artifact") for s in jobs["report"]["steps"])
+    download = next(s for s in jobs["report"]["steps"] if "run" in s)
+    assert "/zip" in download["run"] and "536870912" in download["run"]
+    shards = next(s for s in jobs["report"]["steps"] if s.get("uses") == "$/./")["with"]["shards"]
+    assert shards == download["env"]["DEST"]   # the bot reads (and unpacks) where the zips are

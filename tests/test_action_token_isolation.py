@@ -275,3 +275,54 @@ def test_run_with_a_token_says_what_it_trusts(tmp_path):
     log = next((tmp_path / "out" / "checks").glob("*.log")).read_text()
     assert "GITHUB_TOKEN" not in log and "GITHUB_ENV" not in log and "GITHUB_STEP_SUMMARY" not in log
     assert token not in res.stdout + res.stderr + log
+
+
+LATER_STEPS = r'''
+import os, pathlib, sys
+SITE, OUT, MARK = {site!r}, {out!r}, {mark!r}
+# 1. the installed bot, rewritten: the action process would run this when it imports bot.render
+render = pathlib.Path(SITE) / "bot" / "render.py"
+with open(render, "a") as fh:
+    fh.write("\nimport pathlib as _p\n_p.Path(%r).write_text('ran in the action process')\n" % MARK)
+# 2. links and a FIFO in the run directory: upload-artifact follows links
+os.makedirs(os.path.join(OUT, "checks"), exist_ok=True)
+os.symlink("/proc/self/environ", os.path.join(OUT, "environ.txt"))
+os.symlink("/proc/self/environ", os.path.join(OUT, "checks", "environ.log"))
+os.mkfifo(os.path.join(OUT, "checks", "fifo.log"))
+with open(os.path.join(OUT, "planted.txt"), "w") as fh:
+    fh.write("not a file of the layout")
+print("AccuracyError: Bad accuracy detected")
+sys.exit(1)
+'''
+
+
+def test_model_code_cannot_change_what_the_check_job_does_after_it(runner, tmp_path):
+    """The check job as sweep.yml runs it, against the bot installed as the action installs it (not
+    editable): model code appends a payload to the installed bot.render and plants links to
+    /proc/self/environ and a FIFO in the run directory. The action imported everything it runs before
+    the first stage, so the payload never runs in the action process; the run directory is uploaded
+    from a copy that holds only regular files of the layout (output upload-dir), and no link is left
+    in the run directory itself."""
+    site = tmp_path / "site"   # the package and its templates, as an install lays them out
+    shutil.copytree(ROOT / "bot", site / "bot", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "templates", site / "bot" / "templates")
+    (site / "bot" / "templates" / "__init__.py").write_text("")
+    mark, out, ws = tmp_path / "payload-ran", tmp_path / "out", tmp_path / "ws"
+    ws.mkdir()
+    (ws / "prog.py").write_text(LATER_STEPS.format(site=str(site), out=str(out), mark=str(mark)))
+    check = runner("schedule", {}, {"stage": "check", "suite": "command", "command": f"{sys.executable} prog.py",
+                                    "minify": "false", "timeout": "120", "fail-on": "never", "out": str(out)},
+                   workspace=ws, env={"PYTHONPATH": str(site)})
+    assert check.rc == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    assert "ran in the action process" in (site / "bot" / "render.py").read_text()   # the model wrote it ...
+    assert not mark.exists(), "the action process ran code the checked program wrote into the installed bot"
+    assert check.outputs["failure-count"] == "1"   # ... and the action's own summary and outputs stand
+
+    upload = Path(check.outputs["upload-dir"])
+    copied = sorted(p.relative_to(upload).as_posix() for p in upload.rglob("*") if not p.is_dir())
+    assert "results.json" in copied and all(not (upload / c).is_symlink() for c in copied)
+    for planted in ("environ.txt", "checks/environ.log", "checks/fifo.log", "planted.txt"):
+        assert planted not in copied
+    assert not any(b"GITHUB_" in (upload / c).read_bytes() for c in copied if c != "results.json")
+    left = [p for p in out.rglob("*") if p.is_symlink() or not (p.is_file() or p.is_dir())]
+    assert left == []   # the run directory itself holds no link, FIFO or device after the step

@@ -13,7 +13,7 @@ from bot.records import CheckRow
 from bot.report import ReportOptions, report_run
 from bot.report.context import title_ops
 from bot.tracker.local import LocalTracker
-from tests.ghstub.rundir import check_row, failure_record, record_of, row_of, write_run
+from tests.ghstub.rundir import REPRO, check_row, failure_record, record_of, row_of, write_run
 
 ALLOWED_LABELS = {"minify-bot", "accuracy", "compile_error", "runtime_error", "crash", "timeout", "oom",
                   "eager_error", "setup_error", "eager", "aot_eager", "aot_eager_decomp_partition", "inductor",
@@ -99,7 +99,7 @@ def _entry(minimal, torch="2.13.0+cpu", check_config=None) -> known.KnownRepro:
     rec = failure_record(row, torch=torch)
     rec["signature"] = {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu.default"]}
     rec["config"] = {"diff": [{"key": RELU, "value": "accuracy"}], "minimal": minimal}
-    block = known.block_of(record_of(rec), "print(1)\n")
+    block = known.block_of(record_of(rec), REPRO)
     if check_config is not None:
         block.check_config = check_config
     entry = known.from_state(5, block, [])

@@ -242,26 +242,28 @@ def test_the_actions_fuzz_inputs_become_the_check_stages_options(tmp_path):
         check_options(ctx(suite="fuzz", fuzz_count="many"))
 
 
-def test_the_scheduled_campaign_keeps_the_token_out_of_the_sharded_fuzz_jobs():
-    """.github/workflows/fuzz.yml: the shards (model code) hold only a read token for their checkout and
-    hand none to the action; the report job, which files issues, runs no model code."""
+def test_the_scheduled_campaign_is_the_reusable_sweep_with_the_fuzz_source_over_several_shards():
+    """.github/workflows/fuzz.yml calls sweep.yml (the check jobs hold no credential, the report job runs
+    no model code: tests/test_action_security.py checks sweep.yml) with the fuzz source, a time budget
+    and the seed, sharded; and sweep.yml hands those inputs to the check stage."""
+    import json
     from pathlib import Path
 
     import yaml
 
-    wf = yaml.safe_load((Path(__file__).resolve().parent.parent / ".github/workflows/fuzz.yml").read_text())
-    jobs = wf["jobs"]
-    assert wf["permissions"] == {} and jobs["check"]["permissions"] == {"contents": "read"}
-    assert "schedule" in wf[True]
-    assert len(jobs["check"]["strategy"]["matrix"]["shard"]) > 1
-    fuzz = next(s for s in jobs["check"]["steps"] if s.get("uses") == "$/./")["with"]
-    assert fuzz["suite"] == "fuzz" and fuzz["shard"] == "${{ matrix.shard }}" and fuzz["fuzz-time"]
-    for name, job in jobs.items():
-        for step in job["steps"]:
-            assert "run" not in step, (name, step)
-            assert "github-token" not in step.get("with", {}), (name, step)
-            if str(step.get("uses", "")).startswith("actions/checkout"):
-                assert name == "check" and step["with"]["persist-credentials"] is False
+    root = Path(__file__).resolve().parent.parent / ".github/workflows"
+    wf = yaml.safe_load((root / "fuzz.yml").read_text())
+    assert wf["permissions"] == {} and "schedule" in wf[True]
+    job = wf["jobs"]["fuzz"]
+    assert job["uses"] == "$/./.github/workflows/sweep.yml"
+    assert job["permissions"] == {"contents": "read", "issues": "write", "actions": "read"}
+    assert job["with"]["suite"] == "fuzz" and job["with"]["fuzz-time"] and job["with"]["seed"]
+    assert len(json.loads(job["with"]["shards"])) > 1
+    sweep = yaml.safe_load((root / "sweep.yml").read_text())
+    assert {"seed", "fuzz-count", "fuzz-time"} <= set(sweep[True]["workflow_call"]["inputs"])
+    step = next(s for s in sweep["jobs"]["check"]["steps"] if s.get("uses") == "$/./")["with"]
+    assert step["seed"] == "${{ inputs.seed }}" and step["fuzz-time"] == "${{ inputs.fuzz-time }}"
+    assert step["shard"] == "${{ matrix.shard }}"
 
 
 def test_a_program_that_fails_eagerly_is_discarded_not_filed():

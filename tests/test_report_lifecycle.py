@@ -379,3 +379,72 @@ def test_passing_runs_keep_a_full_body_within_githubs_limit_until_it_closes(wher
         [rec] = where.records()
         assert len(rec["body"]) <= 65536 and fp.parse_marker(rec["body"]) is not None
     assert rec["state"] == "closed" and len(fp.parse_marker(rec["body"])["passing_runs"]) == 3
+
+
+def test_a_failure_filed_without_a_repro_is_updated_in_place_once_a_later_run_minimizes_it(where, tmp_path):
+    """The minify stage crashed: the report filed the failing check without a repro. The next run
+    minimizes the same failure: its issue is that one, now with the repro, not a second issue."""
+    c = check_row("mlp_relu")
+    crashed = write_run(tmp_path / "crashed", [c], {}, started="2026-11-22T03:00:00Z")
+    assert where.report(crashed) == 0
+    [first] = where.records()
+    minimized = failing_run(tmp_path / "minimized", started="2026-11-23T03:00:00Z")
+    assert where.report(minimized) == 0
+    doc = json.loads((minimized / "report.json").read_text())
+    assert doc["counts"]["created"] == 0 and doc["counts"]["updated"] == 1
+    [issue] = where.records()
+    assert issue["number"] == first["number"] and issue["state"] == "open"
+    assert "aten.relu" in issue["body"]   # the body now shows the minimized repro
+    # and a third run of the minimized bug finds the same issue again
+    again = failing_run(tmp_path / "again", started="2026-11-24T03:00:00Z")
+    assert where.report(again) == 0
+    assert json.loads((again / "report.json").read_text())["counts"]["created"] == 0
+    assert len(where.records()) == 1
+
+
+def test_a_minimized_failure_does_not_take_an_issue_that_already_has_a_repro(where, tmp_path):
+    """Two bugs on one check, each with its own repro, stay two issues: only an issue filed without a
+    repro is taken over by the first minimized failure of its check."""
+    assert where.report(failing_run(tmp_path / "relu")) == 0
+    other = failing_run(tmp_path / "sigmoid", started="2026-11-23T03:00:00Z",
+                        graph=[{"op": "aten.sigmoid.default", "dtypes": ["float32"], "ranks": [2]}])
+    assert where.report(other) == 0
+    assert len(where.records()) == 2
+
+
+def test_bare_urls_from_an_artifact_are_not_links_in_the_issue(where, tmp_path):
+    """Model code controls the error text of its check: a phishing URL in it must not become a link
+    (GitHub links ``https://…`` and ``www.…`` without any markup)."""
+    err = {"type": "RuntimeError", "message": "see https://evil.example/fix and www.evil.example/patch or "
+                                              "HTTP://evil.example", "traceback": None}
+    c = check_row("mlp_relu", status="fail_to_run", failure_class="runtime_error", error=err)
+    run = write_run(tmp_path / "run", [c], {})
+    assert where.report(run) == 0
+    [issue] = where.records()
+    body = issue["body"] + issue["title"]
+    assert "evil.example" in body   # the text is shown ...
+    for live in ("https://evil", "www.evil", "HTTP://evil"):
+        assert live not in body     # ... but never as something GitHub links
+
+
+def test_artifacts_that_say_a_check_passes_close_nothing_on_the_commit_and_build_it_failed_on(where, tmp_path,
+                                                                                              monkeypatch):
+    """Model code writes the check job's results: two nightlies on the commit and image the bug failed
+    on whose artifacts say its check passes are not evidence of a fix (a deterministic bug cannot
+    stop failing where nothing changed), and close nothing. Passing runs on a new commit (or a new
+    image), which the report knows from its own environment, close it as before."""
+    monkeypatch.setenv("GITHUB_SHA", "a" * 40)
+    monkeypatch.setenv("MINIFY_BOT_BUILD", "ghcr.io/org/gpu@sha256:" + "1" * 64)
+    assert where.report(failing_run(tmp_path / "fail")) == 0
+    for k, day in enumerate(("23", "24", "25")):
+        run = passing_run(tmp_path / f"same{k}", started=f"2026-11-{day}T03:00:00Z")
+        assert where.report(run) == 0
+        doc = json.loads((run / "report.json").read_text())
+        assert doc["counts"]["closed"] == 0 and "not evidence of a fix" in json.dumps(doc["actions"])
+    [issue] = where.records()
+    assert issue["state"] == "open"
+    monkeypatch.setenv("GITHUB_SHA", "b" * 40)   # a new commit: now passing runs count
+    for day in ("26", "27"):
+        assert where.report(passing_run(tmp_path / f"new{day}", started=f"2026-11-{day}T03:00:00Z")) == 0
+    [issue] = where.records()
+    assert issue["state"] == "closed"

@@ -135,7 +135,7 @@ OTHER_PRIVATE, _ = signing.generate()
 
 def _sign(entry: KnownRepro, private: str = PRIVATE) -> KnownRepro:
     msg = known.signed_message(entry.repro, entry.signature, entry.record, entry.record.torch,
-                               entry.record.check_config)
+                               entry.record.check_config, entry.issue, entry.checks)
     return dataclasses.replace(entry, sig=signing.sign(private, msg))
 
 

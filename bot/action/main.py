@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from bot import gha, rundir, slash
-from bot.action import authorize, sticky, summary
+from bot.action import authorize, harden, sticky, summary
 from bot.action.context import Context, default_out
 from bot.action.inputs import STAGES, TOKEN_STAGES, Inputs
 from bot.action.pullrequest import PRContext, pr_context, react
@@ -207,7 +207,25 @@ ROUTES = {
 
 
 def execute(ctx: Context) -> int:
-    return ROUTES[(event_kind(ctx), ctx.inputs.stage)](ctx, Runner(ctx))
+    runner = Runner(ctx)
+    try:
+        return ROUTES[(event_kind(ctx), ctx.inputs.stage)](ctx, runner)
+    finally:
+        if runner.ran_model_code:
+            _upload_copy(ctx)
+
+
+def _upload_copy(ctx: Context) -> None:
+    """Output ``upload-dir``: the run directory as upload-artifact may carry it (bot/action/harden.py),
+    made after every process of the model-code stages has ended."""
+    if not ctx.out.is_dir():
+        return
+    base = Path(ctx.env.get("RUNNER_TEMP") or ctx.out.parent)
+    dest, left_out = harden.upload_copy(ctx.out, base)
+    ctx.output("upload-dir", str(dest))
+    if left_out:
+        shown = ", ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        ctx.notes.append(f"not uploaded (not regular files of the run-directory layout): {gha.md_escape(shown)}")
 
 
 # ---------------------------------------------------------------- entry point
@@ -243,6 +261,7 @@ def run(args) -> int:
             out = workdir / out
         ctx = Context(env=env, inputs=inputs, event=event, cmds=cmds, workdir=workdir, out=out, secrets=secrets)
         ctx.output("run-dir", str(out))
+        harden.preload()   # nothing the action runs after a stage is read from disk after model code ran
         code = execute(ctx)
     except BotError as exc:
         usage = isinstance(exc, UsageError)

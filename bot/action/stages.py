@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bot import gha, proc, rundir, slash
+from bot.action import harden
 from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
@@ -58,6 +59,21 @@ class Runner:
         self.ctx = ctx
         proc.adopt_orphans()   # what a stage's children detach is re-parented here, and ended with the stage
         self.last_error: str | None = None  # the last `minify-bot <stage>: error: ...` line a stage printed
+        self._user: harden.ModelUser | None | bool = False   # resolved at the first model-code stage
+        self.ran_model_code = False
+
+    def model_user(self) -> harden.ModelUser | None:
+        """The unprivileged user model code runs as (bot/action/harden.py), once per step; None on a
+        bare runner, or (with a warning) where that user cannot run this Python."""
+        if self._user is False:
+            self._user = harden.model_user(self.ctx.env, self.ctx.workdir)
+            if self._user is not None and not harden.runnable_by(self._user, sys.executable, self.ctx.out,
+                                                                 self.ctx.workdir):
+                warn(self.ctx, f"the checked code runs as root: {self._user.name} cannot run {sys.executable} "
+                               "or reach the workspace and the run directory (install the bot where every user "
+                               "can run it, as the image does)")
+                self._user = None
+        return self._user
 
     def _line(self, line: str) -> None:
         m = _STAGE_ERROR.match(line.strip())
@@ -67,22 +83,34 @@ class Runner:
 
     def __call__(self, command: str, argv: list[str], *, with_token: bool = False,
                  timeout: float = STAGE_TIMEOUT, env_extra: dict | None = None) -> int:
+        model_code = command in harden.MODEL_STAGES
         env = gha.stage_env(os.environ, env_extra)
         if with_token and self.ctx.inputs.token:
             env["GITHUB_TOKEN"] = self.ctx.inputs.token
         return self.program([sys.executable, "-c", LAUNCH, command, *argv], f"minify-bot {command}",
-                            echo_line(command, argv), env=env, timeout=timeout)
+                            echo_line(command, argv), env=env, timeout=timeout, model_code=model_code)
 
-    def program(self, cmd: list[str], name: str, echo: str, *, env: dict, timeout: float = STAGE_TIMEOUT) -> int:
+    def program(self, cmd: list[str], name: str, echo: str, *, env: dict, timeout: float = STAGE_TIMEOUT,
+                model_code: bool = False) -> int:
         """Run ``cmd`` as a stage runs (fenced output, the step's file commands kept, what it leaves
-        behind ended): its exit code; InfraError when it could not start, timed out or was killed."""
+        behind ended; model code as the unprivileged user, its run directory reclaimed after): its exit
+        code; InfraError when it could not start, timed out or was killed."""
         ctx = self.ctx
+        self.ran_model_code = self.ran_model_code or model_code
+        user = self.model_user() if model_code else None
+        if user is not None:   # the run directory and a home of its own, for the stage
+            env = {**env, **harden.hand_over(ctx.out, user)}
         ctx.cmds.stream.write(gha.redact(echo, ctx.secrets) + "\n")
         with ctx.cmds.untrusted(), _kept_file_commands(ctx.env):  # model code must not issue workflow commands
             self.last_error = None
-            res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line)
-            ctx.cmds.stream.flush()
-            stray = proc.end_descendants()
+            try:
+                res = proc.run(cmd, cwd=str(ctx.workdir), env=env, timeout=timeout, on_line=self._line,
+                               user=(user.uid, user.gid) if user is not None else None)
+            finally:
+                ctx.cmds.stream.flush()
+                stray = proc.end_descendants()
+                if model_code:   # no link, device or FIFO it left stays; the files are this process's again
+                    harden.reclaim(ctx.out)
         if stray:
             warn(ctx, f"{name} left {stray} process(es) running after it ended (something the "
                       "checked code started and detached): they were killed, so none lives on into the job's "

@@ -101,6 +101,7 @@ def run(args) -> int:
 def execute(args) -> int:
     """The report stage on typed options (bot.options.ReportStageOptions, every option resolved)."""
     from bot.report import ReportOptions, report_run
+    from bot.report.load import trusted_evidence
 
     if not (Path(args.out) / rundir.RESULTS).exists():
         raise UsageError(f"{args.out}/results.json not found (run `minify-bot check --out {args.out}` first)")
@@ -111,7 +112,8 @@ def execute(args) -> int:
                          assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
                          run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
                          run_id=args.run_id, file_flaky=args.file_flaky, dashboard=args.dashboard,
-                         pr_run=args.pr_run, trusted_commands=tuple(args.trusted_commands))
+                         pr_run=args.pr_run, trusted_commands=tuple(args.trusted_commands),
+                         evidence=trusted_evidence(os.environ))
     tracker = make_tracker(args)
     try:
         result = report_run(args.out, tracker, opts)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
-from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
 
 HELP = "the main job: check, minify every failure, and file/update/close issues"
@@ -115,6 +116,8 @@ def run(args) -> int:
     _stage("check")
     started = time.time()
     rc_check = stage(check)
+    if rc_check == EXIT_INTERRUPTED:
+        return _interrupted(out, "check")
     # a program that never ran is bad input (exit 2 at the end); the sweep's other checks go on
     never = rc_check == EXIT_USAGE and not args.list and _never_ran(out, started)
     rc_check = EXIT_FAILURES if never else rc_check
@@ -127,6 +130,8 @@ def run(args) -> int:
         _prepare_known(args, tracker)  # known.json: open issues' verified repros, read with the token here
         _stage("minify")
         rc_minify = stage(minify)  # it says what known repros saved
+        if rc_minify == EXIT_INTERRUPTED:
+            return _interrupted(out, "minify")
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
 
@@ -134,14 +139,19 @@ def run(args) -> int:
         from bot.options import BisectOptions
 
         _stage("bisect")
-        if stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
-                               verify_runs=args.verify_runs)) != EXIT_OK:
+        rc_bisect = stage(BisectOptions(out=out, build=list(args.build), builds_file=args.builds_file,
+                                        verify_runs=args.verify_runs))
+        if rc_bisect == EXIT_INTERRUPTED:
+            return _interrupted(out, "bisect")
+        if rc_bisect != EXIT_OK:
             print("bisect failed; reporting the failures without the builds' answer", file=sys.stderr)
 
     if args.no_report:
         return EXIT_USAGE if never else rc_check
     _stage("report")
     rc_report = call_stage(report)
+    if rc_report == EXIT_INTERRUPTED:
+        return _interrupted(out, "report")
     if args.suite == "fuzz" and rc_report in (EXIT_OK, EXIT_FAILURES):
         from bot import rundir
         from bot.fuzz.campaign import bugs
@@ -213,6 +223,15 @@ def what_was_filed(out: str, tracker: str) -> list[str]:
     return lines
 
 
+def _interrupted(out: str, stage: str) -> int:
+    """An interrupt stops the run where it is: nothing more runs and nothing is reported (a report of
+    half a sweep, or of failures whose minify was cut short, would file issues the finished run would
+    not). What the stages finished stays in the run directory."""
+    print(f"minify-bot run: interrupted during {stage}; nothing was reported. What was finished is kept in "
+          f"{out}/ (rerun to complete it)", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
 def _says_what_it_trusts(args) -> list[str]:
     """The secret-like variables this run holds (GITHUB_TOKEN, or any whose name or value looks like
     a credential). With any, the stages that run model code (check, minify, bisect) run as
@@ -240,6 +259,8 @@ def _stage_without_secrets(opts) -> int:
 
     res = proc.run([sys.executable, "-c", LAUNCH, opts.STAGE, *to_argv(opts)], env=gha.stage_env(os.environ),
                    timeout=STAGE_TIMEOUT, on_line=lambda line: (sys.stderr.write(line), sys.stderr.flush()))
+    if res.returncode in (EXIT_INTERRUPTED, -signal.SIGINT):
+        return EXIT_INTERRUPTED
     if res.error or res.timed_out or res.returncode is None or res.returncode < 0:
         print(f"minify-bot {opts.STAGE}: {res.error or 'stopped or killed'}", file=sys.stderr)
         return EXIT_INTERNAL

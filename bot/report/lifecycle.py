@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import os
@@ -26,6 +27,7 @@ from bot.report.state import (
     merge_state,
     not_compiler,
     read,
+    sign_known,
     with_passing_run,
 )
 from bot.tracker.base import Issue, Tracker
@@ -226,7 +228,8 @@ class Lifecycle:
         """The issue for this bug; open before closed:
         1. the primary signature;
         2. the model/configuration alternative, only when neither side has a verified repro (the
-           failure has the alternative only when it is identified by its model);
+           failure has the alternative only when it is identified by its model); a failure with a
+           verified repro takes an open issue that was filed for its check and class without one;
         3. an issue filed under v1 whose primary is this failure's v1 primary, not yet migrated:
            it migrates to this group's signature, and no second group of the run may take it."""
         fpr = group[0].fingerprint
@@ -240,6 +243,15 @@ class Lifecycle:
             for issue, state in ranked:
                 if not state.has_repro and any(k in state.alt for k in fpr.alternatives):
                     return issue, state
+        else:
+            # filed without a repro (its minify crashed or gave up), now minimized: the open issue of
+            # the same check and failure class is this bug's, updated in place (once per run)
+            keys = {f.fingerprint.model_key for f in group if f.fingerprint.model_key}
+            for issue, state in ranked:
+                if (issue.state == "open" and not state.has_repro and issue.number not in migrated
+                        and keys & set(state.alt)):
+                    migrated.add(issue.number)
+                    return issue, state
         legacy = {f.fingerprint.legacy for f in group if f.fingerprint.legacy}
         for issue, state in ranked:
             if issue.number in migrated or str(state.sig).startswith(f"{fp.VERSION}:"):
@@ -250,12 +262,14 @@ class Lifecycle:
         return None
 
     def _create(self, group, when, me) -> Issue:
-        state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run)
+        state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run,
+                               evidence=self.opts.evidence)
         body, overflow = self.body(group, state)
         ctx = issue_context(group, state, self.opts, self.run_dir)
         title = self.renderer.title(ctx)
         labels = labels_for(state, group, [], self.opts.label)
         issue = self.tracker.create_issue(title, body, labels, list(self.opts.assignees), state.sig)
+        issue = self._sign_new(issue, group, state)
         # Re-check: a concurrent reporter may have filed the same bug. The oldest open issue survives.
         rivals = sorted(i.number for i, s in self._bot_issues(me)
                         if i.state == "open" and s.sig == state.sig)
@@ -268,6 +282,16 @@ class Lifecycle:
         self.record("created", group, issue, "new fingerprint" + (" (flaky)" if state.flaky else ""),
                     labels=labels, overflow=overflow)
         return issue
+
+    def _sign_new(self, issue: Issue, group, state: IssueState) -> Issue:
+        """A new issue's known block, signed now that the issue has its number (the signature binds
+        it): one more edit of the body, only when there is a block and a signing key."""
+        signed = sign_known(copy.deepcopy(state), issue.number)
+        if signed.known is None or signed.known.sig is None:
+            return issue
+        body, _ = self.body(group, signed)
+        self.tracker.edit_issue(issue.number, body=body)
+        return dataclasses.replace(issue, body=body)
 
     def _refresh(self, issue: Issue, state: IssueState, group, when) -> None:
         """The bug failed again: update its open issue, or reopen a closed one (never one closed as
@@ -283,7 +307,8 @@ class Lifecycle:
         if self.run_id in state.runs:
             self.record("unchanged", group, issue, "this run was already reported")
             return
-        new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run)
+        new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run,
+                                        number=issue.number, evidence=self.opts.evidence)
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
@@ -318,6 +343,10 @@ class Lifecycle:
             if any(r.run == self.run_id for r in state.passing_runs):
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.sig)
+                continue
+            if self.opts.evidence is not None and state.failed_at == self.opts.evidence:
+                self.record("unchanged", None, issue, "passing on the commit and build it last failed on: not "
+                            "evidence of a fix (not counted towards closing)", checks=ids, fingerprint=state.sig)
                 continue
             new = with_passing_run(state, PassingRun(self.run_id, self.run_link(), ids[:20], self.torch))
             body = _replace_marker(issue.body, new)

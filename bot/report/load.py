@@ -42,6 +42,22 @@ class ReportOptions:
     trusted_commands: tuple[str, ...] = ()
     # keep the dashboard issue and its history (bot/report/dashboard.py); --no-dashboard turns it off
     dashboard: bool = _STAGE("dashboard")
+    # What this report knows of the run from its own environment, never from the artifact: the
+    # commit the workflow ran (GITHUB_SHA) and the build it checked with (MINIFY_BOT_BUILD, the
+    # check job's image digest, given to the report job by the workflow). A bug fails again and
+    # again on one commit and build; "passing" there is the artifact's word alone, so it counts
+    # towards closing as fixed only on another commit or build (``evidence``). None: a local run.
+    evidence: str | None = None
+
+
+def trusted_evidence(env) -> str | None:
+    """The commit and build of this run as the report's own environment gives them (GitHub sets
+    GITHUB_SHA; the workflow passes the check job's image as MINIFY_BOT_BUILD), or None outside one."""
+    sha = (env.get("GITHUB_SHA") or "").strip()
+    if not sha:
+        return None
+    build = (env.get("MINIFY_BOT_BUILD") or "").strip()
+    return f"{sha[:40]}@{build[:200]}" if build else sha[:40]
 
 
 

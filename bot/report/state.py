@@ -75,6 +75,7 @@ class IssueState:
     passing_runs: list[PassingRun] = field(default_factory=list)  # passing runs in a row since the last failure
     repro: bool | None = None  # backed by a verified repro
     known: known.KnownBlock | None = None  # the verified repro reused instead of minifying again
+    failed_at: str | None = None  # the commit@build of the last failing run, from the report's own environment
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -95,7 +96,7 @@ class IssueState:
     def to_json(self) -> dict:
         out = copy.deepcopy(self.extra)
         for f in dataclasses.fields(self):
-            if f.name == "extra" or (f.name in ("repro", "known") and getattr(self, f.name) is None):
+            if f.name == "extra" or (f.name in ("repro", "known", "failed_at") and getattr(self, f.name) is None):
                 continue
             out[f.name] = copy.deepcopy(json_value(getattr(self, f.name)))
         return out
@@ -175,7 +176,7 @@ def validate(d: dict) -> dict:
     for name in ("sigs", "alt", "checks", "runs", "torch"):
         if name in d:
             _texts(d[name], name)
-    for name in ("first_seen", "last_seen"):
+    for name in ("first_seen", "last_seen", "failed_at"):
         _opt_text(d.get(name), name)
     if "occurrences" in d:
         _count(d["occurrences"], "occurrences")
@@ -360,11 +361,15 @@ def compact(state: IssueState, budget: int = STATE_BUDGET) -> IssueState:
 
 
 def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
-                when: str, *, trusted: bool = True) -> tuple[IssueState, list[str]]:
+                when: str, *, trusted: bool = True, number: int | None = None,
+                evidence: str | None = None) -> tuple[IssueState, list[str]]:
     """Fold this run's failures of one bug into the issue's state. Returns (state, events worth a comment).
     ``trusted``: the failures come from a run of trusted code. Only such a run may record the repro
     that later runs execute instead of minifying (``known``); a pull-request run's artifact never does.
-    The state comes back compacted (``compact``): whatever the bug's size, the next run reads it back."""
+    ``number``: the issue's number, which a fresh known block is signed for (``sign_known``; a new
+    issue's block is signed once it has one). ``evidence``: this run's commit and build as the
+    report's own environment gives them (``failed_at``). The state comes back compacted
+    (``compact``): whatever the bug's size, the next run reads it back."""
     new = state is None
     s = copy.deepcopy(state) if state is not None else IssueState.new(group[0].fingerprint.primary, when)
     events: list[str] = []
@@ -412,22 +417,45 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
     back = bool(s.passing_runs) and not is_flaky(group)
     s.regression = bool(s.regression) or is_regression(group) or back
     s.passing_runs = []
+    if evidence is not None and trusted:
+        s.failed_at = evidence   # where it last failed, as the report's environment says (not the artifact)
+    fresh = None
     for f in sorted(group, key=lambda f: repro_rank(f.failure)) if trusted else ():  # the best verified repro
-        block = known.block_of(f.failure, f.repro_text)
-        if block is not None:
-            import os
-
-            from bot import signing
-
-            # signed with the bot's key (MINIFY_BOT_SIGNING_KEY; unsigned without it): only a block
-            # the bot signed is ever run (bot/known.py); a block read back from the issue never is signed
-            s.known = known.merge_block(s.known, known.signed(block, signing.signer_from_env(os.environ)))
+        fresh = known.block_of(f.failure, f.repro_text)
+        if fresh is not None:
+            s.known = known.merge_block(s.known, fresh)
             break
     s = compact(s)
+    if fresh is not None and number is not None:
+        s = sign_known(s, number)
     # a configuration the state cannot hold (a bug seen on more checks than it keeps) is not news:
     # it would be "newly affected" again in every run
     kept = set(s.checks)
     return s, _newly_affected([words for key, words in newly if key in kept]) + events
+
+
+def sign_known(state: IssueState, number: int) -> IssueState:
+    """The state with its known block signed with the bot's key (MINIFY_BOT_SIGNING_KEY; unsigned
+    without it) for issue ``number`` and the state's check keys: only a block the bot signed is ever
+    run (bot/known.py). Call it only for a block this report made from its own rendering
+    (``merge_state``), never for one read back from the issue: that would sign what someone else
+    wrote. The block's signature makes the marker longer: the state is compacted again, and signed
+    again when that dropped a check key."""
+    import os
+
+    from bot import signing
+
+    signer = signing.signer_from_env(os.environ)
+    if state.known is None or signer is None:
+        return state
+    s = state
+    for _ in range(3):
+        s.known = known.signed(s.known.replace(sig=None), signer, number, s.checks)
+        checks = list(s.checks)
+        s = compact(s)
+        if s.checks == checks:
+            break
+    return s
 
 
 def with_passing_run(state: IssueState, run: PassingRun) -> IssueState:

@@ -13,15 +13,24 @@ from bot.records import CheckRow, ReportDoc
 REPRO = '''import torch
 from torch import tensor, device
 import torch.fx as fx
+import torch._inductor.config
+torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'
 
 class Repro(torch.nn.Module):
     def forward(self, arg0_1):
-        relu = torch.ops.aten.relu.default(arg0_1)
+        relu = torch.ops.aten.relu.default(arg0_1);  arg0_1 = None
         return (relu,)
 
+def load_args(reader):
+    buf0 = reader.storage(None, 128)
+    reader.tensor(buf0, (4, 8), is_leaf=True)  # arg0_1
+load_args._version = 0
+mod = Repro()
 if __name__ == "__main__":
     from torch._dynamo.repro.after_aot import run_repro
-    run_repro(Repro(), [torch.randn(4, 8)], accuracy=True)
+    with torch.no_grad():
+        run_repro(mod, load_args, accuracy='accuracy', command='run', save_dir=None, tracing_mode='real',
+                  check_str=None)
 '''
 
 
