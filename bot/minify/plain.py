@@ -656,8 +656,15 @@ def write(job: PlainJob) -> PlainRepro:
                   job.tolerance, job.compare_non_fp, dynamic=rf.dynamic if rf.kind == "aot" else job.dynamic,
                   training=job.training and rf.kind == "dynamo", random_inputs=rec.inputs_random, fp64=fp64,
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
+    from bot.errors import InfraError
+    from bot.torch_adapter.repro import checked_source
+
+    try:
+        text = checked_source(plain_source(parts), "the plain repro")   # never used unchecked
+    except InfraError as exc:
+        return PlainRepro(reason=str(exc))
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
-        fh.write(plain_source(parts))
+        fh.write(text)
     return rec
 
 

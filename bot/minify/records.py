@@ -117,7 +117,7 @@ class WorkerResult(_File):
     """What one minify (worker run, or its resumption) found (``result.json``)."""
 
     # how it ended
-    status: str | None = None        # minimized | partial | not_reproduced | none
+    status: str | None = None        # minimized | partial | not_reproduced | none | error (internal)
     reason: str | None = None
     final: str | None = None         # the repro file to package
     note: str | None = None

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import rundir
+from bot.errors import InfraError
 from bot.minify.predicate import (
     BudgetExceeded,
     Evaluator,
@@ -140,6 +141,9 @@ def cmd_minify(job_path: str) -> int:
             step_bisect(run, bisects)
     except Stop as stop:
         return _finish(run, stop.status, stop.reason)
+    except InfraError as exc:   # e.g. a repro torch's writer cannot write as valid Python: no repro, said why
+        log(f"internal error: {exc}")
+        return _finish(run, "error", f"the final repro could not be written: {exc}")
     except ProcessPoisoned as exc:
         # no result: the minify stage resumes from the latest checkpoint with one process per query
         log(f"the device is unusable in this process after {exc}; exiting so that the rest runs in fresh "

@@ -441,7 +441,33 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
         from bot.torch_adapter import numerics
 
         src = numerics.with_lines(src, state)
-    return src
+    return checked_source(_with_load_args_body(src))
+
+
+def _with_load_args_body(source: str) -> str:
+    """torch's ``InputWriter`` writes no line for a graph without inputs (an ``arange`` times a
+    constant): ``def load_args(reader):`` is then followed by nothing indented, which is no Python.
+    Such a ``load_args`` gets ``pass`` as its body."""
+    head = "def load_args(reader):\n"
+    at = source.find(head)
+    if at < 0:
+        return source
+    rest = source[at + len(head):]
+    if rest.startswith((" ", "\t")):
+        return source
+    return source[:at + len(head)] + "    pass  # the graph reads no input\n" + rest
+
+
+def checked_source(source: str, what: str = "the repro") -> str:
+    """``source`` when it parses as Python; else an :class:`InfraError` that says where and why:
+    a written repro is never used (run, verified, filed) unchecked."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        line = (source.splitlines()[exc.lineno - 1:exc.lineno] or [""])[0].strip() if exc.lineno else ""
+        raise InfraError(f"{what} written for this graph is not valid Python (line {exc.lineno}: {exc.msg}"
+                         + (f": {line[:120]!r}" if line else "") + ")") from exc
+    return source
 
 
 _ATTR_HELPER = '''
