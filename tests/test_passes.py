@@ -664,3 +664,23 @@ def test_a_subgraph_fed_a_module_attribute_is_inlined_and_one_that_calls_a_modul
             assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
             torch.testing.assert_close(flat.gm(*st.args), gm(*st.args))
             assert {n.name for n in flat.gm.graph.nodes} >= {"invoke_subgraph_relu"}   # named after the call
+
+
+def test_a_dynamo_graphs_python_operators_are_named_as_torch_names_them():
+    """A dynamo graph calls ``operator.mul`` for ``a * b``: the culprit, the graph's ops and so the title say
+    ``mul`` and ``div``, never ``_operator.*``."""
+    import torch.fx as fx
+
+    from bot.torch_adapter.minifier import graph_ops
+
+    def f(x, y):
+        z = x * y / 2 - x // 3
+        z += 1
+        return F.conv2d(z[:, None], torch.ones(1, 1, 1, 1)), z @ y.T, torch.relu(z)
+
+    gm = fx.symbolic_trace(f)
+    names = [P.op_name(n) for n in P.call_nodes(gm)]
+    assert names[:5] == ["mul", "div", "floor_divide", "sub", "add"]
+    assert "getitem" in names and "conv2d" in names and "matmul" in names and "relu" in names
+    assert [o.op for o in graph_ops(gm)] == names
+    assert not any("operator" in n for n in P.culprit_ops(P.State(gm, [])))

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bot.records import GraphBisect
-from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, is_op_overload, subgraph_call
+from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, op_label, subgraph_call
 
 
 @dataclass
@@ -117,14 +117,8 @@ def call_nodes(gm) -> list:
 
 
 def op_name(node) -> str:
-    t = node.target
-    if node.op == "call_function" and is_op_overload(t):
-        return f"aten.{t._opname}.{t._overloadname}" if t.namespace == "aten" else str(t)
-    if node.op == "call_function":
-        mod = getattr(t, "__module__", None) or ""
-        name = getattr(t, "__name__", str(t))
-        return f"{mod}.{name}" if mod in ("operator", "_operator") else name
-    return str(t)
+    """The node's op as torch names it (``mul``, not ``_operator.mul``): the adapter's one definition."""
+    return op_label(node)
 
 
 def fingerprint(st: State) -> str:

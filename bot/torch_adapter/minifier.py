@@ -289,22 +289,41 @@ def fx_minify(gm, args, module_fails, dump_state, *, offload_to_disk: bool = Fal
         raise
 
 
-def graph_ops(gm) -> list[GraphOp]:
-    """The call nodes of a graph in order: each one's op, its inputs' dtypes and ranks."""
-    import torch
+# Python's operators as torch names them (a dynamo graph calls ``operator.mul`` for ``a * b``): a culprit,
+# a graph's ops and a title say ``div``, never ``_operator.truediv``
+PYTHON_OPERATORS = {"truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "and_": "bitwise_and",
+                    "or_": "bitwise_or", "xor": "bitwise_xor", "invert": "bitwise_not", "inv": "bitwise_not",
+                    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "not_": "logical_not",
+                    "pos": "positive", "abs": "abs", "neg": "neg", "pow": "pow", "matmul": "matmul"}
 
+
+def op_label(node) -> str:
+    """A call node's op as torch names it: ``aten.relu.default`` for an aten overload, ``mul`` / ``div``
+    for Python's ``operator.mul`` / ``operator.truediv`` (in-place forms too), the function's name for
+    a torch function (``conv2d``), the method's or module's name otherwise."""
+    target = node.target
+    if node.op != "call_function":
+        return str(target)
+    if is_op_overload(target):
+        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
+    name = getattr(target, "__name__", str(target))
+    if (getattr(target, "__module__", None) or "") in ("operator", "_operator"):
+        base = name[1:] if name.startswith("i") and name[1:] in _OPERATOR_NAMES else name
+        return PYTHON_OPERATORS.get(base, base)
+    return name
+
+
+_OPERATOR_NAMES = {"add", "sub", "mul", "truediv", "floordiv", "mod", "and_", "or_", "xor", "lshift", "rshift",
+                   "pow", "matmul", "concat"}
+
+
+def graph_ops(gm) -> list[GraphOp]:
+    """The call nodes of a graph in order: each one's op (:func:`op_label`), its inputs' dtypes and ranks."""
     out = []
     for n in gm.graph.nodes:
         if n.op not in ("call_function", "call_method", "call_module"):
             continue
-        target = n.target
-        if n.op == "call_function":
-            name = (str(target) if isinstance(target, torch._ops.OpOverload)
-                    else getattr(target, "__name__", str(target)))
-            if isinstance(target, torch._ops.OpOverload):
-                name = f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
-        else:
-            name = str(target)
+        name = op_label(n)
         dtypes, ranks = [], []
         for a in n.all_input_nodes:
             v = a.meta.get("val", a.meta.get("tensor_meta"))
