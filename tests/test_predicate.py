@@ -357,3 +357,44 @@ def test_compile_options_torch_refuses_or_that_only_debug_are_dropped_from_the_j
     assert sorted(refused) == ["inductor.fx_graph_cache", "inductor.max_autotune", "inductor.no_such_setting",
                                "inductor.trace.enabled"]
     assert job.compile_options == {"inductor.epilogue_fusion": False}
+
+
+def _dynamo_graph_of_a_training_step():
+    """The dynamo-level graph of a Conv + BatchNorm model in training, as the after-dynamo capture
+    holds it: parameters and BatchNorm's running statistics are inputs, as the program had them."""
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+    seen = {}
+
+    def capture(gm, example_inputs):
+        seen["gm"], seen["args"] = gm, list(example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=capture)(torch.randn(2, 3, 8, 8))
+    return seen["gm"], seen["args"]
+
+
+def test_a_training_graph_differentiates_what_required_grad_in_the_program_never_its_buffers():
+    import torch
+
+    from bot.minify.predicate import Evaluator, differentiable
+    from bot.torch_adapter.minifier import grad_mask, train_step
+
+    gm, args = _dynamo_graph_of_a_training_step()
+    mask = grad_mask(gm, args)
+    floats = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
+    assert sum(mask) == 4 and sum(floats) == 7   # conv and bn weight and bias; not the input, mean, var
+    with pytest.raises(RuntimeError, match="not differentiable"):   # every float input: eager refuses
+        train_step(lambda xs: gm(*xs), args)
+    outs = train_step(lambda xs: gm(*xs), args, mask)
+    assert len(outs) == 1 + 4
+    job = MinifyJob(repro="repro.py", workdir=".", failure_class="accuracy", budget=600.0, training=True)
+    loaded = differentiable(job, "dynamo", gm, [a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+    assert [isinstance(a, torch.Tensor) and a.requires_grad for a in loaded] == mask
+    ev = Evaluator(job, "dynamo", None)
+    ev.compile = lambda g, a: (lambda xs: g(*xs))   # the eager step is the point here: compiled as the graph itself, no failure
+    assert ev.observe(gm, args) is None and ev.eager_error is None

@@ -83,6 +83,7 @@ class Hint:
     node: str | None = None    # a call node's name
     lo: int = 0                # prefix ``lo`` (call nodes) computes correctly
     hi: int | None = None      # prefix ``hi`` holds the first diverging value
+    integers: bool = False     # that value is an integer or bool one: the failure shows in integers
 
 
 @dataclass
@@ -625,28 +626,43 @@ def divergence_hint(gm, args, compiled: dict, *, tol: float) -> Hint | None:
     """The ``analyze`` idea of torch's post-AOT accuracy minifier: ``compiled`` maps node names to
     the values the compiled graph produced for them (see :func:`all_outputs_state`); the first of
     them that fails the check's fp64 criterion against the eager run bounds the culprit from
-    above, the last one before it that passes from below."""
+    above, the last one before it that passes from below.
+
+    An integer or bool value counts too where it is exact arithmetic: computed from integer and
+    bool tensors only (or from none: an ``arange``), its compiled value must equal eager's, value
+    and dtype (a uint8 ``amin`` that vectorizes wrong, an int64 product that overflows). Such a
+    first divergence is an integer one (``Hint.integers``): the failure shows in integers. One
+    computed from floats (``argmax``, a comparison) may differ legitimately and is not judged."""
     import torch
 
     from bot.torch_adapter.minifier import accuracy_fails, fp64_values
 
-    names = {k for k, v in compiled.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
-    if not names:
+    tensors = {k for k, v in compiled.items() if isinstance(v, torch.Tensor)}
+    names = {k for k in tensors if compiled[k].is_floating_point()}
+    if not tensors:
         return None
-    eager, _ = eager_values(gm, args, lambda n: n.name in names)
-    fp64 = fp64_values(gm, args, names)
-    calls = call_nodes(gm)
+    eager, _ = eager_values(gm, args, lambda n: n.name in tensors or any(u.name in tensors for u in n.users))
+    fp64 = fp64_values(gm, args, names) if names else {}
     lo = 0
-    for i, n in enumerate(calls):
-        if n.name not in names or n.name not in eager or not isinstance(eager[n.name], torch.Tensor):
+    for i, n in enumerate(call_nodes(gm)):
+        ref, res = eager.get(n.name), compiled.get(n.name)
+        if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor) or ref.shape != res.shape:
             continue
-        ref, res = eager[n.name], compiled[n.name]
-        if ref.shape != res.shape:
+        if n.name in names:
+            if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
+                return Hint("divergence", lo=lo, hi=i + 1)
+        elif ref.is_floating_point() or not _exact_arithmetic(n, eager):
             continue
-        if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
-            return Hint("divergence", lo=lo, hi=i + 1)
+        elif ref.dtype != res.dtype or not torch.equal(ref, res):
+            return Hint("divergence", lo=lo, hi=i + 1, integers=True)
         lo = i + 1
     return None
+
+
+def _exact_arithmetic(node, values: dict) -> bool:
+    """Whether a node's tensor inputs are all integer or bool (or it reads none)."""
+    ins = [values.get(a.name, a.meta.get("val")) for a in node.all_input_nodes]
+    return all(not (_is_tensor(v) or hasattr(v, "dtype")) or not v.is_floating_point() for v in ins)
 
 
 # ------------------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def load_run(job_path: str) -> Run:
             + (f" (this torch refuses {', '.join(refused)})" if refused else ""))
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
-    args = differentiable(job, rf.kind, args)
+    args = differentiable(job, rf.kind, gm, args)
     run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
     run.result.timings["load"] = round(time.time() - t, 2)
     emit(Loaded(nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job.dynamic))
@@ -264,7 +264,20 @@ def step_reduce(run: Run) -> None:
             run.gm, run.args = best["gm"], best["args"]
         except M.SanityCheckFailed as exc:
             raise Stop("not_reproduced", "the captured graph does not fail when run on its own") from exc
+        finally:
+            _judge_learned(run)
         run.queries = evaluator.queries
+
+
+def _judge_learned(run: Run) -> None:
+    """The search learned how to judge (the failure shows in integers): the repro's judge, and a
+    resumed worker's, say so too."""
+    judge = judge_of(run.job)
+    if judge == run.result.judge:
+        return
+    run.result.judge = judge
+    with open(os.path.join(run.workdir, "judge.json"), "w") as fh:
+        json.dump(judge.to_json(), fh)
 
 
 def step_config(run: Run) -> None:
@@ -307,8 +320,10 @@ def step_final(run: Run) -> bool:
     if run.job.training and run.kind == "dynamo":   # the repro runs the backward too (torch's run_fwd_maybe_bwd)
         import torch
 
-        args = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args]
+        from bot.torch_adapter.minifier import grad_mask
+
+        args = [a.detach().requires_grad_(m) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a, m in zip(args, grad_mask(run.gm, args))]
     src = R.repro_source(run.gm, args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode, state=run.job.numerics)
@@ -444,10 +459,15 @@ def known_hint(job: MinifyJob, evaluator, st):
     try:
         import torch
 
-        probe, names = P.all_outputs_state(st)
+        probe, names = P.all_outputs_state(st, integers=True)
         with torch.no_grad():
             res = evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args))
         hint = P.divergence_hint(st.gm, st.args, dict(zip(names, M.flat_outputs(res))), tol=evaluator.tol)
+        if hint is not None and hint.integers and evaluator.ignore_non_fp:
+            # the failure shows in integers: the search compares integer and bool outputs (value and
+            # dtype) too, so it may end on the integer op; the repro's judge does the same
+            job.compare_non_fp, evaluator.ignore_non_fp = True, False
+            log("hint: the first diverging value is an integer one: integer and bool outputs are compared exactly")
     except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
         log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
         return None
