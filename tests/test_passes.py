@@ -684,3 +684,36 @@ def test_a_dynamo_graphs_python_operators_are_named_as_torch_names_them():
     assert "getitem" in names and "conv2d" in names and "matmul" in names and "relu" in names
     assert [o.op for o in graph_ops(gm)] == names
     assert not any("operator" in n for n in P.culprit_ops(P.State(gm, [])))
+
+
+def _stretch_graph():
+    """benchmarks/genuine/uint8_image_stretch.py's contrast stretch: a uint8 ``amin`` feeding uint8
+    arithmetic, then floats; beside it an ``argmax`` of floats (an integer computed from floats)."""
+    def f(frames, w):
+        lo = frames.amin(-1, keepdim=True)
+        x = (frames - lo).clamp_min(1).float() / 255.0
+        return x @ w, (x @ w).argmax(-1)
+
+    torch.manual_seed(0)
+    args = [torch.randint(16, 240, (4, 32), dtype=torch.uint8), torch.randn(32, 8)]
+    return P.State(_trace(f, *args), args)
+
+
+def test_a_wrong_integer_value_computed_from_integers_is_the_first_divergence_and_says_so():
+    st = _stretch_graph()
+    probe, names = P.all_outputs_state(st, integers=True)
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
+    calls = P.call_nodes(st.gm)
+    amin = next(i for i, c in enumerate(calls) if "amin" in P.op_name(c))
+    wrong = dict(vals)
+    wrong[calls[amin].name] = torch.zeros_like(vals[calls[amin].name])   # the compiled uint8 amin's 0
+    for c in calls[amin + 1:]:   # and everything computed from it
+        if isinstance(wrong.get(c.name), torch.Tensor) and c.name in names:
+            wrong[c.name] = wrong[c.name] + 1 if wrong[c.name].is_floating_point() else wrong[c.name] ^ 1
+    hint = P.divergence_hint(st.gm, st.args, wrong, tol=1e-4)
+    assert hint is not None and hint.integers and hint.lo <= amin < hint.hi == amin + 1
+    only_argmax = dict(vals)
+    arg = next(c for c in calls if "argmax" in P.op_name(c))
+    only_argmax[arg.name] = vals[arg.name] + 1   # an integer computed from floats: ties may differ, not judged
+    assert P.divergence_hint(st.gm, st.args, only_argmax, tol=1e-4) is None
+    assert P.divergence_hint(st.gm, st.args, vals, tol=1e-4) is None
