@@ -225,3 +225,24 @@ def test_a_compile_error_of_two_fused_reductions_stays_within_the_query_bound(wo
     assert [g["op"] for g in rep["graph"]].count("aten.sum.dim_IntList") == 2, rep["graph"]
     title = next((workdir / "issues-bf16").glob("1.md")).read_text().split("\n", 1)[0]
     assert "compile error in aten.sum.dim_IntList (bfloat16, cpu)" in title, title
+
+
+@pytest.mark.slow
+def test_a_failure_that_shows_in_integers_ends_on_the_integer_op_alone(workdir, bot):
+    """pytorch/pytorch#191499 (benchmarks/genuine/uint8_image_stretch.py): a uint8 ``amin`` of 32 positive
+    values compiles to 0; the program compares float logits. The search compares integers computed from
+    integers exactly once the first diverging value is one, so it ends on ``amin`` alone (not on the float
+    conversion after it), and the repro's judge compares integer outputs too."""
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "uint8_image_stretch.py"
+    out = workdir / "uint8-amin"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "stretch", "--out", out,
+               "--issues-dir", workdir / "issues-amin", "--verify-runs", "1", "--no-trace", "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    rep = f["repro"]
+    assert rep["status"] == "minimized" and rep["verification"]["failed_same_way"] == 1, rep.get("reason")
+    assert [g["op"] for g in rep["graph"]] == ["aten.amin.default"], rep["graph"]
+    assert f["culprit"]["ops"] == ["aten.amin.default"] and f["culprit"]["method"] == "compiled-alone"
+    assert "repro_ignore_non_fp = False" in (Path(f["_dir"]) / "repro.py").read_text()
+    title = next((workdir / "issues-amin").glob("1.md")).read_text().split("\n", 1)[0]
+    assert "accuracy failure in aten.amin.default" in title, title
