@@ -398,3 +398,17 @@ def test_a_training_graph_differentiates_what_required_grad_in_the_program_never
     ev = Evaluator(job, "dynamo", None)
     ev.compile = lambda g, a: (lambda xs: g(*xs))   # the eager step is the point: "compiled" as itself
     assert ev.observe(gm, args) is None and ev.eager_error is None
+
+
+def test_a_training_graph_whose_own_eager_step_raises_is_a_named_limitation_not_a_pass():
+    import torch
+
+    gm, args = _dynamo_graph_of_a_training_step()
+    # a capture that marked the running statistics as requiring grad: eager's own step refuses them
+    args = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args]
+    job = MinifyJob(repro="repro.py", workdir=".", failure_class="accuracy", budget=600.0, training=True)
+    sig, why = P.sanity(job, "dynamo", gm, args, isolate=False)
+    assert sig is None
+    assert why.startswith("limitation: the captured graph's own eager training step raises (RuntimeError: ")
+    assert "not differentiable" in why and "does not fail" not in why
