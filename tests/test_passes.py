@@ -238,6 +238,25 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))[0])
 
 
+def test_a_dynamic_capture_loads_static_with_its_captured_sizes_for_the_static_first_try(tmp_path):
+    from bot.minify.predicate import load_graph
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    path = tmp_path / "launcher.py"
+    src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    path.write_text(src.replace("tracing_mode='symbolic'", "tracing_mode='real'"))   # as a level-3 dump
+    rf, gm, args = load_graph(str(path))
+    assert rf.dynamic and R.symint_placeholders(gm) and args[0] == 4
+    rf, gm, args = load_graph(str(path), static=True)
+    assert not R.symbolic_placeholders(gm) and not R.symint_placeholders(gm) and rf.tracing_mode == "real"
+    assert all(isinstance(a, torch.Tensor) for a in args) and len(args) == len(st.args) - 1
+    assert torch.allclose(gm(*args)[0], st.gm(*st.args)[0])
+    static_src = R.repro_source(gm, args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in2"),
+                                tracing_mode=rf.tracing_mode)
+    assert "reader.symint(" not in static_src and "tracing_mode='real'" in static_src
+
+
 def test_a_static_graph_is_written_for_real_tracing(tmp_path):
     from bot.torch_adapter import repro as R
 

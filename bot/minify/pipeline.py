@@ -521,6 +521,10 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
         r.capture.role = result.graph_role
     if result.dynamic:
         r.capture.dynamic = True
+    elif result.static_first:   # truthfully: captured dynamic, reported static because static fails too
+        r.capture.dynamic = False
+        r.capture.add_note("captured with dynamic shapes; the graph fails with its sizes set to the captured "
+                           "values, so the repro is static")
     rec.config = ConfigDiff(result.config_diff or [], result.config_minimal)
     r.nodes_before, r.nodes_after, r.graph = result.nodes_before, result.nodes_after, result.graph
     r.queries, r.seconds = result.queries or 0, result.seconds or 0.0

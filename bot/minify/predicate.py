@@ -30,7 +30,9 @@ def log(msg: str) -> None:
     sys.stdout.flush()
 
 
-def load_graph(path: str, kind_hint: str | None = None):
+def load_graph(path: str, kind_hint: str | None = None, static: bool = False):
+    """(the parsed file, its graph, its inputs). ``static``: an after-AOT graph captured with dynamic
+    shapes traced with its sizes set to the captured values, its size inputs gone."""
     from bot.torch_adapter import repro as R
 
     rf = R.parse_repro_file(path)
@@ -39,7 +41,10 @@ def load_graph(path: str, kind_hint: str | None = None):
     if rf.kind == "dynamo":
         gm = R.trace_dynamo_graph(loaded)
     else:
-        gm, args = R.trace_aot_graph(loaded, args)
+        gm, args = R.trace_aot_graph(loaded, args, static=static)
+        if static:
+            gm, args = _without_size_inputs(gm, args)
+            rf.tracing_mode = "real"
         if loaded.contiguous:
             log(f"load: the graph cannot run on its inputs' captured strides ({loaded.contiguous}); its "
                 "inputs are made contiguous")
@@ -47,6 +52,20 @@ def load_graph(path: str, kind_hint: str | None = None):
             log(f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
             rf.tracing_mode = loaded.traced   # and so the repros written from it
     return rf, gm, args
+
+
+def _without_size_inputs(gm, args):
+    """A graph traced with real sizes reads its size inputs no more (they are constants in it): they go,
+    so that the repro written from it is static (no ``reader.symint``)."""
+    import torch
+
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    drop = {i for i, n in enumerate(phs) if not n.users and i < len(args) and not isinstance(args[i], torch.Tensor)}
+    for i in drop:
+        gm.graph.erase_node(phs[i])
+    if drop:
+        gm.recompile()
+    return gm, [a for i, a in enumerate(args) if i not in drop]
 
 
 def _phase(phase: str, exc: BaseException) -> str:

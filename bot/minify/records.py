@@ -125,7 +125,8 @@ class WorkerResult(_File):
     kind: str | None = None
     backend: str | None = None
     graph_role: str | None = None
-    dynamic: bool = False
+    dynamic: bool = False            # the reduced graph and its repro have symbolic sizes
+    static_first: bool = False       # captured with dynamic shapes, failing with the captured sizes: made static
     nodes_before: int | None = None
     # the failure pinned, and the graph reduced to it
     signature: Signature | None = None   # the pinned failure the candidates must show

@@ -208,7 +208,7 @@ def step_sanity(run: Run) -> None:
         if run.pinned is None:
             poisoned = None
             try:
-                sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+                sig, why_not = static_first(run)
             except ProcessPoisoned as exc:   # pinned from this run; the rest needs fresh processes
                 (sig, why_not), poisoned = pinnable(run.job, exc.signature), exc
                 if sig is None and exc.signature is None:
@@ -225,6 +225,31 @@ def step_sanity(run: Run) -> None:
     emit(Pinned(run.pinned))
     run.result.signature = run.pinned
     run.result.judge = judge_of(run.job)
+
+
+def static_first(run: Run) -> tuple[Signature | None, str]:
+    """The sanity step, static first: a graph captured with dynamic shapes is tried with its sizes set
+    to the captured values; when that fails the way the check did, the reduction and the repro are
+    static (a bug that does not need symbolic sizes is reported without them). Dynamic only when the
+    static graph does not fail; the result's ``dynamic`` says which."""
+    if run.job.dynamic and run.kind == "aot":
+        try:
+            _rf, gm, args = load_graph(run.job.repro, static=True)
+        except Exception as exc:  # noqa: BLE001 - a graph that cannot be traced static stays dynamic
+            log(f"static first: the graph could not be traced with its captured sizes ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); kept dynamic")
+        else:
+            job = run.job.replace(dynamic=False)
+            sig, _ = sanity(job, run.kind, gm, args, run.isolate)
+            if sig is not None:
+                log(f"static first: the graph with its sizes set to the captured values fails the same way: "
+                    f"static ({len(gm.graph.nodes)} nodes)")
+                run.job, run.gm, run.args = job, gm, args
+                run.rf.tracing_mode = "real"
+                run.result.static_first = True
+                return sig, ""
+            log("static first: the graph with its sizes set to the captured values does not fail: kept dynamic")
+    return sanity(run.job, run.kind, run.gm, run.args, run.isolate)
 
 
 def step_reduce(run: Run) -> None:
@@ -374,9 +399,19 @@ def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, 
     oracle = P.Oracle(evaluator)
     n0 = len(P.call_nodes(gm))
     out = _reduce(job, P.State(gm, list(args)), oracle, dump_state, workdir, stats)
-    log(f"reduce: {n0} -> {len(P.call_nodes(out[0]))} call nodes in {oracle.asked} queries; "
+    n1 = len(P.call_nodes(out[0]))
+    bound = query_bound(n0, n1)
+    log(f"reduce: {n0} -> {n1} call nodes in {oracle.asked} queries "
+        f"({'within' if oracle.asked <= bound else 'OVER'} the bound 2*ceil(log2 N) + 2*final + 4 = {bound}); "
         + "; ".join(stats.lines()))
     return out
+
+
+def query_bound(n: int, final: int) -> int:
+    """The reduction's query bound on an ``n``-call-node graph reduced to ``final`` call nodes."""
+    import math
+
+    return 2 * math.ceil(math.log2(max(n, 2))) + 2 * final + 4
 
 
 def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
