@@ -736,3 +736,23 @@ def test_a_wrong_integer_value_computed_from_integers_is_the_first_divergence_an
     only_argmax[arg.name] = vals[arg.name] + 1   # an integer computed from floats: ties may differ, not judged
     assert P.divergence_hint(st.gm, st.args, only_argmax, tol=1e-4) is None
     assert P.divergence_hint(st.gm, st.args, vals, tol=1e-4) is None
+
+
+def test_ops_that_only_transform_the_culprits_output_are_removed_indexing_included():
+    """A dynamo graph (``x - amin``, then ``[:, None]``: Python's operators, a tensor indexed with
+    ``getitem``): the failure survives at the culprit's own output, so nothing after it stays; the
+    indexing ``getitem`` is an op like any other, not the element of a tuple."""
+    import torch.fx as fx
+
+    def f(a, b):
+        y = torch.atan2(a, b).amin(1)
+        return (a.sum(1) - y)[:, None]
+
+    gm = fx.symbolic_trace(f)
+    torch.manual_seed(0)
+    st = P.State(gm, [torch.randn(4, 8), torch.randn(4, 8)])
+    oracle = P.Oracle(lambda g, a: any("amin" in P.op_name(n) for n in P.call_nodes(g)))
+    final = P.cleanup(st, oracle)
+    assert P.culprit_ops(final) == ["amin"], P.culprit_ops(final)
+    tup = fx.symbolic_trace(lambda x: torch.max(x, 1)[0])   # the element of a tuple goes with its op
+    assert P._multi_output_source(next(n for n in tup.graph.nodes if n.target is operator.getitem)) is not None

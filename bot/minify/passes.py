@@ -262,8 +262,11 @@ def _args_for(sources, args, values) -> list:
 
 
 def _multi_output_source(node):
-    if node.op == "call_function" and node.target is operator.getitem and node.args and \
-            getattr(node.args[0], "op", None) in CALL_OPS:
+    """The op whose tuple result ``node`` takes one element of (``getitem(op, 0)``); None for any other
+    node, a tensor indexed (``x[:, None]``, a dynamo graph's ``getitem``) included: that is an op of its own."""
+    if node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2 and \
+            getattr(node.args[0], "op", None) in CALL_OPS and isinstance(node.args[1], int) and \
+            not _is_tensor(node.args[0].meta.get("val", node.args[0].meta.get("example_value"))):
         return node.args[0]
     return None
 
