@@ -157,7 +157,7 @@ class Evaluator:
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
-        if self.job.dynamic and not R.symbolic_placeholders(gm):
+        if self.job.dynamic and self.kind == "aot" and not R.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         if self.training:

@@ -71,6 +71,7 @@ from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
+DYNAMIC_MARK = "dynamic"   # in the worker's directory: its dynamo graph is compiled with dynamic shapes
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
@@ -203,6 +204,8 @@ def step_sanity(run: Run) -> None:
     with run.timed("sanity"):
         if os.path.exists(sig_path):
             run.pinned = Signature.from_json(json.load(open(sig_path)))
+            run.job.dynamic = run.job.dynamic or (run.kind == "dynamo"
+                                                  and os.path.exists(os.path.join(run.workdir, DYNAMIC_MARK)))
             with contextlib.suppress(OSError, ValueError):
                 run.job.learn(Judge.from_json(json.load(open(judge_path))))
         if run.pinned is None:
@@ -249,7 +252,27 @@ def static_first(run: Run) -> tuple[Signature | None, str]:
                 run.result.static_first = True
                 return sig, ""
             log("static first: the graph with its sizes set to the captured values does not fail: kept dynamic")
+    elif run.kind == "dynamo" and "reader.symint(" in run.rf.source and not run.job.dynamic:
+        return _static_first_dynamo(run)
     return sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+
+
+def _static_first_dynamo(run: Run) -> tuple[Signature | None, str]:
+    """A dynamo graph captured with dynamic sizes (``reader.symint``: ``mark_dynamic``, ``dynamic=True``):
+    compiled static first, and with dynamic shapes, as captured, when static does not fail."""
+    sig, why = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+    if sig is not None:
+        log("static first: the dynamo graph captured with dynamic sizes fails compiled static: static")
+        run.result.static_first = True
+        return sig, why
+    job = run.job.replace(dynamic=True)
+    sig, why_dynamic = sanity(job, run.kind, run.gm, run.args, run.isolate)
+    if sig is None:
+        return None, why
+    log("static first: the dynamo graph does not fail compiled static; compiled with dynamic shapes, as captured")
+    run.job = job
+    open(os.path.join(run.workdir, DYNAMIC_MARK), "w").close()   # a resumed worker compiles it so too
+    return sig, why_dynamic
 
 
 def step_reduce(run: Run) -> None:
