@@ -393,11 +393,17 @@ def test_a_training_graph_differentiates_what_required_grad_in_the_program_never
     outs = train_step(lambda xs: gm(*xs), args, mask)
     assert len(outs) == 1 + 4
     job = MinifyJob(repro="repro.py", workdir=".", failure_class="accuracy", budget=600.0, training=True)
-    loaded = differentiable(job, "dynamo", gm, [a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+    loaded = differentiable(job, "dynamo", gm, list(args))   # as the capture saved them, flags included
     assert [isinstance(a, torch.Tensor) and a.requires_grad for a in loaded] == mask
     ev = Evaluator(job, "dynamo", None)
     ev.compile = lambda g, a: (lambda xs: g(*xs))   # the eager step is the point: "compiled" as itself
     assert ev.observe(gm, args) is None and ev.eager_error is None
+    # what the program held without grad is known by name: an activation cut out of the graph (an input
+    # of a candidate the program never had) is differentiated, the buffer beside it is not
+    frozen = job.frozen_inputs   # the data and BatchNorm's running statistics, by their names in the graph
+    assert len(frozen) == 3 and sum("running_mean" in n or "running_var" in n for n in frozen) == 2, frozen
+    cut = torch.fx.symbolic_trace(lambda act, running_mean: act * running_mean)
+    assert grad_mask(cut, [torch.randn(3), torch.randn(3)], frozen={"running_mean"}) == [True, False]
 
 
 def test_a_training_graph_whose_own_eager_step_raises_is_a_named_limitation_not_a_pass():

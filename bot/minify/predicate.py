@@ -202,7 +202,7 @@ class Evaluator:
         outputs and gradients judged against eager and fp64 as the check judged the step."""
         from bot.torch_adapter import minifier as M
 
-        mask = M.grad_mask(gm, args)   # what required grad in the program; never a buffer
+        mask = M.grad_mask(gm, args, set(self.job.frozen_inputs or ()))   # what required grad in the program
         try:
             ref = M.train_step(lambda xs: gm(*xs), args, mask)
         except Exception as exc:  # noqa: BLE001 - no eager step to compare with: not a valid candidate
@@ -378,8 +378,12 @@ def differentiable(job: MinifyJob, kind: str, gm, args: list) -> list:
         return args
     from bot.torch_adapter.minifier import grad_mask
 
+    if job.frozen_inputs is None:   # the captured graph as loaded (a query's candidate has the job's already)
+        phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        job.frozen_inputs = [p.name for p, a in zip(phs, args) if isinstance(a, torch.Tensor)
+                             and a.is_floating_point() and not a.requires_grad]
     return [a.requires_grad_(True) if m and isinstance(a, torch.Tensor) and a.is_leaf else a
-            for a, m in zip(args, grad_mask(gm, args))]
+            for a, m in zip(args, grad_mask(gm, args, set(job.frozen_inputs or ())))]
 
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):

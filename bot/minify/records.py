@@ -101,6 +101,8 @@ class MinifyJob(_File):
     backend: str = "inductor"
     nodes_before: int | None = None  # a resumed run: the size before the first run
     dynamic: bool = False            # learned on load: the graph has symbolic sizes
+    frozen_inputs: list | None = None   # learned on load (training): the graph's floating inputs
+                                     # that did not require grad in the program (buffers, data): never differentiated
     threads: int | None = None       # learned on load (isolated runs): the parent's thread count
     culprit_search: bool = True
     use_hints: bool = True

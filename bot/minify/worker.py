@@ -371,7 +371,7 @@ def step_final(run: Run) -> bool:
         from bot.torch_adapter.minifier import grad_mask
 
         args = [a.detach().requires_grad_(m) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a, m in zip(args, grad_mask(run.gm, args))]
+                for a, m in zip(args, grad_mask(run.gm, args, set(run.job.frozen_inputs or ())))]
     src = R.repro_source(run.gm, args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode, state=run.job.numerics)

@@ -163,12 +163,13 @@ def fp64_reference(gm, args):
         return None
 
 
-def grad_mask(gm, args) -> list[bool]:
+def grad_mask(gm, args, frozen=None) -> list[bool]:
     """Which inputs of a dynamo-level graph a training step differentiates: those that required grad
-    in the program (the captured input does, or the graph's example value of it did: a parameter,
-    an activation cut out of the graph), never a buffer (a BatchNorm's running statistics, whose
-    gradient eager refuses). A graph none of whose inputs did (a capture that lost the flags) gets
-    every floating-point input."""
+    in the program (the captured input does, or the graph's example value of it did: a parameter),
+    and the activations a minifier cut out of the graph (any input not named in ``frozen``, the
+    program's floating inputs that did not require grad), never a buffer (a BatchNorm's running
+    statistics, whose gradient eager refuses) or the program's data. A graph none of whose inputs
+    qualifies (a capture that lost the flags) gets every floating-point input."""
     import torch
 
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -179,7 +180,9 @@ def grad_mask(gm, args) -> list[bool]:
             return False
         meta = phs[i].meta if i < len(phs) else {}
         v = meta.get("val", meta.get("example_value"))
-        return bool(a.requires_grad or getattr(v, "requires_grad", False))
+        if a.requires_grad or getattr(v, "requires_grad", False):
+            return True
+        return frozen is not None and i < len(phs) and phs[i].name not in frozen
 
     mask = [wanted(i, a) for i, a in enumerate(args)]
     return mask if any(mask) else floats
