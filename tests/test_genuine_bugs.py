@@ -227,3 +227,51 @@ def test_a_compile_error_of_two_fused_reductions_stays_within_the_query_bound(wo
     assert [g["op"] for g in rep["graph"]].count("aten.sum.dim_IntList") == 2, rep["graph"]
     title = next((workdir / "issues-bf16").glob("1.md")).read_text().split("\n", 1)[0]
     assert "compile error in aten.sum.dim_IntList (bfloat16, cpu)" in title, title
+
+
+@pytest.mark.slow
+def test_a_failure_that_shows_in_integers_ends_on_the_integer_op_alone(workdir, bot):
+    """pytorch/pytorch#191499 (benchmarks/genuine/uint8_image_stretch.py): a uint8 ``amin`` of 32 positive
+    values compiles to 0; the program compares float logits. The search compares integers computed from
+    integers exactly once the first diverging value is one, so it ends on ``amin`` alone (not on the float
+    conversion after it), and the repro's judge compares integer outputs too."""
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "uint8_image_stretch.py"
+    out = workdir / "uint8-amin"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "stretch", "--out", out,
+               "--issues-dir", workdir / "issues-amin", "--verify-runs", "1", "--no-trace", "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    rep = f["repro"]
+    assert rep["status"] == "minimized" and rep["verification"]["failed_same_way"] == 1, rep.get("reason")
+    assert [g["op"] for g in rep["graph"]] == ["aten.amin.default"], rep["graph"]
+    assert f["culprit"]["ops"] == ["aten.amin.default"] and f["culprit"]["method"] == "compiled-alone"
+    assert "repro_ignore_non_fp = False" in (Path(f["_dir"]) / "repro.py").read_text()
+    title = next((workdir / "issues-amin").glob("1.md")).read_text().split("\n", 1)[0]
+    assert "accuracy failure in aten.amin.default" in title, title
+
+
+@pytest.mark.slow
+def test_a_culprit_that_reads_no_input_of_a_dynamic_capture_is_reduced_static_and_verified(workdir, bot):
+    """pytorch/pytorch#175966 (benchmarks/genuine/timeseries_dynamic.py): ``torch.arange(L, dtype=int64) *
+    1_000_000_000`` wraps in 32 bits; the program compiles with ``dynamic=True``. Static first: the graph
+    with its sizes set to the captured values fails too, so the repro is static, and its culprit (the
+    ``iota`` and the ``mul``) reads no input: torch's writer leaves ``load_args`` without a body, which the
+    bot completes, so the repro is Python and verifies (it was an internal error)."""
+    import ast
+    import math
+
+    program = Path(__file__).resolve().parent.parent / "benchmarks" / "genuine" / "timeseries_dynamic.py"
+    out = workdir / "no-input"
+    proc = bot("run", "--command", f"{sys.executable} {program}", "--name", "timeseries", "--out", out,
+               "--issues-dir", workdir / "issues-no-input", "--verify-runs", "1", "--no-trace", "--no-bisect")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    rep = f["repro"]
+    assert rep["status"] == "minimized" and rep["verification"]["failed_same_way"] == 1, rep.get("reason")
+    assert sorted(g["op"] for g in rep["graph"]) == ["aten.mul.Tensor", "prims.iota.default"], rep["graph"]
+    assert rep["capture"]["dynamic"] is False and "captured with dynamic shapes" in rep["capture"]["note"]
+    n, final = rep["nodes_before"], rep["nodes_after"]
+    assert rep["queries"] <= 2 * math.ceil(math.log2(n)) + 2 * final + 4, (rep["queries"], n, final)
+    src = (Path(f["_dir"]) / "repro.py").read_text()
+    ast.parse(src)
+    assert "reader.symint(" not in src and "pass  # the graph reads no input" in src

@@ -230,3 +230,53 @@ def test_a_dynamo_graph_holding_its_weights_keeps_their_values_in_its_repro_and_
     p = subprocess.run([sys.executable, str(first)], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+def _no_input_graph():
+    """An int64 ``arange`` times a constant, traced as AOTAutograd traces it: a graph that reads no
+    input (torch's writer writes no ``load_args`` line for it)."""
+    import torch
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(lambda: (torch.arange(16, dtype=torch.int64) * 3,), core_aten_decompositions())()
+
+
+def test_a_graph_without_inputs_writes_a_repro_that_is_python_and_loads_back(tmp_path):
+    import ast
+
+    from bot.minify.predicate import load_graph
+    from bot.torch_adapter import repro as R
+
+    src = R.repro_source(_no_input_graph(), [], kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    ast.parse(src)   # torch alone writes ``def load_args(reader):`` with nothing under it
+    path = tmp_path / rundir.REPRO
+    path.write_text(src)
+    rf, gm, args = load_graph(str(path))
+    assert args == [] and [n.op for n in gm.graph.nodes].count("placeholder") == 0
+    assert [n.target._opname for n in gm.graph.nodes if n.op == "call_function"] == ["arange", "mul"]
+    packaged = pkg.write_repro(str(path), rf.save_dir, str(tmp_path / "pkg"), [], None)
+    ast.parse(Path(packaged).read_text())
+
+
+def test_a_repro_that_is_not_python_is_an_internal_error_naming_the_line():
+    from bot.errors import InfraError
+    from bot.torch_adapter.repro import checked_source
+
+    with pytest.raises(InfraError, match=r"not valid Python \(line 2: .*'x = \('"):
+        checked_source("import torch\nx = (\n")
+    assert checked_source("x = 1\n") == "x = 1\n"
+
+
+@pytest.mark.slow  # runs torch's run_repro on the written file, which compiles the graph
+def test_a_repro_of_a_graph_without_inputs_runs_as_written(tmp_path):
+    import subprocess
+    import sys
+
+    from bot.torch_adapter import repro as R
+
+    path = tmp_path / rundir.REPRO
+    path.write_text(R.repro_source(_no_input_graph(), [], kind="aot", accuracy="accuracy",
+                                   save_dir=str(tmp_path / "in")))
+    out = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]

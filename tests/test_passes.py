@@ -238,6 +238,25 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     assert R.symint_placeholders(R.trace_aot_graph(loaded, R.read_inputs(loaded, rf.save_dir))[0])
 
 
+def test_a_dynamic_capture_loads_static_with_its_captured_sizes_for_the_static_first_try(tmp_path):
+    from bot.minify.predicate import load_graph
+    from bot.torch_adapter import repro as R
+
+    st = _symbolic_state()
+    path = tmp_path / "launcher.py"
+    src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
+    path.write_text(src.replace("tracing_mode='symbolic'", "tracing_mode='real'"))   # as a level-3 dump
+    rf, gm, args = load_graph(str(path))
+    assert rf.dynamic and R.symint_placeholders(gm) and args[0] == 4
+    rf, gm, args = load_graph(str(path), static=True)
+    assert not R.symbolic_placeholders(gm) and not R.symint_placeholders(gm) and rf.tracing_mode == "real"
+    assert all(isinstance(a, torch.Tensor) for a in args) and len(args) == len(st.args) - 1
+    assert torch.allclose(gm(*args)[0], st.gm(*st.args)[0])
+    static_src = R.repro_source(gm, args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in2"),
+                                tracing_mode=rf.tracing_mode)
+    assert "reader.symint(" not in static_src and "tracing_mode='real'" in static_src
+
+
 def test_a_static_graph_is_written_for_real_tracing(tmp_path):
     from bot.torch_adapter import repro as R
 
@@ -664,3 +683,76 @@ def test_a_subgraph_fed_a_module_attribute_is_inlined_and_one_that_calls_a_modul
             assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
             torch.testing.assert_close(flat.gm(*st.args), gm(*st.args))
             assert {n.name for n in flat.gm.graph.nodes} >= {"invoke_subgraph_relu"}   # named after the call
+
+
+def test_a_dynamo_graphs_python_operators_are_named_as_torch_names_them():
+    """A dynamo graph calls ``operator.mul`` for ``a * b``: the culprit, the graph's ops and so the title say
+    ``mul`` and ``div``, never ``_operator.*``."""
+    import torch.fx as fx
+
+    from bot.torch_adapter.minifier import graph_ops
+
+    def f(x, y):
+        z = x * y / 2 - x // 3
+        z += 1
+        return F.conv2d(z[:, None], torch.ones(1, 1, 1, 1)), z @ y.T, torch.relu(z)
+
+    gm = fx.symbolic_trace(f)
+    names = [P.op_name(n) for n in P.call_nodes(gm)]
+    assert names[:5] == ["mul", "div", "floor_divide", "sub", "add"]
+    assert "getitem" in names and "conv2d" in names and "matmul" in names and "relu" in names
+    assert [o.op for o in graph_ops(gm)] == names
+    assert not any("operator" in n for n in P.culprit_ops(P.State(gm, [])))
+
+
+def _stretch_graph():
+    """benchmarks/genuine/uint8_image_stretch.py's contrast stretch: a uint8 ``amin`` feeding uint8
+    arithmetic, then floats; beside it an ``argmax`` of floats (an integer computed from floats)."""
+    def f(frames, w):
+        lo = frames.amin(-1, keepdim=True)
+        x = (frames - lo).clamp_min(1).float() / 255.0
+        return x @ w, (x @ w).argmax(-1)
+
+    torch.manual_seed(0)
+    args = [torch.randint(16, 240, (4, 32), dtype=torch.uint8), torch.randn(32, 8)]
+    return P.State(_trace(f, *args), args)
+
+
+def test_a_wrong_integer_value_computed_from_integers_is_the_first_divergence_and_says_so():
+    st = _stretch_graph()
+    probe, names = P.all_outputs_state(st, integers=True)
+    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
+    calls = P.call_nodes(st.gm)
+    amin = next(i for i, c in enumerate(calls) if "amin" in P.op_name(c))
+    wrong = dict(vals)
+    wrong[calls[amin].name] = torch.zeros_like(vals[calls[amin].name])   # the compiled uint8 amin's 0
+    for c in calls[amin + 1:]:   # and everything computed from it
+        if isinstance(wrong.get(c.name), torch.Tensor) and c.name in names:
+            wrong[c.name] = wrong[c.name] + 1 if wrong[c.name].is_floating_point() else wrong[c.name] ^ 1
+    hint = P.divergence_hint(st.gm, st.args, wrong, tol=1e-4)
+    assert hint is not None and hint.integers and hint.lo <= amin < hint.hi == amin + 1
+    only_argmax = dict(vals)
+    arg = next(c for c in calls if "argmax" in P.op_name(c))
+    only_argmax[arg.name] = vals[arg.name] + 1   # an integer computed from floats: ties may differ, not judged
+    assert P.divergence_hint(st.gm, st.args, only_argmax, tol=1e-4) is None
+    assert P.divergence_hint(st.gm, st.args, vals, tol=1e-4) is None
+
+
+def test_ops_that_only_transform_the_culprits_output_are_removed_indexing_included():
+    """A dynamo graph (``x - amin``, then ``[:, None]``: Python's operators, a tensor indexed with
+    ``getitem``): the failure survives at the culprit's own output, so nothing after it stays; the
+    indexing ``getitem`` is an op like any other, not the element of a tuple."""
+    import torch.fx as fx
+
+    def f(a, b):
+        y = torch.atan2(a, b).amin(1)
+        return (a.sum(1) - y)[:, None]
+
+    gm = fx.symbolic_trace(f)
+    torch.manual_seed(0)
+    st = P.State(gm, [torch.randn(4, 8), torch.randn(4, 8)])
+    oracle = P.Oracle(lambda g, a: any("amin" in P.op_name(n) for n in P.call_nodes(g)))
+    final = P.cleanup(st, oracle)
+    assert P.culprit_ops(final) == ["amin"], P.culprit_ops(final)
+    tup = fx.symbolic_trace(lambda x: torch.max(x, 1)[0])   # the element of a tuple goes with its op
+    assert P._multi_output_source(next(n for n in tup.graph.nodes if n.target is operator.getitem)) is not None

@@ -357,3 +357,64 @@ def test_compile_options_torch_refuses_or_that_only_debug_are_dropped_from_the_j
     assert sorted(refused) == ["inductor.fx_graph_cache", "inductor.max_autotune", "inductor.no_such_setting",
                                "inductor.trace.enabled"]
     assert job.compile_options == {"inductor.epilogue_fusion": False}
+
+
+def _dynamo_graph_of_a_training_step():
+    """The dynamo-level graph of a Conv + BatchNorm model in training, as the after-dynamo capture
+    holds it: parameters and BatchNorm's running statistics are inputs, as the program had them."""
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+    seen = {}
+
+    def capture(gm, example_inputs):
+        seen["gm"], seen["args"] = gm, list(example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=capture)(torch.randn(2, 3, 8, 8))
+    return seen["gm"], seen["args"]
+
+
+def test_a_training_graph_differentiates_what_required_grad_in_the_program_never_its_buffers():
+    import torch
+
+    from bot.minify.predicate import Evaluator, differentiable
+    from bot.torch_adapter.minifier import grad_mask, train_step
+
+    gm, args = _dynamo_graph_of_a_training_step()
+    mask = grad_mask(gm, args)
+    floats = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
+    assert sum(mask) == 4 and sum(floats) == 7   # conv and bn weight and bias; not the input, mean, var
+    with pytest.raises(RuntimeError, match="not differentiable"):   # every float input: eager refuses
+        train_step(lambda xs: gm(*xs), args)
+    outs = train_step(lambda xs: gm(*xs), args, mask)
+    assert len(outs) == 1 + 4
+    job = MinifyJob(repro="repro.py", workdir=".", failure_class="accuracy", budget=600.0, training=True)
+    loaded = differentiable(job, "dynamo", gm, list(args))   # as the capture saved them, flags included
+    assert [isinstance(a, torch.Tensor) and a.requires_grad for a in loaded] == mask
+    ev = Evaluator(job, "dynamo", None)
+    ev.compile = lambda g, a: (lambda xs: g(*xs))   # the eager step is the point: "compiled" as itself
+    assert ev.observe(gm, args) is None and ev.eager_error is None
+    # what the program held without grad is known by name: an activation cut out of the graph (an input
+    # of a candidate the program never had) is differentiated, the buffer beside it is not
+    frozen = job.frozen_inputs   # the data and BatchNorm's running statistics, by their names in the graph
+    assert len(frozen) == 3 and sum("running_mean" in n or "running_var" in n for n in frozen) == 2, frozen
+    cut = torch.fx.symbolic_trace(lambda act, running_mean: act * running_mean)
+    assert grad_mask(cut, [torch.randn(3), torch.randn(3)], frozen={"running_mean"}) == [True, False]
+
+
+def test_a_training_graph_whose_own_eager_step_raises_is_a_named_limitation_not_a_pass():
+    import torch
+
+    gm, args = _dynamo_graph_of_a_training_step()
+    # a capture that marked the running statistics as requiring grad: eager's own step refuses them
+    args = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args]
+    job = MinifyJob(repro="repro.py", workdir=".", failure_class="accuracy", budget=600.0, training=True)
+    sig, why = P.sanity(job, "dynamo", gm, args, isolate=False)
+    assert sig is None
+    assert why.startswith("limitation: the captured graph's own eager training step raises (RuntimeError: ")
+    assert "not differentiable" in why and "does not fail" not in why

@@ -141,3 +141,67 @@ def test_an_unknown_worker_command_is_a_usage_error(capsys):
     assert worker.main(["shrink", "job.json"]) == 2
     assert "unknown worker command shrink" in capsys.readouterr().err
     assert worker.main([]) == 2
+
+
+def fails_only_with_symbolic_sizes(gm, example_inputs):
+    """A torch.compile backend that raises only for a graph dynamo traced with symbolic sizes: what a
+    dynamic-shapes-only compiler bug looks like to the worker (torch 2.13's CPU backends have none
+    that is injectable)."""
+    import torch
+
+    vals = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if any(isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(
+            not isinstance(s, int) for s in v.shape)) for v in vals):
+        raise RuntimeError("only symbolic sizes fail here")
+    return gm.forward
+
+
+BACKEND = f"{__name__}:fails_only_with_symbolic_sizes"
+
+
+def _dynamo_launcher(tmp_path, mark_dynamic: bool):
+    import torch
+
+    from bot.torch_adapter import repro as R
+
+    seen = {}
+
+    def capture(gm, example_inputs):
+        seen["gm"], seen["args"] = gm, list(example_inputs)
+        return gm.forward
+
+    x = torch.randn(6, 4)
+    if mark_dynamic:
+        torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.reset()
+    torch.compile(lambda x: (x * 2).sum(0), backend=capture)(x)
+    path = tmp_path / "launcher.py"
+    path.write_text(R.repro_source(seen["gm"], seen["args"], kind="dynamo", accuracy="",
+                                   save_dir=str(tmp_path / "in"), backend=BACKEND))
+    return path
+
+
+@pytest.mark.parametrize("mark_dynamic", [True, False])
+def test_a_dynamo_graph_captured_dynamic_is_judged_static_first_then_dynamic_as_captured(tmp_path, mark_dynamic,
+                                                                                         monkeypatch):
+    import json
+
+    from bot.minify.records import MinifyJob
+    from bot.records import CheckError
+
+    path = _dynamo_launcher(tmp_path, mark_dynamic)
+    assert ("reader.symint(" in path.read_text()) is mark_dynamic
+    job = MinifyJob(repro=str(path), workdir=str(tmp_path / "w"), failure_class="runtime_error", budget=600.0,
+                    backend=BACKEND, original_error=CheckError(type="RuntimeError",
+                                                               message="only symbolic sizes fail here"))
+    job_path = tmp_path / "job.json"
+    job_path.write_text(json.dumps(job.to_json()))
+    monkeypatch.chdir(tmp_path)   # the worker enters its directory: the test's is restored after it
+    run = worker.load_run(str(job_path))
+    assert run.kind == "dynamo" and not run.job.dynamic
+    sig, why = worker.static_first(run)
+    if mark_dynamic:   # static does not fail: compiled with dynamic shapes, as captured, and the record says so
+        assert sig is not None and sig.exc_type == "RuntimeError", why
+        assert run.job.dynamic and not run.result.static_first
+    else:              # captured static: judged static, and it does not fail
+        assert sig is None and not run.job.dynamic

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bot.records import GraphBisect
-from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, is_op_overload, subgraph_call
+from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, op_label, subgraph_call
 
 
 @dataclass
@@ -83,6 +83,7 @@ class Hint:
     node: str | None = None    # a call node's name
     lo: int = 0                # prefix ``lo`` (call nodes) computes correctly
     hi: int | None = None      # prefix ``hi`` holds the first diverging value
+    integers: bool = False     # that value is an integer or bool one: the failure shows in integers
 
 
 @dataclass
@@ -117,14 +118,8 @@ def call_nodes(gm) -> list:
 
 
 def op_name(node) -> str:
-    t = node.target
-    if node.op == "call_function" and is_op_overload(t):
-        return f"aten.{t._opname}.{t._overloadname}" if t.namespace == "aten" else str(t)
-    if node.op == "call_function":
-        mod = getattr(t, "__module__", None) or ""
-        name = getattr(t, "__name__", str(t))
-        return f"{mod}.{name}" if mod in ("operator", "_operator") else name
-    return str(t)
+    """The node's op as torch names it (``mul``, not ``_operator.mul``): the adapter's one definition."""
+    return op_label(node)
 
 
 def fingerprint(st: State) -> str:
@@ -267,8 +262,11 @@ def _args_for(sources, args, values) -> list:
 
 
 def _multi_output_source(node):
-    if node.op == "call_function" and node.target is operator.getitem and node.args and \
-            getattr(node.args[0], "op", None) in CALL_OPS:
+    """The op whose tuple result ``node`` takes one element of (``getitem(op, 0)``); None for any other
+    node, a tensor indexed (``x[:, None]``, a dynamo graph's ``getitem``) included: that is an op of its own."""
+    if node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2 and \
+            getattr(node.args[0], "op", None) in CALL_OPS and isinstance(node.args[1], int) and \
+            not _is_tensor(node.args[0].meta.get("val", node.args[0].meta.get("example_value"))):
         return node.args[0]
     return None
 
@@ -631,28 +629,43 @@ def divergence_hint(gm, args, compiled: dict, *, tol: float) -> Hint | None:
     """The ``analyze`` idea of torch's post-AOT accuracy minifier: ``compiled`` maps node names to
     the values the compiled graph produced for them (see :func:`all_outputs_state`); the first of
     them that fails the check's fp64 criterion against the eager run bounds the culprit from
-    above, the last one before it that passes from below."""
+    above, the last one before it that passes from below.
+
+    An integer or bool value counts too where it is exact arithmetic: computed from integer and
+    bool tensors only (or from none: an ``arange``), its compiled value must equal eager's, value
+    and dtype (a uint8 ``amin`` that vectorizes wrong, an int64 product that overflows). Such a
+    first divergence is an integer one (``Hint.integers``): the failure shows in integers. One
+    computed from floats (``argmax``, a comparison) may differ legitimately and is not judged."""
     import torch
 
     from bot.torch_adapter.minifier import accuracy_fails, fp64_values
 
-    names = {k for k, v in compiled.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
-    if not names:
+    tensors = {k for k, v in compiled.items() if isinstance(v, torch.Tensor)}
+    names = {k for k in tensors if compiled[k].is_floating_point()}
+    if not tensors:
         return None
-    eager, _ = eager_values(gm, args, lambda n: n.name in names)
-    fp64 = fp64_values(gm, args, names)
-    calls = call_nodes(gm)
+    eager, _ = eager_values(gm, args, lambda n: n.name in tensors or any(u.name in tensors for u in n.users))
+    fp64 = fp64_values(gm, args, names) if names else {}
     lo = 0
-    for i, n in enumerate(calls):
-        if n.name not in names or n.name not in eager or not isinstance(eager[n.name], torch.Tensor):
+    for i, n in enumerate(call_nodes(gm)):
+        ref, res = eager.get(n.name), compiled.get(n.name)
+        if not isinstance(ref, torch.Tensor) or not isinstance(res, torch.Tensor) or ref.shape != res.shape:
             continue
-        ref, res = eager[n.name], compiled[n.name]
-        if ref.shape != res.shape:
+        if n.name in names:
+            if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
+                return Hint("divergence", lo=lo, hi=i + 1)
+        elif ref.is_floating_point() or not _exact_arithmetic(n, eager):
             continue
-        if accuracy_fails(ref, res, fp64.get(n.name), tol=tol, ignore_non_fp=True):
-            return Hint("divergence", lo=lo, hi=i + 1)
+        elif ref.dtype != res.dtype or not torch.equal(ref, res):
+            return Hint("divergence", lo=lo, hi=i + 1, integers=True)
         lo = i + 1
     return None
+
+
+def _exact_arithmetic(node, values: dict) -> bool:
+    """Whether a node's tensor inputs are all integer or bool (or it reads none)."""
+    ins = [values.get(a.name, a.meta.get("val")) for a in node.all_input_nodes]
+    return all(not (_is_tensor(v) or hasattr(v, "dtype")) or not v.is_floating_point() for v in ins)
 
 
 # ------------------------------------------------------------------------------------------

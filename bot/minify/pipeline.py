@@ -25,6 +25,7 @@ from typing import Callable
 from bot import known as kn
 from bot import rundir
 from bot.check.settings import Settings
+from bot.errors import InfraError
 from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
@@ -510,6 +511,8 @@ def _reduce(f: Failure, candidates: list[str], c: cap.Capture | None, work: str,
 def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
     """Copy the worker's findings into the record; True when there is a repro to verify."""
     rec, r = f.rec, f.repro
+    if result.status == "error":   # the worker could not write its repro: an internal error, never a repro-less bug
+        raise InfraError(result.reason or "the minify worker failed")
     if result.signature is not None and (f.launcher is not None or job.class_uncertain):
         rec.failure_class = result.signature.failure_class  # learned from the graph: the check could not tell
     rec.bisect, rec.culprit = result.bisect, result.culprit
@@ -518,6 +521,10 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
         r.capture.role = result.graph_role
     if result.dynamic:
         r.capture.dynamic = True
+    elif result.static_first:   # truthfully: captured dynamic, reported static because static fails too
+        r.capture.dynamic = False
+        r.capture.add_note("captured with dynamic shapes; the graph fails with its sizes set to the captured "
+                           "values, so the repro is static")
     rec.config = ConfigDiff(result.config_diff or [], result.config_minimal)
     r.nodes_before, r.nodes_after, r.graph = result.nodes_before, result.nodes_after, result.graph
     r.queries, r.seconds = result.queries or 0, result.seconds or 0.0

@@ -143,10 +143,13 @@ def _flat(x):
 
 def step(f, inputs, **kw):
     """A training step, as the check ran it: forward and backward together. {label: value} of
-    every output, then the gradient of every floating-point input for the loss that sums the
-    floating outputs (each in float64)."""
-    inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-              for x in inputs]
+    every output, then the gradient of every input that required grad in the program (never a
+    buffer; every floating-point input when none did) for the loss that sums the floating outputs
+    (each in float64)."""
+    floats = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs]
+    wanted = [f and x.requires_grad for f, x in zip(floats, inputs)]
+    wanted = wanted if any(wanted) else floats
+    inputs = [x.detach().requires_grad_(w) if f else x for x, f, w in zip(inputs, floats, wanted)]
     leaves = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
     outs = [o for o in _flat(f(*inputs, **kw)) if isinstance(o, torch.Tensor)]
     terms = [o.double().sum() for o in outs if o.is_floating_point() and o.requires_grad]
@@ -658,8 +661,15 @@ def write(job: PlainJob, written=None) -> PlainRepro:
                   job.tolerance, job.compare_non_fp, dynamic=rf.dynamic if rf.kind == "aot" else job.dynamic,
                   training=job.training and rf.kind == "dynamo", random_inputs=rec.inputs_random, fp64=fp64,
                   constants=len(constants), config=_config_of(job, rf), numerics=job.numerics)
+    from bot.errors import InfraError
+    from bot.torch_adapter.repro import checked_source
+
+    try:
+        text = checked_source(plain_source(parts), "the plain repro")   # never used unchecked
+    except InfraError as exc:
+        return PlainRepro(reason=str(exc))
     with open(os.path.join(job.out_dir, rundir.PLAIN), "w", encoding="utf-8") as fh:
-        fh.write(plain_source(parts))
+        fh.write(text)
     if written is not None:
         written(rec)
     try:

@@ -30,7 +30,9 @@ def log(msg: str) -> None:
     sys.stdout.flush()
 
 
-def load_graph(path: str, kind_hint: str | None = None):
+def load_graph(path: str, kind_hint: str | None = None, static: bool = False):
+    """(the parsed file, its graph, its inputs). ``static``: an after-AOT graph captured with dynamic
+    shapes traced with its sizes set to the captured values, its size inputs gone."""
     from bot.torch_adapter import repro as R
 
     rf = R.parse_repro_file(path)
@@ -39,7 +41,10 @@ def load_graph(path: str, kind_hint: str | None = None):
     if rf.kind == "dynamo":
         gm = R.trace_dynamo_graph(loaded)
     else:
-        gm, args = R.trace_aot_graph(loaded, args)
+        gm, args = R.trace_aot_graph(loaded, args, static=static)
+        if static:
+            gm, args = _without_size_inputs(gm, args)
+            rf.tracing_mode = "real"
         if loaded.contiguous:
             log(f"load: the graph cannot run on its inputs' captured strides ({loaded.contiguous}); its "
                 "inputs are made contiguous")
@@ -47,6 +52,20 @@ def load_graph(path: str, kind_hint: str | None = None):
             log(f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
             rf.tracing_mode = loaded.traced   # and so the repros written from it
     return rf, gm, args
+
+
+def _without_size_inputs(gm, args):
+    """A graph traced with real sizes reads its size inputs no more (they are constants in it): they go,
+    so that the repro written from it is static (no ``reader.symint``)."""
+    import torch
+
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    drop = {i for i, n in enumerate(phs) if not n.users and i < len(args) and not isinstance(args[i], torch.Tensor)}
+    for i in drop:
+        gm.graph.erase_node(phs[i])
+    if drop:
+        gm.recompile()
+    return gm, [a for i, a in enumerate(args) if i not in drop]
 
 
 def _phase(phase: str, exc: BaseException) -> str:
@@ -88,6 +107,7 @@ class Evaluator:
         self.ignore_non_fp = not (self.strict or job.compare_non_fp)
         self.queries = 0
         self.last_error = ""
+        self.eager_error: str | None = None   # the last candidate's own eager training step raised this
         self.poisoned: str | None = None   # the device fault the last run left behind
         self.deadline = job.deadline
         self.training = job.training and kind == "dynamo"
@@ -137,7 +157,7 @@ class Evaluator:
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
-        if self.job.dynamic and not R.symbolic_placeholders(gm):
+        if self.job.dynamic and self.kind == "aot" and not R.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         if self.training:
@@ -182,16 +202,18 @@ class Evaluator:
         outputs and gradients judged against eager and fp64 as the check judged the step."""
         from bot.torch_adapter import minifier as M
 
+        mask = M.grad_mask(gm, args, set(self.job.frozen_inputs or ()))   # what required grad in the program
         try:
-            ref = M.train_step(lambda xs: gm(*xs), args)
+            ref = M.train_step(lambda xs: gm(*xs), args, mask)
         except Exception as exc:  # noqa: BLE001 - no eager step to compare with: not a valid candidate
             self._poison_check(exc)
+            self.eager_error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ''}"
             return None
         phase = "compile_error"
         try:
             fn = self.compile(gm, args)
             phase = "runtime_error"   # torch.compile compiles at the first call: a compile error says so itself
-            res = M.train_step(fn, args)
+            res = M.train_step(fn, args, mask)
         except Exception as exc:  # noqa: BLE001 - any failure is data here
             self._poison_check(exc)
             if self.cls == "accuracy":
@@ -200,7 +222,7 @@ class Evaluator:
             return signature_of_exception(_phase(phase, exc), exc)
         if self.cls != "accuracy":
             return None
-        fp64 = M.fp64_train_reference(gm, args)
+        fp64 = M.fp64_train_reference(gm, args, mask)
         if M.accuracy_fails(ref, res, fp64, tol=self.tol, ignore_non_fp=self.ignore_non_fp):
             return Signature("accuracy")
         return None
@@ -301,7 +323,7 @@ def cmd_query(qdir: str) -> int:
     apply_process_state(job, fresh=True)
     _rf, gm, args = load_graph(os.path.join(qdir, "candidate.py"))
     apply_compile_options(job)
-    args = differentiable(job, q.kind, args)
+    args = differentiable(job, q.kind, gm, args)
     ev = Evaluator(job, q.kind, None)
     config = q.config
     sig = with_config(config[0], config[1], lambda: ev.observe(gm, args)) if config else ev.observe(gm, args)
@@ -346,15 +368,22 @@ def apply_compile_options(job: MinifyJob) -> list[str]:
     return refused
 
 
-def differentiable(job: MinifyJob, kind: str, args: list) -> list:
-    """A dynamo-level graph judged by a training step: its floating inputs require grad, so the
-    repros written from it differentiate them too."""
+def differentiable(job: MinifyJob, kind: str, gm, args: list) -> list:
+    """A dynamo-level graph judged by a training step: the inputs that required grad in the program
+    (:func:`bot.torch_adapter.minifier.grad_mask`) require grad, so the repros written from it
+    differentiate them too, and nothing else (never a buffer)."""
     import torch
 
     if not (job.training and kind == "dynamo"):
         return args
-    return [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.is_leaf
-            else a for a in args]
+    from bot.torch_adapter.minifier import grad_mask
+
+    if job.frozen_inputs is None:   # the captured graph as loaded (a query's candidate has the job's already)
+        phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        job.frozen_inputs = [p.name for p, a in zip(phs, args) if isinstance(a, torch.Tensor)
+                             and a.is_floating_point() and not a.requires_grad]
+    return [a.requires_grad_(True) if m and isinstance(a, torch.Tensor) and a.is_leaf else a
+            for a, m in zip(args, grad_mask(gm, args, set(job.frozen_inputs or ())))]
 
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
@@ -436,9 +465,13 @@ def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signatur
     3. an accuracy failure whose floating-point outputs agree: integer and bool outputs compared
        exactly (an int32 overflow, an index off by one).
     """
+    eager: list = []
+
     def observe():
         ev = IsolatedEvaluator(job, kind, None) if isolate else Evaluator(job, kind, None)
-        return ev.observe(gm, args)   # ProcessPoisoned: the worker's step_sanity pins what it saw
+        sig = ev.observe(gm, args)   # ProcessPoisoned: the worker's step_sanity pins what it saw
+        eager.append(getattr(ev, "eager_error", None))
+        return sig
 
     uncertain = job.class_uncertain
     sig = observe()
@@ -453,6 +486,12 @@ def sanity(job: MinifyJob, kind: str, gm, args, isolate: bool) -> tuple[Signatur
             job.compare_non_fp = False
         else:
             log("sanity: the floating-point outputs agree; an integer or bool output differs")
+    if sig is None and eager and eager[0]:
+        # not "does not fail": the graph cannot be judged on its own (a limitation, said as one)
+        why = (f"limitation: the captured graph's own eager training step raises ({eager[0]}), so it cannot be "
+               "judged on its own")
+        log(f"sanity: {why}")
+        return None, why
     return pinnable(job, sig)
 
 

@@ -101,6 +101,8 @@ class MinifyJob(_File):
     backend: str = "inductor"
     nodes_before: int | None = None  # a resumed run: the size before the first run
     dynamic: bool = False            # learned on load: the graph has symbolic sizes
+    frozen_inputs: list | None = None   # learned on load (training): the graph's floating inputs
+                                     # that did not require grad in the program (buffers, data): never differentiated
     threads: int | None = None       # learned on load (isolated runs): the parent's thread count
     culprit_search: bool = True
     use_hints: bool = True
@@ -117,7 +119,7 @@ class WorkerResult(_File):
     """What one minify (worker run, or its resumption) found (``result.json``)."""
 
     # how it ended
-    status: str | None = None        # minimized | partial | not_reproduced | none
+    status: str | None = None        # minimized | partial | not_reproduced | none | error (internal)
     reason: str | None = None
     final: str | None = None         # the repro file to package
     note: str | None = None
@@ -125,7 +127,8 @@ class WorkerResult(_File):
     kind: str | None = None
     backend: str | None = None
     graph_role: str | None = None
-    dynamic: bool = False
+    dynamic: bool = False            # the reduced graph and its repro have symbolic sizes
+    static_first: bool = False       # captured with dynamic shapes, failing with the captured sizes: made static
     nodes_before: int | None = None
     # the failure pinned, and the graph reduced to it
     signature: Signature | None = None   # the pinned failure the candidates must show

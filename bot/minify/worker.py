@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import rundir
+from bot.errors import InfraError
 from bot.minify.predicate import (
     BudgetExceeded,
     Evaluator,
@@ -70,6 +71,7 @@ from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
+DYNAMIC_MARK = "dynamic"   # in the worker's directory: its dynamo graph is compiled with dynamic shapes
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
@@ -140,6 +142,9 @@ def cmd_minify(job_path: str) -> int:
             step_bisect(run, bisects)
     except Stop as stop:
         return _finish(run, stop.status, stop.reason)
+    except InfraError as exc:   # e.g. a repro torch's writer cannot write as valid Python: no repro, said why
+        log(f"internal error: {exc}")
+        return _finish(run, "error", f"the final repro could not be written: {exc}")
     except ProcessPoisoned as exc:
         # no result: the minify stage resumes from the latest checkpoint with one process per query
         log(f"the device is unusable in this process after {exc}; exiting so that the rest runs in fresh "
@@ -184,7 +189,7 @@ def load_run(job_path: str) -> Run:
             + (f" (this torch refuses {', '.join(refused)})" if refused else ""))
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
     job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
-    args = differentiable(job, rf.kind, args)
+    args = differentiable(job, rf.kind, gm, args)
     run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
     run.result.timings["load"] = round(time.time() - t, 2)
     emit(Loaded(nodes=len(gm.graph.nodes), kind=rf.kind, dynamic=job.dynamic))
@@ -199,12 +204,14 @@ def step_sanity(run: Run) -> None:
     with run.timed("sanity"):
         if os.path.exists(sig_path):
             run.pinned = Signature.from_json(json.load(open(sig_path)))
+            run.job.dynamic = run.job.dynamic or (run.kind == "dynamo"
+                                                  and os.path.exists(os.path.join(run.workdir, DYNAMIC_MARK)))
             with contextlib.suppress(OSError, ValueError):
                 run.job.learn(Judge.from_json(json.load(open(judge_path))))
         if run.pinned is None:
             poisoned = None
             try:
-                sig, why_not = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+                sig, why_not = static_first(run)
             except ProcessPoisoned as exc:   # pinned from this run; the rest needs fresh processes
                 (sig, why_not), poisoned = pinnable(run.job, exc.signature), exc
                 if sig is None and exc.signature is None:
@@ -221,6 +228,51 @@ def step_sanity(run: Run) -> None:
     emit(Pinned(run.pinned))
     run.result.signature = run.pinned
     run.result.judge = judge_of(run.job)
+
+
+def static_first(run: Run) -> tuple[Signature | None, str]:
+    """The sanity step, static first: a graph captured with dynamic shapes is tried with its sizes set
+    to the captured values; when that fails the way the check did, the reduction and the repro are
+    static (a bug that does not need symbolic sizes is reported without them). Dynamic only when the
+    static graph does not fail; the result's ``dynamic`` says which."""
+    if run.job.dynamic and run.kind == "aot":
+        try:
+            _rf, gm, args = load_graph(run.job.repro, static=True)
+        except Exception as exc:  # noqa: BLE001 - a graph that cannot be traced static stays dynamic
+            log(f"static first: the graph could not be traced with its captured sizes ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); kept dynamic")
+        else:
+            job = run.job.replace(dynamic=False)
+            sig, _ = sanity(job, run.kind, gm, args, run.isolate)
+            if sig is not None:
+                log(f"static first: the graph with its sizes set to the captured values fails the same way: "
+                    f"static ({len(gm.graph.nodes)} nodes)")
+                run.job, run.gm, run.args = job, gm, args
+                run.rf.tracing_mode = "real"
+                run.result.static_first = True
+                return sig, ""
+            log("static first: the graph with its sizes set to the captured values does not fail: kept dynamic")
+    elif run.kind == "dynamo" and "reader.symint(" in run.rf.source and not run.job.dynamic:
+        return _static_first_dynamo(run)
+    return sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+
+
+def _static_first_dynamo(run: Run) -> tuple[Signature | None, str]:
+    """A dynamo graph captured with dynamic sizes (``reader.symint``: ``mark_dynamic``, ``dynamic=True``):
+    compiled static first, and with dynamic shapes, as captured, when static does not fail."""
+    sig, why = sanity(run.job, run.kind, run.gm, run.args, run.isolate)
+    if sig is not None:
+        log("static first: the dynamo graph captured with dynamic sizes fails compiled static: static")
+        run.result.static_first = True
+        return sig, why
+    job = run.job.replace(dynamic=True)
+    sig, why_dynamic = sanity(job, run.kind, run.gm, run.args, run.isolate)
+    if sig is None:
+        return None, why
+    log("static first: the dynamo graph does not fail compiled static; compiled with dynamic shapes, as captured")
+    run.job = job
+    open(os.path.join(run.workdir, DYNAMIC_MARK), "w").close()   # a resumed worker compiles it so too
+    return sig, why_dynamic
 
 
 def step_reduce(run: Run) -> None:
@@ -260,7 +312,20 @@ def step_reduce(run: Run) -> None:
             run.gm, run.args = best["gm"], best["args"]
         except M.SanityCheckFailed as exc:
             raise Stop("not_reproduced", "the captured graph does not fail when run on its own") from exc
+        finally:
+            _judge_learned(run)
         run.queries = evaluator.queries
+
+
+def _judge_learned(run: Run) -> None:
+    """The search learned how to judge (the failure shows in integers): the repro's judge, and a
+    resumed worker's, say so too."""
+    judge = judge_of(run.job)
+    if judge == run.result.judge:
+        return
+    run.result.judge = judge
+    with open(os.path.join(run.workdir, "judge.json"), "w") as fh:
+        json.dump(judge.to_json(), fh)
 
 
 def step_config(run: Run) -> None:
@@ -303,8 +368,10 @@ def step_final(run: Run) -> bool:
     if run.job.training and run.kind == "dynamo":   # the repro runs the backward too (torch's run_fwd_maybe_bwd)
         import torch
 
-        args = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                for a in args]
+        from bot.torch_adapter.minifier import grad_mask
+
+        args = [a.detach().requires_grad_(m) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a, m in zip(args, grad_mask(run.gm, args, set(run.job.frozen_inputs or ())))]
     src = R.repro_source(run.gm, args, kind=run.kind, accuracy=acc_mode(run.job),
                          save_dir=os.path.join(final_dir, "inputs"), backend=run.job.backend,
                          tracing_mode=run.rf.tracing_mode, state=run.job.numerics)
@@ -355,9 +422,19 @@ def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, 
     oracle = P.Oracle(evaluator)
     n0 = len(P.call_nodes(gm))
     out = _reduce(job, P.State(gm, list(args)), oracle, dump_state, workdir, stats)
-    log(f"reduce: {n0} -> {len(P.call_nodes(out[0]))} call nodes in {oracle.asked} queries; "
+    n1 = len(P.call_nodes(out[0]))
+    bound = query_bound(n0, n1)
+    log(f"reduce: {n0} -> {n1} call nodes in {oracle.asked} queries "
+        f"({'within' if oracle.asked <= bound else 'OVER'} the bound 2*ceil(log2 N) + 2*final + 4 = {bound}); "
         + "; ".join(stats.lines()))
     return out
+
+
+def query_bound(n: int, final: int) -> int:
+    """The reduction's query bound on an ``n``-call-node graph reduced to ``final`` call nodes."""
+    import math
+
+    return 2 * math.ceil(math.log2(max(n, 2))) + 2 * final + 4
 
 
 def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
@@ -440,10 +517,15 @@ def known_hint(job: MinifyJob, evaluator, st):
     try:
         import torch
 
-        probe, names = P.all_outputs_state(st)
+        probe, names = P.all_outputs_state(st, integers=True)
         with torch.no_grad():
             res = evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args))
         hint = P.divergence_hint(st.gm, st.args, dict(zip(names, M.flat_outputs(res))), tol=evaluator.tol)
+        if hint is not None and hint.integers and evaluator.ignore_non_fp:
+            # the failure shows in integers: the search compares integer and bool outputs (value and
+            # dtype) too, so it may end on the integer op; the repro's judge does the same
+            job.compare_non_fp, evaluator.ignore_non_fp = True, False
+            log("hint: the first diverging value is an integer one: integer and bool outputs are compared exactly")
     except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
         log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
         return None

@@ -163,16 +163,44 @@ def fp64_reference(gm, args):
         return None
 
 
-def train_step(fn, args) -> list:
-    """One training step of a graph (``fn`` takes the list of inputs): its outputs, then the
-    gradients of every floating-point input, for the loss that sums its floating outputs (each
-    summed in float64). A bug that only a backward shows (a wrong or NaN gradient, a backward that
-    recomputes an op another way than its forward) is in the second half. Inputs the graph does
-    not differentiate get zeros, so candidates of a minifier compare position by position."""
+def grad_mask(gm, args, frozen=None) -> list[bool]:
+    """Which inputs of a dynamo-level graph a training step differentiates: those that required grad
+    in the program (the captured input does, or the graph's example value of it did: a parameter),
+    and the activations a minifier cut out of the graph (any input not named in ``frozen``, the
+    program's floating inputs that did not require grad), never a buffer (a BatchNorm's running
+    statistics, whose gradient eager refuses) or the program's data. A graph none of whose inputs
+    qualifies (a capture that lost the flags) gets every floating-point input."""
     import torch
 
-    inputs = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-              for a in clone_inputs(args)]
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    floats = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
+
+    def wanted(i: int, a) -> bool:
+        if not floats[i]:
+            return False
+        meta = phs[i].meta if i < len(phs) else {}
+        v = meta.get("val", meta.get("example_value"))
+        if a.requires_grad or getattr(v, "requires_grad", False):
+            return True
+        return frozen is not None and i < len(phs) and phs[i].name not in frozen
+
+    mask = [wanted(i, a) for i, a in enumerate(args)]
+    return mask if any(mask) else floats
+
+
+def train_step(fn, args, mask: list[bool] | None = None) -> list:
+    """One training step of a graph (``fn`` takes the list of inputs): its outputs, then the
+    gradients of the inputs ``mask`` picks (default: every floating-point input), for the loss that
+    sums its floating outputs (each summed in float64). A bug that only a backward shows (a wrong or
+    NaN gradient, a backward that recomputes an op another way than its forward) is in the second
+    half. Inputs the graph does not differentiate get zeros, so candidates of a minifier compare
+    position by position."""
+    import torch
+
+    if mask is None:
+        mask = [isinstance(a, torch.Tensor) and a.is_floating_point() for a in args]
+    inputs = [a.detach().requires_grad_(m) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+              for a, m in zip(clone_inputs(args), mask)]
     leaves = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad]
     with torch.enable_grad():
         outs = flat_outputs(fn(inputs))
@@ -187,13 +215,13 @@ def train_step(fn, args) -> list:
                                          for g, x in zip(grads, leaves)]
 
 
-def fp64_train_reference(gm, args):
+def fp64_train_reference(gm, args, mask: list[bool] | None = None):
     """:func:`train_step` of ``gm`` in float64 (the check's reference for a training step)."""
     from torch._dynamo.debug_utils import cast_to_fp64
 
     try:
         g64, a64 = cast_to_fp64(copy.deepcopy(gm), clone_inputs(args))
-        return train_step(lambda xs: g64(*xs), a64)
+        return train_step(lambda xs: g64(*xs), a64, mask)
     except Exception:  # noqa: BLE001 - a graph that cannot run in float64 has no fp64 reference
         return None
 
@@ -240,15 +268,8 @@ def _node_values(gm, args, names: set) -> dict:
 
 
 def node_op_name(node) -> str:
-    """A call node's op as :func:`graph_ops` names it (``aten.relu.default``)."""
-    import torch
-
-    target = node.target
-    if node.op != "call_function":
-        return str(target)
-    if isinstance(target, torch._ops.OpOverload):
-        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
-    return getattr(target, "__name__", str(target))
+    """A call node's op as :func:`graph_ops` names it (``aten.relu.default``, ``mul``)."""
+    return op_label(node)
 
 
 def accuracy_fails(ref, res, fp64_ref, *, tol: float, ignore_non_fp: bool) -> bool:
@@ -289,22 +310,41 @@ def fx_minify(gm, args, module_fails, dump_state, *, offload_to_disk: bool = Fal
         raise
 
 
-def graph_ops(gm) -> list[GraphOp]:
-    """The call nodes of a graph in order: each one's op, its inputs' dtypes and ranks."""
-    import torch
+# Python's operators as torch names them (a dynamo graph calls ``operator.mul`` for ``a * b``): a culprit,
+# a graph's ops and a title say ``div``, never ``_operator.truediv``
+PYTHON_OPERATORS = {"truediv": "div", "floordiv": "floor_divide", "mod": "remainder", "and_": "bitwise_and",
+                    "or_": "bitwise_or", "xor": "bitwise_xor", "invert": "bitwise_not", "inv": "bitwise_not",
+                    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "not_": "logical_not",
+                    "pos": "positive", "abs": "abs", "neg": "neg", "pow": "pow", "matmul": "matmul"}
 
+
+def op_label(node) -> str:
+    """A call node's op as torch names it: ``aten.relu.default`` for an aten overload, ``mul`` / ``div``
+    for Python's ``operator.mul`` / ``operator.truediv`` (in-place forms too), the function's name for
+    a torch function (``conv2d``), the method's or module's name otherwise."""
+    target = node.target
+    if node.op != "call_function":
+        return str(target)
+    if is_op_overload(target):
+        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
+    name = getattr(target, "__name__", str(target))
+    if (getattr(target, "__module__", None) or "") in ("operator", "_operator"):
+        base = name[1:] if name.startswith("i") and name[1:] in _OPERATOR_NAMES else name
+        return PYTHON_OPERATORS.get(base, base)
+    return name
+
+
+_OPERATOR_NAMES = {"add", "sub", "mul", "truediv", "floordiv", "mod", "and_", "or_", "xor", "lshift", "rshift",
+                   "pow", "matmul", "concat"}
+
+
+def graph_ops(gm) -> list[GraphOp]:
+    """The call nodes of a graph in order: each one's op (:func:`op_label`), its inputs' dtypes and ranks."""
     out = []
     for n in gm.graph.nodes:
         if n.op not in ("call_function", "call_method", "call_module"):
             continue
-        target = n.target
-        if n.op == "call_function":
-            name = (str(target) if isinstance(target, torch._ops.OpOverload)
-                    else getattr(target, "__name__", str(target)))
-            if isinstance(target, torch._ops.OpOverload):
-                name = f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
-        else:
-            name = str(target)
+        name = op_label(n)
         dtypes, ranks = [], []
         for a in n.all_input_nodes:
             v = a.meta.get("val", a.meta.get("tensor_meta"))

@@ -225,7 +225,7 @@ def read_inputs(loaded: LoadedRepro, save_dir: str | None) -> list:
     return list(reader.args)
 
 
-def trace_aot_graph(loaded: LoadedRepro, args: list) -> tuple:
+def trace_aot_graph(loaded: LoadedRepro, args: list, static: bool = False) -> tuple:
     """The after_aot way: make_fx the Repro module under no_grad, with the file's tracing mode:
     (graph, inputs). The inputs are the captured ones, or contiguous copies where the graph cannot
     be traced on the captured strides (``loaded.contiguous`` says why).
@@ -234,14 +234,15 @@ def trace_aot_graph(loaded: LoadedRepro, args: list) -> tuple:
     as torch's own ``run_repro`` does with ``tracing_mode='symbolic'``, so the graph's
     placeholders keep symbolic sizes (and its SymInt inputs stay inputs) and every candidate is
     compiled with dynamic shapes. Real tracing would turn the sizes into constants and specialize
-    a dynamic-shapes-only bug away."""
+    a dynamic-shapes-only bug away; ``static``: traced with real tensors all the same, its sizes the
+    captured values (the static graph the minify worker tries first)."""
     torch = _torch()
     params = sum(1 for _ in loaded.mod.named_parameters())
     if params:   # inductor's freezing keeps the weights in the graph; torch writes them as random values
         raise UsageError(f"{os.path.basename(loaded.file.path)}: the graph holds {params} parameter(s) whose "
                          f"values torch's after-AOT launcher does not save (frozen weights, inductor.freezing)")
-    mode = "symbolic" if loaded.file.dynamic else loaded.file.tracing_mode if loaded.file.tracing_mode == "fake" \
-        else "real"
+    mode = "real" if static else "symbolic" if loaded.file.dynamic else \
+        loaded.file.tracing_mode if loaded.file.tracing_mode == "fake" else "real"
     try:
         return _traced(loaded, mode, args), args
     except Exception as exc:  # noqa: BLE001 - the captured strides may be ones the graph cannot run on
@@ -441,7 +442,33 @@ def repro_source(gm, args, *, kind: str, accuracy: str, save_dir: str | None, co
         from bot.torch_adapter import numerics
 
         src = numerics.with_lines(src, state)
-    return src
+    return checked_source(_with_load_args_body(src))
+
+
+def _with_load_args_body(source: str) -> str:
+    """torch's ``InputWriter`` writes no line for a graph without inputs (an ``arange`` times a
+    constant): ``def load_args(reader):`` is then followed by nothing indented, which is no Python.
+    Such a ``load_args`` gets ``pass`` as its body."""
+    head = "def load_args(reader):\n"
+    at = source.find(head)
+    if at < 0:
+        return source
+    rest = source[at + len(head):]
+    if rest.startswith((" ", "\t")):
+        return source
+    return source[:at + len(head)] + "    pass  # the graph reads no input\n" + rest
+
+
+def checked_source(source: str, what: str = "the repro") -> str:
+    """``source`` when it parses as Python; else an :class:`InfraError` that says where and why:
+    a written repro is never used (run, verified, filed) unchecked."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        line = (source.splitlines()[exc.lineno - 1:exc.lineno] or [""])[0].strip() if exc.lineno else ""
+        raise InfraError(f"{what} written for this graph is not valid Python (line {exc.lineno}: {exc.msg}"
+                         + (f": {line[:120]!r}" if line else "") + ")") from exc
+    return source
 
 
 _ATTR_HELPER = '''
