@@ -130,7 +130,7 @@ def break_comments(text: str) -> str:
     return _COMMENT_RX.sub(lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text)
 
 
-def neutralize(text: str) -> str:
+def neutralize(text: str, *, bare_links: bool = True) -> str:
     """Break @mentions, #123 references, bare URLs (GitHub links ``https://…``, ``http://…`` and
     ``www.…`` by themselves, and ``mailto:``/``xmpp:`` addresses) and HTML-comment delimiters with a
     zero-width space; drop
@@ -138,7 +138,8 @@ def neutralize(text: str) -> str:
     backslash alone does not stop GitHub from linking ``\\#3`` to issue 3; the zero-width space does.
     The one definition for the issue bodies (bot/render.py) and the Action's summary (md_escape)."""
     text = break_comments(BIDI_CONTROLS.sub("", text))
-    text = _AUTOLINK_RX.sub(lambda m: m.group(0) + ZWSP, text)
+    if bare_links:   # inside a code span or block GitHub links nothing: a URL there stays copyable
+        text = _AUTOLINK_RX.sub(lambda m: m.group(0) + ZWSP, text)
     text = _MENTION_RX.sub("@" + ZWSP, text)
     return _REF_RX.sub("#" + ZWSP, text)
 

@@ -80,7 +80,7 @@ def code(value) -> str:
     into cells on every pipe, backticks or not, and a value that ended its cell would put the rest
     of it into the next one as live markup (links, images, HTML); GFM reads ``\\|`` inside a table
     cell's code span as a plain pipe (outside a table, the backslash shows)."""
-    text = neutralize(" ".join(public_text(str(value)).split())).replace("|", "\\|")
+    text = neutralize(" ".join(public_text(str(value)).split()), bare_links=False).replace("|", "\\|")
     ticks = "`" * (_longest_run(text, "`") + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
@@ -100,7 +100,7 @@ def fence(value, lang: str = "") -> str:
 
 
 def logfence(value, lang: str = "") -> str:
-    return fence(neutralize(str(value if value is not None else "")), lang)
+    return fence(neutralize(str(value if value is not None else ""), bare_links=False), lang)
 
 
 def truncate_middle(text: str, limit: int, note: str = "") -> str:

@@ -198,3 +198,14 @@ def test_a_pipe_in_a_setting_or_version_cannot_end_its_table_cell(tmp_path):
         for cell in cells:
             literal = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", cell)  # code spans are literal on GitHub
             assert "evil.example" not in literal and "<img" not in literal and "@acme" not in literal, cell
+
+
+def test_a_bare_url_is_broken_in_text_but_kept_copyable_inside_code():
+    """GitHub links a bare ``https://…`` in text, never inside a code span or block: text breaks it
+    after the scheme, code keeps it as it is (a related issue's address, a log line, stays usable)."""
+    from bot import render
+
+    url = "https://github.com/pytorch/pytorch/issues/1"
+    assert url not in render.md(f"see {url}") and "github.com/pytorch/pytorch/issues/1" in render.md(url)
+    assert url in render.code(url)
+    assert url in render.logfence(f"fetched {url}")
