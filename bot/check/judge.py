@@ -90,11 +90,12 @@ def judge(spec: Spec, s: Settings, phase: Callable[[str], None] = lambda p: None
 
 
 def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
+    from bot.suites import source_of
     from bot.torch_adapter import config as tconfig
     from bot.torch_adapter import runtime as rt
 
     rt.setup_determinism(s.device)
-    tconfig.apply_overrides(s.config)
+    tconfig.apply_overrides({**source_of(spec).check_config, **s.config})
     t0 = time.perf_counter()
     try:
         phase("load")
