@@ -28,6 +28,10 @@ ATTEMPTS = 40
 # steps per program: short ones most (2-6 steps: a few kernels, a fast compile, a small repro)
 STEPS = (2, 3, 4, 5, 6, 7, 8)
 STEP_WEIGHTS = (3, 4, 4, 3, 2, 1, 1)
+# how often an op takes a new input of its own (any dtype its kind allows, narrow ones often) rather
+# than a value the program has: without it, the float parameters every program starts from feed
+# most steps, and an integer reduction (a uint8 amin) is rare
+FRESH_OPERAND = 0.3
 EPS = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1.2e-7, "float64": 2.3e-16}
 
 
@@ -208,7 +212,7 @@ def _kind_ok(kind: str, v: Var) -> bool:
 
 def _pick_first(st: _State, kind: str) -> Var:
     fits = [v for v in st.vars if _kind_ok(kind, v)]
-    if not fits:
+    if not fits or st.rng.random() < FRESH_OPERAND:
         cls, rank = kind[0], kind[1:]
         dtype = {"f": st.rng.choice(FLOATS), "i": st.rng.choice(INTS), "b": "bool"}.get(cls)
         shape = None
