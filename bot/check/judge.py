@@ -95,7 +95,11 @@ def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
     from bot.torch_adapter import runtime as rt
 
     rt.setup_determinism(s.device)
-    tconfig.apply_overrides({**source_of(spec).check_config, **s.config})
+    try:
+        base = source_of(spec).check_config
+    except Exception:  # noqa: BLE001 - a spec no source takes is the load phase's result, reported there
+        base = {}
+    tconfig.apply_overrides({**base, **s.config})
     t0 = time.perf_counter()
     try:
         phase("load")
