@@ -61,6 +61,32 @@ def test_programs_reach_every_dtype_and_layout_and_many_op_families(programs):
     assert len(families) >= 20, families
 
 
+def test_programs_are_short_and_spend_their_steps_where_inductor_bugs_were(programs):
+    """Short programs compile fast and minify small; their steps go to reductions, integer and floor
+    division, casts and mixed-dtype arithmetic more than to convolutions and pooling."""
+    steps = [len(p.steps) for p in programs.values()]
+    assert all(2 <= n <= 8 for n in steps) and sum(n <= 6 for n in steps) >= 0.75 * len(steps), steps
+    families = [f.split(":")[0] for p in programs.values() for f in p.features]
+    hot = sum(f.startswith(("reduce", "argreduce", "scan", "int_", "float_floordiv", "cast", "binary"))
+              for f in families)
+    big = sum(f in ("conv", "pool", "matmul", "inplace") for f in families)
+    assert hot >= 0.4 * len(families) and big <= 0.15 * len(families), (hot, big, len(families))
+    narrow = [leaf for p in programs.values() for leaf in p.leaves
+              if leaf.dtype in ("uint8", "int8", "int16", "float16", "bfloat16")]
+    assert len(narrow) >= 0.3 * sum(len(p.leaves) for p in programs.values())
+
+
+def test_a_fuzz_check_compiles_without_a_worker_pool_unless_config_says_otherwise():
+    """The check's child compiles the program's few kernels itself (a pool of compile workers would be
+    started for every check); a --config of the run still wins."""
+    from bot.records import Spec
+    from bot.suites import source_of
+
+    base = source_of(Spec(source="fuzz", model=gen.program_name(0, 1))).check_config
+    assert base == {"inductor.compile_threads": 1}
+    assert source_of(Spec(source="zoo", model="mlp_relu")).check_config == {}
+
+
 def test_every_program_runs_forward_and_backward_eagerly_with_finite_results(programs):
     for k in SAMPLE:
         model, inputs = _module(programs[k])

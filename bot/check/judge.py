@@ -90,11 +90,16 @@ def judge(spec: Spec, s: Settings, phase: Callable[[str], None] = lambda p: None
 
 
 def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
+    from bot.suites import source_of
     from bot.torch_adapter import config as tconfig
     from bot.torch_adapter import runtime as rt
 
     rt.setup_determinism(s.device)
-    tconfig.apply_overrides(s.config)
+    try:
+        base = source_of(spec).check_config
+    except Exception:  # noqa: BLE001 - a spec no source takes is the load phase's result, reported there
+        base = {}
+    tconfig.apply_overrides({**base, **s.config})
     t0 = time.perf_counter()
     try:
         phase("load")

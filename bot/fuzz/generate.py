@@ -21,10 +21,17 @@ import warnings
 from dataclasses import dataclass, field
 
 from bot.fuzz.leaves import FLOATS, INTS, Leaf, random_leaf
-from bot.fuzz.ops import CATALOG, Op
+from bot.fuzz.ops import CATALOG, FEATURE_WEIGHTS, Op
 
 MAX_NUMEL = 4096
 ATTEMPTS = 40
+# steps per program: short ones most (2-6 steps: a few kernels, a fast compile, a small repro)
+STEPS = (2, 3, 4, 5, 6, 7, 8)
+STEP_WEIGHTS = (3, 4, 4, 3, 2, 1, 1)
+# how often an op takes a new input of its own (any dtype its kind allows, narrow ones often) rather
+# than a value the program has: without it, the float parameters every program starts from feed
+# most steps, and an integer reduction (a uint8 amin) is rare
+FRESH_OPERAND = 0.3
 EPS = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1.2e-7, "float64": 2.3e-16}
 
 
@@ -140,7 +147,7 @@ def _attempt(seed: int, index: int, attempt: int) -> Program:
         st.add_leaf()
     if not any(v.leaf.param for v in st.vars):
         st.add_leaf(dtype=st.rng.choice(FLOATS), param=True)
-    steps = st.rng.randint(3, 9)
+    steps = st.rng.choices(STEPS, STEP_WEIGHTS)[0]
     for _ in range(steps):
         for _try in range(12):
             try:
@@ -184,7 +191,7 @@ def _check_backward(st: _State) -> None:
 
 def _pick_op(st: _State) -> Op:
     features = sorted({op.feature for op in CATALOG})
-    feature = st.rng.choice(features)
+    feature = st.rng.choices(features, [FEATURE_WEIGHTS.get(f, 1) for f in features])[0]
     return st.rng.choice([op for op in CATALOG if op.feature == feature])
 
 
@@ -205,7 +212,7 @@ def _kind_ok(kind: str, v: Var) -> bool:
 
 def _pick_first(st: _State, kind: str) -> Var:
     fits = [v for v in st.vars if _kind_ok(kind, v)]
-    if not fits:
+    if not fits or st.rng.random() < FRESH_OPERAND:
         cls, rank = kind[0], kind[1:]
         dtype = {"f": st.rng.choice(FLOATS), "i": st.rng.choice(INTS), "b": "bool"}.get(cls)
         shape = None

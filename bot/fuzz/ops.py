@@ -83,6 +83,11 @@ CATALOG: list[Op] = [
           "torch.linalg.vector_norm({0}.to({fdt}), dim={dims})", "torch.prod({0}.clamp(-2, 2), dim={d})"),
     *_ops("reduce_bool", "a+", "D", "torch.any({0}, dim={d}, keepdim={kd})", "torch.all({0}, dim={d})",
           "torch.count_nonzero({0}, dim={d})"),
+    # a reduction of a reduction: an inner result the compiler may keep in another dtype (a bf16 double
+    # reduction), and the output dtype of reductions over narrow and integer inputs
+    *_ops("reduce_twice", "n+", "", "torch.sum({0}, dim={d}).sum()", "torch.amax({0}, dim={d}).amin()",
+          "torch.mean({0}.to({fdt}), dim={d}).sum()", "torch.amin({0}, dim={d}, keepdim=True).sum({d})",
+          "({0}.sum({d}, keepdim=True) - {0}.amax({d}, keepdim=True)).sum()"),
     *_ops("reduce_full", "a", "", "{0}.sum()", "{0}.amax()", "{0}.amin()", "{0}.to({fdt}).mean()"),
     *_ops("argreduce", "n+", "D", "torch.argmax({0}, dim={d}, keepdim={kd})", "torch.argmin({0}, dim={d})",
           "torch.max({0}, dim={d}).indices", "torch.min({0}, dim={d}, keepdim={kd}).values"),
@@ -120,3 +125,13 @@ CATALOG: list[Op] = [
     *_ops("conv", "f4", "", "torch.nn.functional.conv2d({0}, {w:conv}, padding=1)"),
     *_ops("matmul", "f2", "", "{0} @ {w:mm}", "torch.nn.functional.linear({0}, {w:mm}.t())"),
 ]
+
+# How often a step is of each family (default 1): short programs spend their few steps where
+# inductor's bugs have been: reductions and their output dtypes, integer and floor division,
+# casts and promotion between mixed dtypes, scans; large ops (whose compile is slow and whose
+# lowering is mostly an extern call) less.
+FEATURE_WEIGHTS = {
+    "reduce": 4, "reduce_twice": 3, "reduce_bool": 3, "reduce_full": 2, "argreduce": 2, "scan": 2,
+    "int_div": 3, "int_scalar": 2, "float_floordiv": 3, "cast": 2, "cast_float": 2, "binary": 3,
+    "view": 2, "interpolate": 1, "conv": 0.5, "matmul": 0.5, "pool": 0.5, "inplace": 0.5,
+}

@@ -31,6 +31,10 @@ def fuzz_model(seed: int, index: int) -> Model:
 
 class Fuzz(Source):
     name = "fuzz"
+    # A program's graph is small: its kernels compile one after another in the check's forked child,
+    # faster than a pool of compile workers started for each check (an interpreter each, importing
+    # torch) could. The generated code is the same either way.
+    check_config = {"inductor.compile_threads": 1}
 
     def models(self, req: ListRequest) -> list[Model]:
         from bot.fuzz.generate import parse_name

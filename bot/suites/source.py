@@ -73,6 +73,9 @@ class Source:
     program: ClassVar[bool] = False                    # run as a program of its own (a subprocess)
     imported: ClassVar[bool] = False                   # results imported from a file, never run
     localizes_without_compile: ClassVar[bool] = False  # localize also reruns it with no torch.compile at all
+    # compiler settings a check of this source starts from in its own process, before the run's
+    # --config (which wins): how it compiles, never what it generates
+    check_config: ClassVar[dict] = {}
 
     def models(self, req: ListRequest) -> list[Model]:
         raise NotImplementedError
