@@ -222,11 +222,14 @@ def test_a_compile_error_of_two_fused_reductions_stays_within_the_query_bound(wo
     assert (f["class"], f["check"]["dtype"]) == ("compile_error", "bfloat16")
     assert rep["status"] == "minimized" and rep["verification"]["failed_same_way"] == 1, rep.get("reason")
     n, final = rep["nodes_before"], rep["nodes_after"]
-    assert n > 100 and final <= 6, (n, final)
+    # 146 nodes captured after AOT; where that capture compiles no failing graph (it depends on the
+    # CPU's vector ISA) the graph captured after dynamo, 60 nodes: the bound holds for either
+    assert n >= 50 and final <= 6, (n, final)
     assert rep["queries"] <= 2 * math.ceil(math.log2(n)) + 2 * final + 4, (rep["queries"], n, final)
-    assert [g["op"] for g in rep["graph"]].count("aten.sum.dim_IntList") == 2, rep["graph"]
+    sums = [g["op"] for g in rep["graph"] if g["op"] in ("aten.sum.dim_IntList", "sum")]   # after AOT / dynamo
+    assert len(sums) == 2, rep["graph"]
     title = next((workdir / "issues-bf16").glob("1.md")).read_text().split("\n", 1)[0]
-    assert "compile error in aten.sum.dim_IntList (bfloat16, cpu)" in title, title
+    assert f"compile error in {sums[0]} (bfloat16, cpu)" in title, title
 
 
 @pytest.mark.slow
