@@ -61,7 +61,9 @@ class Result:
     events: list = field(default_factory=list)    # ``@@ {json}`` lines (events=True)
     timed_out: bool = False
     tail: str = ""                    # the last lines of output
-    output: str = ""                  # the last ``capture`` characters of output (capture=N)
+    output: str = ""                  # the output, at most ``capture`` characters of its end (capture=N) after
+                                      # its first capture // 4 (where a traceback printed before pages
+                                      # of compiler warnings stands) when it is longer
     signal: int | None = None         # the signal that killed it (not ours at the time limit)
     signal_name: str | None = None    # "SIGABRT", ...
     oom: bool = False                 # killed by SIGKILL (the kernel's OOM killer) or out-of-memory output
@@ -89,6 +91,9 @@ class _Sink:
         self.capture = capture
         self.captured: deque[str] = deque()
         self.captured_len = 0
+        self.head: list[str] = []       # the first lines, up to capture // 4 characters
+        self.head_len = 0
+        self.dropped = 0                # characters between the head and the captured end
         self._buf = b""
 
     def feed_bytes(self, chunk: bytes) -> None:
@@ -121,16 +126,29 @@ class _Sink:
             self.log.write(line)
         self.tail.append(line)
         if self.capture:
-            self.captured.append(line)
-            self.captured_len += len(line)
+            if not self.dropped and self.head_len + len(line) <= self.capture // 4:
+                self.head.append(line)
+                self.head_len += len(line)
+            else:
+                self.captured.append(line)
+                self.captured_len += len(line)
             while self.captured_len > self.capture and len(self.captured) > 1:
-                self.captured_len -= len(self.captured.popleft())
+                gone = self.captured.popleft()
+                self.captured_len -= len(gone)
+                self.dropped += len(gone)
         if self.on_line:
             self.on_line(line)
 
     def output(self) -> str:
-        text = "".join(self.captured)
-        return text[-self.capture:] if self.capture else ""
+        """The captured output: all of it, or its head, a line that says how much was left out, and
+        its last ``capture`` characters (a compile error's traceback comes first, then thousands of
+        lines of g++ diagnostics: the exception line must not be what is lost)."""
+        if not self.capture:
+            return ""
+        head, text = "".join(self.head), "".join(self.captured)[-self.capture:]
+        if not self.dropped:
+            return head + text
+        return f"{head}[... {self.dropped} characters of output left out ...]\n{text}"
 
     def finish(self, rc, timed_out: bool, t0: float) -> None:
         """Flush a partial last line; the ``[exit ...]`` log line when the log was announced."""

@@ -101,12 +101,34 @@ def test_exit_codes_memory_errors_tail_capture_and_events(tmp_path):
                    on_line=lines.append, log_path=str(tmp_path / "l.log"), announce="$ demo")
     assert res.ok and res.tail.splitlines()[-1].startswith("@@ {\"event\": \"loaded\"")
     assert len(res.tail.splitlines()) == 5 and res.tail.splitlines()[0] == "line 96"
-    assert len(res.output) <= 30 and res.output.endswith("nodes\": 7}\n")
+    # the head (a quarter of capture), what was left out, and the last `capture` characters
+    head, gap, end = res.output.partition("characters of output left out ...]\n")
+    assert head.startswith("line 0\n[... ") and gap and len(end) <= 30 and end.endswith("nodes\": 7}\n")
     assert [e["event"] for e in seen] == [e["event"] for e in res.events] == ["loaded", "query"]
     assert len(lines) == 101  # query events are progress, not log lines
     log = (tmp_path / "l.log").read_text()
     assert log.startswith("$ demo\nline 0\n") and re.search(r"\[exit 0, [\d.]+ s\]\n$", log)
     assert "\"query\"" not in log
+
+
+def test_a_traceback_printed_before_pages_of_compiler_warnings_stays_in_the_captured_output():
+    """A compile error prints its traceback, then every diagnostic g++ gave (on some CPUs thousands of
+    -Woverflow warnings from torch's headers, over 200 KB), then the program's own last words: the
+    exception line is kept, so the check is classified by it and not by the exit status."""
+    from bot.suites.classify import classify
+
+    code = "\n".join([
+        "import sys",
+        "print('Traceback (most recent call last):')",
+        "print('  File \"prog.py\", line 9, in <module>')",
+        "print('torch._inductor.exc.InductorError: CppCompileError: C++ compile error')",
+        "print('/tmp/k.cpp:15:33: error: compile was not declared in this scope')",
+        "for i in range(6000): print(f'vec256_qint.h:{i}:7: warning: overflow in conversion [-Woverflow]')",
+        "print('benchmark: the compiled model did not build'); sys.exit(1)"])
+    res = proc.run([PY, "-c", code], timeout=30, capture=200_000)
+    assert "left out" in res.output and "InductorError: CppCompileError" in res.output
+    row = classify(returncode=res.returncode, output=res.output, compiled_graphs=1)
+    assert (row.failure_class, row.error.type) == ("compile_error", "InductorError"), row
 
 
 def test_a_program_that_cannot_start_is_an_error_not_an_exception(tmp_path):
