@@ -7,8 +7,8 @@ so nothing can bypass it. It rewrites:
 - a library's directory (any ``…/site-packages/`` or ``…/dist-packages/``) as ``<site-packages>/``;
 - inductor's cache (``…/torchinductor_<user>``, ``$TORCHINDUCTOR_CACHE_DIR``) as ``<inductor-cache>``;
 - the workspace (``$GITHUB_WORKSPACE``, this process's working directory, the checkout the bot runs
-  from when it is not an installed package, and an Actions runner's
-  ``…/_work/<repo>/<repo>`` or ``…/work/<repo>/<repo>`` layout whichever runner wrote the text) away, so
+  from when it is not an installed package, and an Actions runner's checkout layout, ``<repo>/<repo>``
+  under its ``_work`` or ``work`` directory, whichever runner wrote the text) away, so
   a file in it reads as a path relative to the workspace;
 - the venv (``$VIRTUAL_ENV``, ``sys.prefix``) as ``<venv>``, the interpreter's own library as ``<python>``;
 - temporary directories (``$RUNNER_TEMP``, ``$TMPDIR``, the runner's ``_work/_temp``, ``/tmp``,

@@ -494,7 +494,7 @@ def test_no_runner_path_in_the_issue_or_the_upstream_report_which_carries_the_sa
                                                                                           request):
     if "compile_error" in request.node.name:   # a known leak, kept visible: strict, so a fix must remove this
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "a compile error's issue still shows the home directory (/root/ on a machine whose Python is under "
+            "a compile error's issue still shows the home directory (on a machine whose Python is under its "
             "~/.pyenv) in a python block, which is shown as verified and not redacted")))
     """What GitHub would see (the issue, the upstream report of the same failure) names no path of this
     machine: not the venv, the checkout, the home or temp directories, the run directory."""
