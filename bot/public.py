@@ -10,10 +10,14 @@ so nothing can bypass it. It rewrites:
   from when it is not an installed package, and an Actions runner's checkout layout, ``<repo>/<repo>``
   under its ``_work`` or ``work`` directory, whichever runner wrote the text) away, so
   a file in it reads as a path relative to the workspace;
-- the venv (``$VIRTUAL_ENV``, ``sys.prefix``) as ``<venv>``, the interpreter's own library as ``<python>``;
+- the venv (``$VIRTUAL_ENV``, ``sys.prefix``) as ``<venv>``, the interpreter's own library and its
+  installation (``sys.base_prefix``: headers and libraries a compiler command names) as ``<python>``;
 - temporary directories (``$RUNNER_TEMP``, ``$TMPDIR``, the runner's ``_work/_temp``, ``/tmp``,
   ``/var/tmp``) as ``<tmp>``;
 - home directories (``$HOME``, ``/home/<user>``, ``/Users/<user>``, ``/root``) as ``~``.
+
+A path counts wherever it starts: after a space or a quote, and after a compiler's option letter
+(``-I/root/.pyenv/...``) or an ``=``.
 
 :func:`without_bot_frames` takes this bot's own frames (its environment hook's ``wrapper``, its
 runners) out of a traceback, so a traceback starts where the program's and torch's code does.
@@ -32,6 +36,9 @@ from collections.abc import Mapping
 # characters a path may hold (a path in a log ends at whitespace, a quote, a bracket or a colon)
 _P = r"[^\s'\"`()<>\[\]{},:;|]"
 _END = rf"(?!{_P})"
+# where a path starts: after a character no path holds, a compiler's option letter (``-I/usr/...``,
+# ``-L/root/...``) or an ``=`` (``--prefix=/opt/...``)
+_START = rf"(?:(?<!{_P})|(?<=(?<!{_P})-[A-Za-z])|(?<==))"
 
 # libraries and caches first (wherever they are), then this machine's own roots, then runners' layouts
 _FIRST: list[tuple[tuple[str, ...], re.Pattern, str]] = [   # (words one of which the text must hold, pattern, word)
@@ -42,9 +49,9 @@ _LAST: list[tuple[tuple[str, ...], re.Pattern, str]] = [
     # an Actions runner's workspace, whichever machine wrote the text: <root>/_work/<repo>/<repo>
     (("work/",), re.compile(rf"(?:/{_P}+?)?/_?work/([A-Za-z0-9_.-]+)/\1(?:/|{_END})"), ""),
     (("work/_temp",), re.compile(rf"(?:/{_P}+?)?/_?work/_temp(?=/|{_END})"), "<tmp>"),
-    (("tmp",), re.compile(rf"(?<!{_P})/(?:private/)?(?:var/)?tmp(?=/|{_END})"), "<tmp>"),
-    (("/home/", "/Users/"), re.compile(rf"(?<!{_P})/(?:home|Users)/[^\s/'\"`]+"), "~"),
-    (("/root",), re.compile(rf"(?<!{_P})/root(?=/|{_END})"), "~"),
+    (("tmp",), re.compile(rf"{_START}/(?:private/)?(?:var/)?tmp(?=/|{_END})"), "<tmp>"),
+    (("/home/", "/Users/"), re.compile(rf"{_START}/(?:home|Users)/[^\s/'\"`]+"), "~"),
+    (("/root",), re.compile(rf"{_START}/root(?=/|{_END})"), "~"),
 ]
 
 
@@ -74,6 +81,8 @@ def _roots_for(values: tuple[str, ...], cwd: str) -> list[tuple[tuple[str, ...],
     add(env.get("VIRTUAL_ENV"), "<venv>")
     add(sys.prefix, "<venv>")
     add(sysconfig.get_paths().get("stdlib"), "<python>")
+    if sys.base_prefix not in ("/usr", "/usr/local"):   # a system prefix is no machine's own
+        add(sys.base_prefix, "<python>")   # the interpreter's installation: its headers and libraries (-I, -L)
     add(env.get("RUNNER_TEMP"), "<tmp>")
     add(env.get("TMPDIR"), "<tmp>")
     add(tempfile.gettempdir(), "<tmp>")
@@ -89,7 +98,7 @@ def _roots_for(values: tuple[str, ...], cwd: str) -> list[tuple[tuple[str, ...],
         if real != path:
             add(real, word)
     ordered = sorted(dict(pairs).items(), key=lambda kv: len(kv[0]), reverse=True)
-    return [((root,), re.compile(rf"(?<!{_P}){re.escape(root)}(/|{_END})"), word) for root, word in ordered]
+    return [((root,), re.compile(rf"{_START}{re.escape(root)}(/|{_END})"), word) for root, word in ordered]
 
 
 def public_text(text: str, env: Mapping[str, str] | None = None) -> str:

@@ -490,12 +490,7 @@ def test_an_error_repro_of_a_gpu_graph_waits_for_the_device_before_it_says_nothi
 
 
 @pytest.mark.slow
-def test_no_runner_path_in_the_issue_or_the_upstream_report_which_carries_the_same_block(filed, bot, tmp_path,
-                                                                                          request):
-    if "compile_error" in request.node.name:   # a known leak, kept visible: strict, so a fix must remove this
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "a compile error's issue still shows the home directory (on a machine whose Python is under its "
-            "~/.pyenv) in a python block, which is shown as verified and not redacted")))
+def test_no_runner_path_in_the_issue_or_the_upstream_report_which_carries_the_same_block(filed, bot, tmp_path):
     """What GitHub would see (the issue, the upstream report of the same failure) names no path of this
     machine: not the venv, the checkout, the home or temp directories, the run directory."""
     import tempfile

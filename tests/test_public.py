@@ -57,3 +57,19 @@ def test_a_markdown_documents_python_blocks_are_shown_as_verified_and_the_rest_i
     doc = "see /tmp/run/log.txt\n\n" + fence(repro, "python") + "\n\n" + fence("File /tmp/x.py", "") + "\n"
     out = public_markdown(doc, env={})
     assert repro in out and "see <tmp>/run/log.txt" in out and "File <tmp>/x.py" in out
+
+
+def test_a_compiler_command_line_names_no_directory_of_this_machine():
+    """A C++ compile error's command line (inductor prints it whole) joins each directory to its
+    option letter: ``-I<dir>``, ``-L<dir>``, ``--opt=<dir>``. The interpreter's installation (where its
+    headers and libraries are, under the home directory for a pyenv Python) reads as ``<python>``."""
+    home = os.path.expanduser("~")
+    base = sys.base_prefix
+    cmd = (f"g++ /root/k.cpp -I{base}/include/python3.11 -L{base}/lib -I/root/.local/include "
+           f"-L/home/ci/lib --sysroot=/home/ci/sysroot -I{home}/inc -Wl,-rpath,/root/lib -I/usr/include")
+    out = public_text(cmd, env={})
+    assert "/root" not in out and "/home/" not in out and home + "/" not in out, out
+    if base not in ("/usr", "/usr/local"):
+        assert "-I<python>/include/python3.11 -L<python>/lib" in out, out
+    assert "-I~/.local/include -L~/lib --sysroot=~/sysroot" in out and out.endswith("-I/usr/include"), out
+    assert public_text("path/root/x and a-b/home/x", env={}) == "path/root/x and a-b/home/x"
