@@ -32,3 +32,10 @@ class InfraError(BotError):
     """The environment let us down (GitHub, torch, disk): exit 3."""
 
     exit_code = EXIT_INTERNAL
+
+
+class Interrupted(BotError):
+    """Ctrl-C, or a cancelled workflow run (SIGINT) reached a stage: exit 130. Nothing more runs and
+    nothing is reported; what the stages finished stays in the run directory."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -149,3 +149,39 @@ def test_a_minify_crash_then_a_good_run_ends_in_one_issue(tmp_path):
     assert json.loads((good.out / "report.json").read_text())["counts"]["created"] == 0
     body = (good.out / "issues" / (filed.stem + ".md")).read_text()
     assert "aten.relu" in body   # the minimized graph is in the issue filed without one
+
+
+@pytest.mark.slow
+def test_a_cancelled_action_run_exits_130_says_so_in_the_summary_and_files_nothing(tmp_path, ghstub):
+    """The Action's process gets SIGINT when its workflow run is cancelled: the stage under way is
+    interrupted, the action exits 130 with "Interrupted" in the job summary, files nothing, and keeps
+    (and offers for upload) the checks that finished."""
+    from tests.ghstub.action import Runner
+
+    runner = Runner(tmp_path, ghstub)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "user_models.py").write_text((DATA / "user_models.py").read_text())
+    (ws / "models.yaml").write_text(MODELS)
+    argv, cwd, env, files, job = runner.job("workflow_dispatch", {}, {
+        "stage": "all", "model-file": "models.yaml", "timeout": "600", "tracker": "local"}, workspace=ws,
+        env={"MINIFY_TEST_COMPILER_BUG": "1"})
+    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 400
+    while "stuck: checking" not in "".join(lines):
+        assert p.poll() is None and time.monotonic() < deadline, "".join(lines)[-4000:]
+        time.sleep(0.2)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=120)
+    reader.join(timeout=10)
+    res = runner.result(rc, "".join(lines), "", files, job)
+    assert rc == 130, res.stdout[-4000:]
+    assert "Interrupted" in res.summary and "nothing is reported" in res.summary, res.summary
+    assert [r["model"] for r in _rows(res.run_dir)] == ["first", "relunet"]
+    assert _local_issues(res.run_dir) == [] and not (res.run_dir / "report.json").exists()
+    assert ghstub.issues() == []
+    assert res.outputs.get("upload-dir"), res.outputs

@@ -97,6 +97,32 @@ def test_a_graph_of_three_ops_is_a_file_of_at_most_30_lines_with_the_rule_on_one
     assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'" in text
     (rule,) = [line for line in text.splitlines() if line.strip().startswith("ok = ")]
     assert "0.0001" in rule and "rmse(c) <= m * rmse(e) + 1e-05" in rule
-    assert short.short_source(plain.Parts(fn, "", True, "inductor", True, training=True), ["x"]) is None
     err = short.short_source(plain.Parts(fn, "", True, "inductor", False), ["torch.randn(4, 8)", "torch.randn(4, 2)"])
     assert "AccuracyError" not in err and "torch.compile(fn, backend='inductor')(*make_inputs())  # raises" in err
+
+
+def test_a_training_step_has_a_short_form_that_judges_the_gradients_too(tmp_path):
+    """A graph judged by a training step (the check ran a backward): the short form runs forward and
+    backward, the inputs that required grad (every floating one when none did) made with
+    ``requires_grad_()``, and compares outputs and gradients. Under the eager backend it runs and
+    passes; its one-op file is at most 30 lines."""
+    import subprocess
+    import sys
+
+    fn = ("def fn(L_x_):\n    avg_pool2d = torch.nn.functional.avg_pool2d(L_x_, 3, stride=2, ceil_mode=True)\n"
+          "    return (avg_pool2d,)\n")
+    x, ids = torch.randn(2, 4, 10, 10), torch.tensor([1, 2])
+    inputs = short.input_lines([x, ids], {0}, training=True)
+    assert inputs == ["torch.randn(2, 4, 10, 10).requires_grad_()", "torch.tensor([1, 2])"]
+    text = short.short_source(plain.Parts(fn, "", True, "eager", True, tolerance=1e-4, training=True), inputs[:1])
+    assert len(text.splitlines()) <= 30, text
+    assert text.splitlines()[0].startswith("# torch.compile(fn, backend='eager') gives wrong results for "
+                                           "torch.nn.functional.avg_pool2d ")
+    assert "torch.autograd.grad(loss, leaves" in text
+    (tmp_path / "repro_short.py").write_text(text)
+    p = subprocess.run([sys.executable, "repro_short.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "output 0: RMSE vs fp64" in p.stdout and "gradient 0: RMSE vs fp64" in p.stdout, p.stdout
+    err = short.short_source(plain.Parts(fn, "", True, "eager", False, training=True), inputs[:1])
+    assert "step(torch.compile(fn, backend='eager'), make_inputs())  # raises" in err
+    ast.parse(err)

@@ -30,7 +30,7 @@ from bot.action.stages import (
     stage_report,
     verify_checkout,
 )
-from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, BotError, InfraError, UsageError
+from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, BotError, InfraError, Interrupted, UsageError
 from bot.records import ReportDoc, ResultsDoc
 
 SWEEP_EVENTS = ("schedule", "workflow_dispatch", "push", "pull_request", "pull_request_target", "repository_dispatch")
@@ -262,13 +262,17 @@ def run(args) -> int:
         ctx = Context(env=env, inputs=inputs, event=event, cmds=cmds, workdir=workdir, out=out, secrets=secrets)
         ctx.output("run-dir", str(out))
         harden.preload()   # nothing the action runs after a stage is read from disk after model code ran
-        code = execute(ctx)
+        try:
+            code = execute(ctx)
+        except KeyboardInterrupt:   # this process's own SIGINT (a cancelled run): as a stage's
+            raise Interrupted("interrupted; nothing more runs and nothing is reported (what was finished "
+                              "is kept in the run directory)") from None
     except BotError as exc:
         usage = isinstance(exc, UsageError)
         reason = gha.redact(str(exc), ctx.secrets if ctx else [])
         cmds.error(reason, title="minify-bot: bad input" if usage else "minify-bot: error")
         code = exc.exit_code
-        label = "Bad input" if usage else "Error"
+        label = "Bad input" if usage else "Interrupted" if isinstance(exc, Interrupted) else "Error"
         summary.summarize_failure(ctx, env, f"❌ **{label}:** {gha.md_escape(reason, 1000)}")
         authorize.answer_failure(ctx, reason)
         summary.finish(ctx, env, code, started)

@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from bot.action import harden
 from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
-from bot.errors import EXIT_FAILURES, EXIT_OK, EXIT_USAGE, InfraError, UsageError
+from bot.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, InfraError, Interrupted, UsageError
 from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
 from bot.records import ReportDoc, ResultsDoc
 
@@ -120,6 +121,9 @@ class Runner:
         if res.timed_out:
             raise InfraError(f"{name} was stopped at its time limit ({int(timeout)} s)")
         rc = res.returncode
+        if rc == EXIT_INTERRUPTED or rc == -signal.SIGINT:
+            raise Interrupted(f"{name} was interrupted; nothing more runs and nothing is reported (what was "
+                              "finished is kept in the run directory)")
         if rc < 0:
             raise InfraError(f"{name} was killed ({res.signal_name})")
         return rc

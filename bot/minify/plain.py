@@ -697,7 +697,7 @@ def write_short(job: PlainJob, parts: Parts, args, enc: Encoded | None, made: se
     seeded = job.random_inputs and job.make_inputs
     made_inputs = {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and (
         enc.refs[k] in made or (seeded and (a.is_floating_point() or a.numel() > short.SMALL_VALUES)))}
-    inputs = short.input_lines(args, made_inputs)
+    inputs = short.input_lines(args, made_inputs, training=parts.training)
     if inputs is None:
         return None
     fn = short.public_function(parts.fn, args, parts.fp64)

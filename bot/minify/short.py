@@ -194,9 +194,15 @@ def _values(t) -> str | None:
     return f"torch.tensor({values!r}{kw})" + (".requires_grad_()" if t.requires_grad else "")
 
 
-def input_lines(args, made_inputs: set[int]) -> list[str] | None:
-    """Each input as a person writes it; None when one can be neither made nor written out."""
+def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str] | None:
+    """Each input as a person writes it; None when one can be neither made nor written out. For a
+    training step, the inputs that require grad are those that did in the program, or every floating
+    one when none did (the plain repro's rule)."""
     import torch
+
+    floats = {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    grad = {k for k in floats if args[k].requires_grad} or floats if training else \
+        {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad}
 
     from bot.minify.plain import NotPlain, literal
 
@@ -211,9 +217,9 @@ def input_lines(args, made_inputs: set[int]) -> list[str] | None:
         if a.layout != torch.strided or a.is_quantized or a.is_conj() or a.is_neg():
             return None
         if k in made_inputs:
-            out.append(made_input(a.shape, a.stride(), a.dtype, str(a.device), a.requires_grad))
+            out.append(made_input(a.shape, a.stride(), a.dtype, str(a.device), k in grad))
             continue
-        text = _values(a)
+        text = _values(a.detach().requires_grad_(k in grad) if k in floats else a)
         if text is None:
             return None
         out.append(text)
@@ -223,28 +229,50 @@ def input_lines(args, made_inputs: set[int]) -> list[str] | None:
 # --- the file ---------------------------------------------------------------------------------------
 
 
+# a training step: the outputs, then the gradients of the inputs that require grad, for the loss
+# that sums the floating outputs in float64 (as the plain repro's step; bot/minify/plain.py)
+_TRAINING_STEP = [
+    "def step(f, inputs):  # forward and backward: {name: value} of the outputs and the inputs' gradients",
+    "    outs, leaves = list(f(*inputs)), [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]",
+    "    loss = sum(o.double().sum() for o in outs if isinstance(o, torch.Tensor) and o.requires_grad)",
+    "    grads = torch.autograd.grad(loss, leaves, allow_unused=True)",
+    "    return {**{f'output {i}': o.detach() for i, o in enumerate(outs)},",
+    "            **{f'gradient {k}': g if g is not None else torch.zeros_like(x)",
+    "               for k, (x, g) in enumerate(zip(leaves, grads))}}",
+    "",
+]
+
+
 def _judge(p, call: str) -> list[str]:
     """Compiled vs eager vs fp64, torch's accuracy rule (``torch._dynamo.utils.same`` as the check
-    applies it) with its numbers on one line; exit 1 with ``AccuracyError`` when an output is wrong."""
+    applies it) with its numbers on one line; exit 1 with ``AccuracyError`` when an output is wrong
+    (or a gradient, for a training step)."""
     tol = float(p.tolerance)
     fp64 = ", fp64=True" if p.fp64 else ""
     mult = "3" if tol >= 2e-2 else "3 if r.numel() < 1000 or c.dtype in (torch.float16, torch.bfloat16) else 2"
     close = f"torch.allclose(e, c, {tol:g}, {tol:g}, equal_nan=True) or rmse(c) <= m * rmse(e) + {tol / 10:g}"
     rule = (f"(torch.equal(e, c) if not e.is_floating_point() else {close})" if p.compare_non_fp
             else f"(not e.is_floating_point() or {close})")
+    wide = "[x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in " \
+        "make_inputs()]" if p.training else "[x.double() if x.is_floating_point() else x for x in make_inputs()]"
+    if p.training:
+        head = [*_TRAINING_STEP, "eager = step(fn, make_inputs())", f"compiled = step({call}, make_inputs())",
+                f"fp64 = step(fn, {wide}{fp64})",
+                "for i, e, c, r in zip(eager, eager.values(), compiled.values(), fp64.values()):"]
+        what, whose = "{i}", "{i} of the compiled training step"
+    else:
+        head = ["with torch.no_grad():", "    eager = fn(*make_inputs())", f"    compiled = {call}(*make_inputs())",
+                f"    fp64 = fn(*{wide}{fp64})", "for i, (e, c, r) in enumerate(zip(eager, compiled, fp64)):"]
+        what, whose = "output {i}", "output {i} of the compiled function"
     return [
-        "with torch.no_grad():",
-        "    eager = fn(*make_inputs())",
-        f"    compiled = {call}(*make_inputs())",
-        f"    fp64 = fn(*[x.double() if x.is_floating_point() else x for x in make_inputs()]{fp64})",
-        "for i, (e, c, r) in enumerate(zip(eager, compiled, fp64)):",
+        *head,
         "    rmse = lambda x: (x.double() - r.double()).square().mean().sqrt().item()",
         f"    # torch's rule (torch._dynamo.utils.same): tolerance {tol:g}, else RMSE vs fp64 at most m x eager's",
         f"    m = {mult}",
         f"    ok = e.dtype == c.dtype and {rule}",
-        '    print(f"output {i}: RMSE vs fp64 {rmse(c):.3g} compiled, {rmse(e):.3g} eager")',
+        f'    print(f"{what}: RMSE vs fp64 {{rmse(c):.3g}} compiled, {{rmse(e):.3g}} eager")',
         "    if not ok:",
-        '        raise SystemExit(f"AccuracyError: output {i} of the compiled function is wrong")',
+        f'        raise SystemExit(f"AccuracyError: {whose} is wrong")',
     ]
 
 
@@ -255,11 +283,12 @@ def called(src: str) -> list[str]:
     for n in ast.walk(ast.parse(src)):
         if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
             continue
-        op, owner = _aten_chain(n.func), n.func.value
+        op = _aten_chain(n.func)
         if op is not None:
             name = f"{op[0]}.{op[1]}"
         else:
-            name = f"torch.{n.func.attr}" if isinstance(owner, ast.Name) and owner.id == "torch" \
+            dotted = ast.unparse(n.func)
+            name = dotted if dotted.startswith("torch.") and dotted.replace(".", "").replace("_", "").isalnum() \
                 else f"Tensor.{n.func.attr}"
         if name not in out:
             out.append(name)
@@ -268,13 +297,13 @@ def called(src: str) -> list[str]:
 
 def short_source(p, inputs: list[str]) -> str | None:
     """The text of repro_short.py for the plain repro's parts ``p`` (bot.minify.plain.Parts) and
-    its inputs as written (:func:`input_lines`); None where the short form does not apply (a
-    training step, a user's registered backend)."""
+    its inputs as written (:func:`input_lines`); None where the short form does not apply (a user's
+    registered backend)."""
     from bot.torch_adapter import numerics
     from bot.torch_adapter.config import MODULES, config_line
     from bot.torch_adapter.repro import backend_lines
 
-    if p.training or backend_lines(p.backend):
+    if backend_lines(p.backend):
         return None
     words = "gives wrong results" if p.accuracy else "fails"
     dyn = ", dynamic=True" if p.dynamic else ""
@@ -300,7 +329,13 @@ def short_source(p, inputs: list[str]) -> str | None:
     if p.accuracy:
         lines += _judge(p, call)
     else:
-        sync = ["    torch.cuda.synchronize()"] if any("cuda" in x for x in inputs) or "cuda" in p.fn else []
-        lines += ["with torch.no_grad():", f"    {call}(*make_inputs())  # raises", *sync,
-                  'print("the compiled function ran without error: the failure did not reproduce")']
+        gpu = any("cuda" in x for x in inputs) or "cuda" in p.fn
+        if p.training:
+            lines += [*_TRAINING_STEP, f"step({call}, make_inputs())  # raises"] + (
+                ["torch.cuda.synchronize()"] if gpu else [])
+        else:
+            lines += ["with torch.no_grad():", f"    {call}(*make_inputs())  # raises"] + (
+                ["    torch.cuda.synchronize()"] if gpu else [])
+        lines += [f'print("the compiled {"training step" if p.training else "function"} ran without error: '
+                  'the failure did not reproduce")']
     return "\n".join(lines) + "\n"

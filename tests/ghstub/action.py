@@ -58,6 +58,19 @@ class Runner:
 
     def __call__(self, event_name: str, payload, inputs: dict, *, workspace: Path | None = None,
                  token: str = BOT_TOKEN, env: dict | None = None, timeout: float = 1500) -> Result:
+        argv, cwd, env, files, job = self.job(event_name, payload, inputs, workspace=workspace, token=token, env=env)
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        return self.result(proc.returncode, proc.stdout, proc.stderr, files, job)
+
+    def result(self, rc: int, stdout: str, stderr: str, files: dict[str, Path], job: Path) -> Result:
+        outputs = parse_output_file(files["output"].read_text())
+        run_dir = Path(outputs.get("run-dir") or job / "temp" / "minify-out")
+        return Result(rc, stdout, stderr, outputs, files["summary"].read_text(), run_dir)
+
+    def job(self, event_name: str, payload, inputs: dict, *, workspace: Path | None = None,
+            token: str = BOT_TOKEN, env: dict | None = None):
+        """A fresh job's workspace, event and file commands: the action's command line, working
+        directory, environment, file commands and job directory (for a test that starts it itself)."""
         extra_env = dict(env or {})
         self.count += 1
         job = self.tmp / f"job{self.count}"
@@ -93,11 +106,7 @@ class Runner:
         for name, value in inputs.items():
             env["INPUT_" + name.upper()] = value  # the runner's spelling: hyphens kept
         env.update(extra_env)
-        proc = subprocess.run([sys.executable, "-m", "bot", "action"], cwd=ws, env=env, capture_output=True,
-                              text=True, timeout=timeout)
-        outputs = parse_output_file(files["output"].read_text())
-        run_dir = Path(outputs.get("run-dir") or job / "temp" / "minify-out")
-        return Result(proc.returncode, proc.stdout, proc.stderr, outputs, files["summary"].read_text(), run_dir)
+        return [sys.executable, "-m", "bot", "action"], ws, env, files, job
 
     def file_commands(self, count: int) -> dict[str, Path]:
         """Job ``count``'s file commands where the runner keeps them: one file per step under
