@@ -126,3 +126,13 @@ def test_a_training_step_has_a_short_form_that_judges_the_gradients_too(tmp_path
     err = short.short_source(plain.Parts(fn, "", True, "eager", False, training=True), inputs[:1])
     assert "step(torch.compile(fn, backend='eager'), make_inputs())  # raises" in err
     ast.parse(err)
+
+
+def test_dynamos_input_aliases_and_the_lines_that_free_values_are_left_out():
+    src = ("def fn(L_x_, L_y_):\n    l_x_ = L_x_\n    l_y_ = L_y_\n    a = torch.relu(l_x_);  l_x_ = None\n"
+           "    b = a + l_y_;  a = l_y_ = None\n    return (b,)\n")
+    out = short.tidy(src)
+    assert out == "def fn(L_x_, L_y_):\n    a = torch.relu(L_x_)\n    b = a + L_y_\n    return (b,)\n", out
+    ns: dict = {"torch": torch}
+    exec(out, ns)  # noqa: S102 - the code under test
+    assert torch.equal(ns["fn"](torch.tensor([-1.0, 2.0]), torch.tensor([1.0, 1.0]))[0], torch.tensor([1.0, 3.0]))

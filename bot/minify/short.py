@@ -276,6 +276,36 @@ def _judge(p, call: str) -> list[str]:
     ]
 
 
+def tidy(src: str) -> str:
+    """The graph's code without what a person would not write: dynamo's aliases of its inputs
+    (``l_x_ = L_x_``, each use renamed) and the lines that free a value (``x = None``)."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return src
+    fn = tree.body[0] if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) else None
+    if fn is None:
+        return src
+    alias: dict[str, str] = {}
+    body = []
+    for st in fn.body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            value = st.value
+            if isinstance(value, ast.Constant) and value.value is None:
+                continue
+            if isinstance(value, ast.Name) and st.targets[0].id not in alias:
+                alias[st.targets[0].id] = alias.get(value.id, value.id)
+                continue
+        body.append(st)
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.copy_location(ast.Name(alias.get(node.id, node.id), node.ctx), node)
+
+    fn.body = [Rename().visit(st) for st in body] or [ast.Pass()]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
 def called(src: str) -> list[str]:
     """The functions, tensor methods and ops the function calls (``torch.amin``, ``Tensor.view``,
     ``aten.avg_pool2d_backward``), once each."""
@@ -322,7 +352,7 @@ def short_source(p, inputs: list[str]) -> str | None:
         + (["import operator"] if "operator" in used else [])
     lines += [""] + pre if pre else []
     made = any("torch.randn(" in x or "torch.zeros(" in x for x in inputs)
-    lines += ["", p.fn.rstrip("\n"), "", "def make_inputs():"] + (["    torch.manual_seed(0)"] if made else [])
+    lines += ["", tidy(p.fn).rstrip("\n"), "", "def make_inputs():"] + (["    torch.manual_seed(0)"] if made else [])
     one = "    return [" + ", ".join(inputs) + "]"
     lines += [one] if len(one) <= 120 else ["    return ["] + [f"        {x}," for x in inputs] + ["    ]"]
     lines += [""]
