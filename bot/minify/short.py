@@ -289,11 +289,11 @@ def tidy(src: str) -> str:
     alias: dict[str, str] = {}
     body = []
     for st in fn.body:
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+        if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets):
             value = st.value
             if isinstance(value, ast.Constant) and value.value is None:
                 continue
-            if isinstance(value, ast.Name) and st.targets[0].id not in alias:
+            if len(st.targets) == 1 and isinstance(value, ast.Name) and st.targets[0].id not in alias:
                 alias[st.targets[0].id] = alias.get(value.id, value.id)
                 continue
         body.append(st)
