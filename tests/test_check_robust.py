@@ -31,6 +31,7 @@ def test_abort_hang_and_raising_factory_are_classified_and_the_sweep_goes_on(tmp
         models:
           before: {factory: "user_models:good", batch_size: 4}
           aborts: user_models:aborts
+          forked: user_models:aborts_when_forked
           hangs: user_models:hangs
           raises: user_models:raises
           after: {factory: "user_models:good", tolerance: 0.001}
@@ -42,8 +43,14 @@ def test_abort_hang_and_raising_factory_are_classified_and_the_sweep_goes_on(tmp
     doc = json.loads((tmp_path / "run" / "results.json").read_text())
     assert doc["complete"] is True
     rows = {r["model"]: r for r in doc["checks"]}
-    assert list(rows) == ["before", "aborts", "hangs", "raises", "after"]
+    assert list(rows) == ["before", "aborts", "forked", "hangs", "raises", "after"]
     assert rows["aborts"]["failure_class"] == "crash" and rows["aborts"]["error"]["type"] == "SIGABRT"
+    # a death only a forked child dies is not the check's: the fresh interpreter's run is
+    assert rows["forked"]["status"] == "pass", rows["forked"]
+    log = (tmp_path / "run" / rows["forked"]["log"]).read_text()
+    assert "SIGABRT" in log or "abort" in log.lower(), log[-2000:]
+    assert "the same check in a fresh interpreter" in log, log[-2000:]
+    assert "the same check in a fresh interpreter" in (tmp_path / "run" / rows["aborts"]["log"]).read_text()
     assert rows["aborts"]["status"] == "eager_1st_run_fail"          # it died in the first eager run
     assert (rows["hangs"]["status"], rows["hangs"]["failure_class"]) == ("timeout", "timeout")
     assert rows["hangs"]["duration_s"] < 120

@@ -6,11 +6,20 @@ child *forked* from it, in its own session and working directory, with its outpu
 captured to a log. A child that segfaults, aborts, exits without a result, is OOM-killed or
 runs past its timeout is classified (crash / oom / timeout) from the phase it last reported,
 and the sweep goes on.
+
+A forked child inherits its parent's state (thread pools, locks, allocator arenas) and can die of
+it where the same check alone lives: torch's own thread pool asserts "Invalid thread pool!" in a
+child forked at the wrong moment. So a death (a crash, or an abort) in a forked child is not the
+check's result until the check dies again in a fresh interpreter (``python -m bot.check.one``);
+the fresh run's row is the result, and both runs are in the check's log.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import sys
 import tempfile
 import time
 
@@ -70,7 +79,48 @@ class ForkRunner:
         phases = [m["phase"] for m in res.messages if isinstance(m, dict) and "phase" in m]
         row = _interpret(res, phases[-1] if phases else None, settings.timeout)
         row.duration_s = round(res.seconds, 3)
+        if died(row):
+            self.log(f"the forked check died ({row.error.type}); checking again in a fresh interpreter")
+            again = run_fresh(spec, settings, log_path)
+            again.duration_s = round(res.seconds + (again.duration_s or 0.0), 3)
+            return again
         return row
+
+
+def died(row: CheckRow) -> bool:
+    """Whether the check's process died (a signal, an abort, an exit without a result), as opposed
+    to a result it reported, a time limit or running out of memory."""
+    return row.failure_class == "crash" or (row.error is not None and row.error.type == ABORT_TYPE)
+
+
+_BOT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_fresh(spec: Spec, settings, log_path: str) -> CheckRow:
+    """Run one check in a fresh interpreter (``python -m bot.check.one``), its output appended to
+    ``log_path``: its row, or the death it died, classified as a forked child's is."""
+    from bot.check.one import CheckRequest, read_row
+
+    workdir = tempfile.mkdtemp(prefix="minify-check-")
+    try:
+        request, out = os.path.join(workdir, "check.json"), os.path.join(workdir, "row.json")
+        CheckRequest(spec, settings).write(request)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_BOT_ROOT, env.get("PYTHONPATH")]))
+        res = proc.run([sys.executable, "-m", "bot.check.one", "--check", request, "--out", out], cwd=workdir,
+                       env=env, timeout=settings.timeout, log_path=log_path, log_mode="a",
+                       announce="$ the same check in a fresh interpreter", tail_lines=30, capture=1 << 20)
+        try:
+            row = read_row(out) if res.returncode == 0 else None
+        except (ValueError, TypeError, KeyError):   # a row the check's own code spoiled: no result
+            row = None
+        if row is None:
+            phases = re.findall(r"\[check\] phase (\w+)", res.output)
+            row = _interpret(res, phases[-1] if phases else None, settings.timeout)
+        row.duration_s = round(res.seconds, 3)
+        return row
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _interpret(res: proc.Result, last_phase: str | None, timeout: float) -> CheckRow:

@@ -1,6 +1,7 @@
 """User models for the YAML-source tests: a good one, and ones that break the check process."""
 
 import os
+import sys
 import time
 
 import torch
@@ -33,6 +34,20 @@ def good(batch_size=4):
 
 def aborts():
     return Aborts(), (torch.randn(2, 8),)
+
+
+class AbortsWhenForked(nn.Module):
+    """Dies of its process's past: only in a child forked from the sweep (as torch's thread pool can
+    in a child forked at the wrong moment), never in a fresh interpreter (`python -m bot.check.one`)."""
+
+    def forward(self, x):
+        if not sys.argv[0].endswith(os.path.join("check", "one.py")):
+            os.abort()
+        return torch.tanh(x)
+
+
+def aborts_when_forked():
+    return AbortsWhenForked(), (torch.randn(2, 8),)
 
 
 def hangs():
