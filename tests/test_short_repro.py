@@ -136,3 +136,17 @@ def test_dynamos_input_aliases_and_the_lines_that_free_values_are_left_out():
     ns: dict = {"torch": torch}
     exec(out, ns)  # noqa: S102 - the code under test
     assert torch.equal(ns["fn"](torch.tensor([-1.0, 2.0]), torch.tensor([1.0, 1.0]))[0], torch.tensor([1.0, 3.0]))
+
+
+def test_a_large_integer_input_is_drawn_from_a_seed_over_its_own_range():
+    """Ids near 2**31 (genuine int32 overflow bugs hang on them) keep their range; one value is a
+    ``torch.full``; an int64 at its maximum, a strided one or a bool refuse (the plain repro stands)."""
+    ids = torch.arange(2**31 - 40, 2**31 - 2, dtype=torch.int32)
+    (line,) = short.input_lines([ids], set())
+    assert line == "torch.randint(2147483608, 2147483647, (38,), dtype=torch.int32)", line
+    made = eval(line, {"torch": torch})  # noqa: S307 - the line under test
+    assert made.dtype == torch.int32 and made.min() >= 2**31 - 40 and made.shape == (38,)
+    assert short.input_lines([torch.full((2, 20), 7)], set()) == ["torch.full((2, 20), 7, dtype=torch.int64)"]
+    assert short.input_lines([torch.full((20,), 2**63 - 1)], set()) is None
+    assert short.input_lines([torch.arange(40).view(4, 10).t()], set()) is None
+    assert short.input_lines([torch.ones(40, dtype=torch.bool)], set()) is None

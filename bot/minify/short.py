@@ -194,6 +194,28 @@ def _values(t) -> str | None:
     return f"torch.tensor({values!r}{kw})" + (".requires_grad_()" if t.requires_grad else "")
 
 
+def _int_range(t) -> str | None:
+    """A large integer input as values drawn from a seed over its own range (an id near 2**31, a
+    negative index): ``torch.randint(lo, hi + 1, size, dtype=...)`` with its layout, or
+    ``torch.full`` for one value. Whether the failure hangs on more than the range is what the short
+    repro's own verification decides (the plain repro stands when it does)."""
+    import torch
+
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool or t.numel() == 0:
+        return None
+    lo, hi = int(t.min()), int(t.max())
+    if hi >= torch.iinfo(t.dtype).max:
+        return None
+    size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
+    dims = ", ".join(map(str, size)) if size else ""
+    kw = f", dtype={t.dtype}" + (f", device={str(t.device)!r}" if t.device.type != "cpu" else "")
+    if any(st == 0 for st in stride) or stride != _contiguous_strides(size):
+        return None
+    if lo == hi:
+        return f"torch.full(({dims}{',' if len(size) == 1 else ''}), {lo}{kw})"
+    return f"torch.randint({lo}, {hi + 1}, ({dims}{',' if len(size) == 1 else ''}){kw})"
+
+
 def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str] | None:
     """Each input as a person writes it; None when one can be neither made nor written out. For a
     training step, the inputs that require grad are those that did in the program, or every floating
@@ -219,7 +241,7 @@ def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str
         if k in made_inputs:
             out.append(made_input(a.shape, a.stride(), a.dtype, str(a.device), k in grad))
             continue
-        text = _values(a.detach().requires_grad_(k in grad) if k in floats else a)
+        text = _values(a.detach().requires_grad_(k in grad) if k in floats else a) or _int_range(a)
         if text is None:
             return None
         out.append(text)
@@ -351,7 +373,7 @@ def short_source(p, inputs: list[str]) -> str | None:
     pre = [PREAMBLE[n] for n in PREAMBLE if n in used and PREAMBLE[n]] + (["import math"] if "math" in used else []) \
         + (["import operator"] if "operator" in used else [])
     lines += [""] + pre if pre else []
-    made = any("torch.randn(" in x or "torch.zeros(" in x for x in inputs)
+    made = any("torch.randn(" in x or "torch.zeros(" in x or "torch.randint(" in x for x in inputs)
     lines += ["", tidy(p.fn).rstrip("\n"), "", "def make_inputs():"] + (["    torch.manual_seed(0)"] if made else [])
     one = "    return [" + ", ".join(inputs) + "]"
     lines += [one] if len(one) <= 120 else ["    return ["] + [f"        {x}," for x in inputs] + ["    ]"]
