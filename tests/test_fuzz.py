@@ -306,3 +306,27 @@ def test_a_program_that_fails_eagerly_is_discarded_not_filed():
     skipped = eager.replace(status="pass_due_to_skip", failure_class=None, skipped=reason)
     assert not skipped.failing                     # what the sweep records: nothing for minify or report
     assert "invalid programs (failed eagerly, not compiler bugs, not filed): 1" in summary([skipped], 60)
+
+
+def test_programs_propose_training_and_dynamic_shapes_where_the_run_keeps_the_defaults():
+    """About a third of the programs run as training steps and a fifth with dynamic shapes, by
+    seed and index (a finding is checked again as it was found); a setting the run chose applies to
+    every program."""
+    from bot.check.settings import Settings
+    from bot.check.sweep import varied
+    from bot.suites.fuzz import fuzz_model
+
+    proposed = [gen.settings_of(SEED, k) for k in range(400)]
+    assert proposed == [gen.settings_of(SEED, k) for k in range(400)]
+    training = sum(p.get("mode") == "training" for p in proposed) / 400
+    dynamic = sum(bool(p.get("dynamic")) for p in proposed) / 400
+    assert 0.25 < training < 0.45 and 0.12 < dynamic < 0.3, (training, dynamic)
+    k = next(k for k, p in enumerate(proposed) if p == {"mode": "training", "dynamic": True})
+    m = fuzz_model(SEED, k)
+    assert m.settings == {"mode": "training", "dynamic": True}
+    s = varied(m, Settings())
+    assert (s.mode, s.dynamic) == ("training", True)
+    s = varied(m, Settings(backend="aot_eager", dtype="float16"))
+    assert (s.backend, s.dtype, s.mode, s.dynamic) == ("aot_eager", "float16", "training", True)
+    plain = next(k for k, p in enumerate(proposed) if not p)
+    assert varied(fuzz_model(SEED, plain), Settings()) == Settings()

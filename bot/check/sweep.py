@@ -59,6 +59,16 @@ class _Terminated(KeyboardInterrupt):
     pass
 
 
+def varied(m, settings: Settings) -> Settings:
+    """``settings`` for model ``m``: the settings its source proposes for it (``Model.settings``)
+    where the run keeps the default; a setting the run chose (``--mode training``, ``--dynamic``, a
+    matrix value other than the default) applies to every model."""
+    default = Settings()
+    keep = {k: v for k, v in (m.settings or {}).items()
+            if k in ("mode", "dynamic") and getattr(settings, k) == getattr(default, k)}
+    return settings.replace(**keep) if keep else settings
+
+
 def _on_term(signum, frame):
     raise _Terminated()
 
@@ -72,7 +82,7 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     run is complete then, and its settings list the models it checked."""
     matrix = settings if isinstance(settings, list) else [settings]
     settings = matrix[0]
-    plan = [(m, s) for s in matrix for m in models]
+    plan = [(m, varied(m, s)) for s in matrix for m in models]
     writer = ResultsWriter(out_dir, run_settings)
     total = len(plan)
     if any(source_of(m.spec).imported for m in models):

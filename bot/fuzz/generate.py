@@ -89,6 +89,26 @@ def generator_seed(seed: int, index: int, attempt: int) -> int:
     return int(digest[:15], 16)
 
 
+# how often a program runs as a training step (forward and backward, gradients compared) and with
+# dynamic shapes, when the run keeps the default settings (inference, static): the backward and the
+# symbolic-size code paths are where a good share of inductor's bugs live
+TRAINING_SHARE = 0.35
+DYNAMIC_SHARE = 0.2
+
+
+def settings_of(seed: int, index: int) -> dict:
+    """The settings program (seed, index) proposes for its check: ``mode`` training for about
+    :data:`TRAINING_SHARE` of the programs, ``dynamic`` for about :data:`DYNAMIC_SHARE`; the same for
+    the same (seed, index), so a finding is checked again under the settings it was found with."""
+    rng = random.Random(generator_seed(seed, index, -1))
+    out: dict = {}
+    if rng.random() < TRAINING_SHARE:
+        out["mode"] = "training"
+    if rng.random() < DYNAMIC_SHARE:
+        out["dynamic"] = True
+    return out
+
+
 def widen(dt):
     import torch
 

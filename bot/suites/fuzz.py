@@ -23,10 +23,11 @@ MAX_PROGRAMS = 1_000_000
 
 
 def fuzz_model(seed: int, index: int) -> Model:
-    from bot.fuzz.generate import program_name
+    from bot.fuzz.generate import program_name, settings_of
 
     name = program_name(seed, index)
-    return Model(name, Spec(source="fuzz", model=name), f"generated program (seed {seed}, index {index})")
+    return Model(name, Spec(source="fuzz", model=name), f"generated program (seed {seed}, index {index})",
+                 settings=settings_of(seed, index))
 
 
 class Fuzz(Source):

@@ -34,6 +34,9 @@ class Model:
     batch_size: int | None = None
     skip: str | None = None  # reason, when the source says not to check it
     options: dict = field(default_factory=dict)
+    # settings the source proposes for this model (``mode``, ``dynamic``), taken where the run keeps
+    # that setting's default (bot.check.sweep.varied): a generated program names its own
+    settings: dict = field(default_factory=dict)
 
 
 @dataclass
