@@ -1,7 +1,8 @@
 """The checked code's own dependencies in the Action's check stage (inputs `requirements` and `setup`):
-installed into the bot's interpreter before the check, in the workspace, only after the stage has
-made sure the job holds no credential; a failing install is bad input (exit 2). Real `minify-bot
-action` processes, real pip and bash."""
+installed before the check, in the workspace, only after the stage has made sure the job holds no
+credential, into a venv of their own layered on the bot's interpreter (never into the installed bot's
+environment), whose interpreter then runs the check; a failing install is bad input (exit 2). Real
+`minify-bot action` processes, real venv, pip and bash."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import sys
 
 from tests.ghstub.action import assert_token_not_leaked
 
-PROGRAM = "import depmod, sys\nsys.exit(0 if depmod.VALUE == 42 else 1)\n"
-SETUP = "command -v python > which-python.txt && echo 'VALUE = 42' > depmod.py"
+PROGRAM = "import depmod, deplib, sys\nsys.exit(0 if depmod.VALUE == 42 and deplib.VALUE == 7 else 1)\n"
+# `python` here is the dependency venv's: deplib lands in its site-packages, depmod in the workspace
+SETUP = ("command -v python > which-python.txt && echo 'VALUE = 42' > depmod.py && python -c \"import site, "
+         "pathlib; pathlib.Path(site.getsitepackages()[0], 'deplib.py').write_text('VALUE = 7')\"")
 
 
 def _inputs(**extra) -> dict:
@@ -28,16 +31,22 @@ def _workspace(tmp_path):
     return ws
 
 
-def test_requirements_and_setup_run_before_the_check_with_the_bots_interpreter(runner, tmp_path):
+def test_requirements_and_setup_install_into_a_venv_of_their_own_whose_interpreter_runs_the_check(runner,
+                                                                                                  tmp_path):
+    import site
+
     ws = _workspace(tmp_path)
     res = runner("schedule", {}, _inputs(), workspace=ws)
     assert res.rc == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "$ pip install -r requirements.txt" in res.stdout and f"$ {SETUP}" in res.stdout
-    # `python` in the setup line is the bot's own interpreter, whatever PATH had first
+    assert "Requirement already satisfied: pyyaml" in res.stdout   # the bot's own packages count as installed
+    # `python` in the setup line is the dependency venv's, whatever PATH had first: not the bot's own
     which = (ws / "which-python.txt").read_text().strip()
-    assert os.path.dirname(which) == os.path.dirname(os.path.abspath(sys.executable))
+    assert os.path.basename(os.path.dirname(os.path.dirname(which))).startswith("minify-deps-"), which
+    assert os.path.dirname(which) != os.path.dirname(os.path.abspath(sys.executable))
+    assert not any(os.path.exists(os.path.join(d, "deplib.py")) for d in site.getsitepackages())
     (row,) = json.loads((res.run_dir / "results.json").read_text())["checks"]
-    assert row["status"] == "pass", row   # the program imported what setup wrote
+    assert row["status"] == "pass", row   # the program imported what setup installed and wrote
 
 
 def test_a_failing_install_is_bad_input(runner, tmp_path):

@@ -162,6 +162,29 @@ def hand_over(root: Path, user: ModelUser) -> dict:
     return {"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / ".cache")}
 
 
+def dependency_venv(parent: Path, user: ModelUser | None) -> Path:
+    """A venv for the checked code's own dependencies (inputs ``requirements`` and ``setup``),
+    layered on this interpreter's packages: a ``.pth`` file adds this interpreter's site directories
+    (the bot, torch and what the image holds, as installed: pip sees them and installs only what is
+    missing), and it is owned by ``user`` when given. The install then runs as the model code's user
+    into a directory of its own; it never writes the installed bot or anything of root's. Its
+    interpreter runs the model-code stages after it. Returns the venv's directory."""
+    import site
+    import subprocess
+    import sys
+
+    venv = Path(tempfile.mkdtemp(prefix="minify-deps-", dir=str(parent)))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    dirs = [d for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)]
+    (lib,) = (venv / "lib").glob("python*/site-packages")
+    (lib / "minify-base.pth").write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in dirs))
+    if user is not None:
+        for dirpath, dirnames, filenames in os.walk(venv, followlinks=False):
+            for name in [*dirnames, *filenames, None]:
+                os.lchown(os.path.join(dirpath, name) if name else dirpath, user.uid, user.gid)
+    return venv
+
+
 def reclaim(root: Path) -> list[str]:
     """After a stage's processes have ended: everything under the run directory owned by this process
     again, and whatever is neither a regular file nor a directory (a link, a FIFO, a device, a

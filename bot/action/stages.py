@@ -24,6 +24,7 @@ import re
 import shlex
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,6 +63,9 @@ class Runner:
         self.last_error: str | None = None  # the last `minify-bot <stage>: error: ...` line a stage printed
         self._user: harden.ModelUser | None | bool = False   # resolved at the first model-code stage
         self.ran_model_code = False
+        # the interpreter of the model-code stages: the dependency venv's once the checked code's own
+        # dependencies were installed (install_dependencies), else this one
+        self.python = sys.executable
 
     def model_user(self) -> harden.ModelUser | None:
         """The unprivileged user model code runs as (bot/action/harden.py), once per step; None on a
@@ -88,7 +92,8 @@ class Runner:
         env = gha.stage_env(os.environ, env_extra)
         if with_token and self.ctx.inputs.token:
             env["GITHUB_TOKEN"] = self.ctx.inputs.token
-        return self.program([sys.executable, "-c", LAUNCH, command, *argv], f"minify-bot {command}",
+        python = self.python if model_code else sys.executable
+        return self.program([python, "-c", LAUNCH, command, *argv], f"minify-bot {command}",
                             echo_line(command, argv), env=env, timeout=timeout, model_code=model_code)
 
     def program(self, cmd: list[str], name: str, echo: str, *, env: dict, timeout: float = STAGE_TIMEOUT,
@@ -266,25 +271,35 @@ def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOpt
 
 def install_dependencies(ctx: Context, run: Runner) -> None:
     """The checked code's own dependencies, before the check, in its working directory: input
-    ``requirements`` (a pip requirements file) installed into the bot's own interpreter, then input
-    ``setup`` (a bash line, with that interpreter's ``bin`` first on PATH, so ``pip`` and ``python``
-    are the bot's). They run after ``guard_model_code``, in the job that holds no credential, fenced
-    like a stage. A failing install is an input error (exit 2)."""
+    ``requirements`` (a pip requirements file), then input ``setup`` (a bash line), installed into a
+    venv of their own layered on the bot's interpreter (``harden.dependency_venv``: pip sees what is
+    installed and adds only what is missing; its ``bin`` is first on PATH, so ``pip`` and ``python``
+    are that venv's). Installing runs the checked code's packaging (setup.py, build hooks), so it is
+    model code: it runs as the model code's user, after ``guard_model_code``, in the job that holds no
+    credential, fenced like a stage, and cannot write the installed bot. The model-code stages then
+    run with that venv's interpreter. A failing install is an input error (exit 2)."""
     i = ctx.inputs
+    if not (i.requirements or i.setup):
+        return
+    base = Path(ctx.env.get("RUNNER_TEMP") or tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    venv = harden.dependency_venv(base, run.model_user())
+    python = str(venv / "bin" / "python")
     env = gha.stage_env(os.environ, None)
-    env["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)), env.get("PATH") or os.defpath])
+    env.update({"PATH": os.pathsep.join([str(venv / "bin"), env.get("PATH") or os.defpath]), "VIRTUAL_ENV": str(venv)})
     steps = []
     if i.requirements:
-        steps.append(([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", i.requirements],
+        steps.append(([python, "-m", "pip", "install", "--disable-pip-version-check", "-r", i.requirements],
                       f"pip install -r {i.requirements}"))
     if i.setup:
         steps.append((["bash", "-c", i.setup], i.setup))
     for argv, what in steps:
         shown = re.sub(r"[\x00-\x1f\x7f]", " ", what)[:200]
         with ctx.cmds.group(f"dependencies: {shown}"):
-            rc = run.program(argv, "the dependencies' install", f"$ {shown}", env=env)
+            rc = run.program(argv, "the dependencies' install", f"$ {shown}", env=env, model_code=True)
         if rc != 0:
             raise UsageError(f"installing the checked code's dependencies failed ({shown}: exit {rc})")
+    run.python = python
 
 
 def stage_check(ctx: Context, run, request: slash.SlashCommand | None = None) -> int:
