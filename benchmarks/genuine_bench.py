@@ -166,6 +166,24 @@ def torch_no_isolate(bot: dict, fail: dict, work: str, cap: float) -> dict:
     return r
 
 
+def block_of(body: str) -> tuple[str, int]:
+    """The issue's repro block: which form it is (short, plain, launcher) and its lines."""
+    m = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M)
+    if not m:
+        return "-", 0
+    name = re.search(r"Save as `([\w.]+)`", body)
+    kind = {"repro_short.py": "short", "repro_plain.py": "plain"}.get(name.group(1) if name else "", "launcher")
+    return kind, len(m.group(2).splitlines())
+
+
+def machine_paths(text: str) -> list[str]:
+    """This machine's paths that a GitHub-visible text holds (venv, checkout, home, temp)."""
+    import tempfile
+
+    roots = {sys.prefix, ROOT, os.path.expanduser("~") + "/", tempfile.gettempdir() + "/"}
+    return sorted(r for r in roots if r in text)
+
+
 def row_of(prog: str, bot: dict, tracker: str, torch_r: dict | None) -> dict:
     fails = bot["failures"]
     if not fails:
@@ -193,6 +211,9 @@ def row_of(prog: str, bot: dict, tracker: str, torch_r: dict | None) -> dict:
                       if (rep.get("plain") or {}).get("runs") else (rep.get("plain") or {}).get("reason") or "-"),
             "plain_inline_inputs": (rep.get("plain") or {}).get("inputs_inline"),
             "paste": paste_run(iss.get("body") or "", os.path.dirname(bot["out"]), 600) if iss.get("body") else "-",
+            "block": "{} {} lines".format(*block_of(iss.get("body") or "")),
+            "ops": len([g for g in rep.get("graph") or [] if g.get("op") != "output"]),
+            "leaks": machine_paths((iss.get("title") or "") + (iss.get("body") or "")),
             "first_diverging": ((f.get("readout") or {}).get("first_diverging")),
             "issue": act.get("issue") if act else None, "issue_action": act.get("action") if act else None,
             "title": iss.get("title") or "-", "labels": iss.get("labels") or [],
@@ -225,6 +246,8 @@ def print_table(rows: list[dict]) -> None:
             notes.append(f"capture note: {r['capture_note']}")
         notes.append(f"labels {','.join(r.get('labels') or []) or '-'}")
         notes.append(f"culprit {', '.join(r.get('culprit') or []) or '-'}; bisector {r.get('bisect') or '-'}")
+        notes.append(f"issue block: {r.get('block')} for {r.get('ops')} ops; machine paths in the issue: "
+                     f"{r.get('leaks') or 'none'}")
         notes.append(f"plain repro {r.get('plain')} (inputs inline: {r.get('plain_inline_inputs')}); "
                      f"the issue's block pasted alone: {r.get('paste')}; first diverging op {r.get('first_diverging')}")
         if r.get("random_inputs_reproduce") is not None:
