@@ -321,12 +321,16 @@ def test_programs_propose_training_and_dynamic_shapes_where_the_run_keeps_the_de
     training = sum(p.get("mode") == "training" for p in proposed) / 400
     dynamic = sum(bool(p.get("dynamic")) for p in proposed) / 400
     assert 0.25 < training < 0.45 and 0.12 < dynamic < 0.3, (training, dynamic)
-    k = next(k for k, p in enumerate(proposed) if p == {"mode": "training", "dynamic": True})
+    assert all(p["config"] == gen.CONFIG for p in proposed)
+    k = next(k for k, p in enumerate(proposed) if p.get("mode") == "training" and p.get("dynamic"))
     m = fuzz_model(SEED, k)
-    assert m.settings == {"mode": "training", "dynamic": True}
     s = varied(m, Settings())
     assert (s.mode, s.dynamic) == ("training", True)
-    s = varied(m, Settings(backend="aot_eager", dtype="float16"))
+    assert s.config == {"dynamo.capture_scalar_outputs": True, "dynamo.capture_dynamic_output_shape_ops": True}
+    s = varied(m, Settings(backend="aot_eager", dtype="float16", config={"dynamo.capture_scalar_outputs": False}))
     assert (s.backend, s.dtype, s.mode, s.dynamic) == ("aot_eager", "float16", "training", True)
-    plain = next(k for k, p in enumerate(proposed) if not p)
-    assert varied(fuzz_model(SEED, plain), Settings()) == Settings()
+    assert s.config["dynamo.capture_scalar_outputs"] is False   # the run's --config wins
+    plain = next(k for k, p in enumerate(proposed) if set(p) == {"config"})
+    s = varied(fuzz_model(SEED, plain), Settings())
+    assert (s.mode, s.dynamic) == ("inference", False) and s.config == gen.CONFIG
+    assert varied(fuzz_model(SEED, plain), Settings(mode="training")).mode == "training"

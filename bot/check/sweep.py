@@ -62,10 +62,14 @@ class _Terminated(KeyboardInterrupt):
 def varied(m, settings: Settings) -> Settings:
     """``settings`` for model ``m``: the settings its source proposes for it (``Model.settings``)
     where the run keeps the default; a setting the run chose (``--mode training``, ``--dynamic``, a
-    matrix value other than the default) applies to every model."""
+    matrix value other than the default) applies to every model. Proposed ``config`` entries join
+    the run's (a ``--config`` of the run wins), so the row, minify and the repro all carry them."""
     default = Settings()
-    keep = {k: v for k, v in (m.settings or {}).items()
+    proposed = m.settings or {}
+    keep = {k: v for k, v in proposed.items()
             if k in ("mode", "dynamic") and getattr(settings, k) == getattr(default, k)}
+    if proposed.get("config"):
+        keep["config"] = {**proposed["config"], **(settings.config or {})}
     return settings.replace(**keep) if keep else settings
 
 

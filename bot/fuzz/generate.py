@@ -96,12 +96,20 @@ TRAINING_SHARE = 0.35
 DYNAMIC_SHARE = 0.2
 
 
+# dynamo settings every program is checked with (as PyTorch's own fuzzer does): ``item()`` and ops
+# whose output shape depends on the data (nonzero, a boolean mask) are traced into the graph with
+# unbacked sizes instead of breaking it, so inductor compiles them; a finding's config diff says
+# whether its failure needs them
+CONFIG = {"dynamo.capture_scalar_outputs": True, "dynamo.capture_dynamic_output_shape_ops": True}
+
+
 def settings_of(seed: int, index: int) -> dict:
-    """The settings program (seed, index) proposes for its check: ``mode`` training for about
-    :data:`TRAINING_SHARE` of the programs, ``dynamic`` for about :data:`DYNAMIC_SHARE`; the same for
-    the same (seed, index), so a finding is checked again under the settings it was found with."""
+    """The settings program (seed, index) proposes for its check: :data:`CONFIG`; ``mode`` training
+    for about :data:`TRAINING_SHARE` of the programs, ``dynamic`` for about :data:`DYNAMIC_SHARE`; the
+    same for the same (seed, index), so a finding is checked again under the settings it was found
+    with."""
     rng = random.Random(generator_seed(seed, index, -1))
-    out: dict = {}
+    out: dict = {"config": dict(CONFIG)}
     if rng.random() < TRAINING_SHARE:
         out["mode"] = "training"
     if rng.random() < DYNAMIC_SHARE:
