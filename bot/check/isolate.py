@@ -81,7 +81,8 @@ class ForkRunner:
         row.duration_s = round(res.seconds, 3)
         if died(row):
             self.log(f"the forked check died ({row.error.type}); checking again in a fresh interpreter")
-            again = run_fresh(spec, settings, log_path)
+            again = run_fresh(spec, settings, log_path,
+                              why=f"the forked check died ({row.error.type} during {row.phase or 'start'})")
             again.duration_s = round(res.seconds + (again.duration_s or 0.0), 3)
             return again
         return row
@@ -96,9 +97,10 @@ def died(row: CheckRow) -> bool:
 _BOT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_fresh(spec: Spec, settings, log_path: str) -> CheckRow:
+def run_fresh(spec: Spec, settings, log_path: str, why: str = "") -> CheckRow:
     """Run one check in a fresh interpreter (``python -m bot.check.one``), its output appended to
-    ``log_path``: its row, or the death it died, classified as a forked child's is."""
+    ``log_path`` after a line that says ``why``: its row, or the death it died, classified as a forked
+    child's is."""
     from bot.check.one import CheckRequest, read_row
 
     workdir = tempfile.mkdtemp(prefix="minify-check-")
@@ -109,7 +111,8 @@ def run_fresh(spec: Spec, settings, log_path: str) -> CheckRow:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_BOT_ROOT, env.get("PYTHONPATH")]))
         res = proc.run([sys.executable, "-m", "bot.check.one", "--check", request, "--out", out], cwd=workdir,
                        env=env, timeout=settings.timeout, log_path=log_path, log_mode="a",
-                       announce="$ the same check in a fresh interpreter", tail_lines=30, capture=1 << 20)
+                       announce=(f"{why}: " if why else "") + "the same check in a fresh interpreter",
+                       tail_lines=30, capture=1 << 20)
         try:
             row = read_row(out) if res.returncode == 0 else None
         except (ValueError, TypeError, KeyError):   # a row the check's own code spoiled: no result
