@@ -1,5 +1,7 @@
 """Reduction passes over one state: the current fx graph and its inputs.
 
+The reduction runs them as one ordered list of steps over one problem (:mod:`bot.minify.problem`:
+``REDUCTION``, its runner and its per-pass statistics); this module holds the graph operations.
 Every pass is a small function ``pass_(state, oracle) -> State`` that only ever returns a state
 the oracle says still fails the pinned way (or the state it was given). The oracle caches answers
 by graph and input fingerprint, so no candidate is ever compiled twice, and it answers "does not
@@ -100,6 +102,7 @@ class Oracle:
     cache: dict = field(default_factory=dict)
     asked: int = 0
     hits: int = 0
+    analyzed: int = 0          # compiles for an analysis (:meth:`compiled_outputs`), not in ``asked``
 
     @property
     def last_error(self) -> str:
@@ -142,6 +145,7 @@ class Oracle:
         if ev.deadline and time.time() > ev.deadline:
             raise BudgetExceeded()
         ev.queries += 1
+        self.analyzed += 1
         with torch.no_grad():
             return flat_outputs(ev.compile(st.gm, st.args)(clone_inputs(st.args)))
 

@@ -6,7 +6,8 @@ found so far, the job's flags, and ``done``: the failing window is found (the cu
 alone, or reach-back's window), so the fallback does not run. Every step is a function
 ``step(problem) -> None`` that mutates it, in one list, :data:`REDUCTION`, with an ``applies``
 condition where it is conditional (:func:`when`); :func:`run` runs the list and records, for every
-step that ran, the queries it asked, the call nodes it removed and its seconds
+step that ran, the queries it asked (an analysis compile included: the hint's), the call nodes it
+removed and its seconds
 (:class:`bot.minify.records.PassStat`), which reach the ``reduce:`` log line and the worker's
 ``result.json``. The cleanup's passes (``passes.CLEANUP_PASSES``, state -> state, repeated until a
 round removes nothing) record their own, one record each.
@@ -71,12 +72,13 @@ def run(problem: Problem, steps) -> Problem:
     for step in steps:
         if not applies(step, problem):
             continue
-        n0, q0, r0, t0 = len(P.call_nodes(problem.state.gm)), problem.oracle.asked, problem.stats.recorded, \
-            time.monotonic()
+        oracle = problem.oracle
+        n0, q0, r0, t0 = len(P.call_nodes(problem.state.gm)), oracle.asked + oracle.analyzed, \
+            problem.stats.recorded, time.monotonic()
         step(problem)
         if problem.stats.recorded == r0:
             removed = n0 - len(P.call_nodes(problem.state.gm))
-            problem.stats.record(step.__name__, problem.oracle.asked - q0, max(removed, 0),   # inlining adds nodes
+            problem.stats.record(step.__name__, oracle.asked + oracle.analyzed - q0, max(removed, 0),  # inlining adds
                                  time.monotonic() - t0)
     return problem
 
