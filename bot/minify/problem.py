@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from bot.minify import passes as P
 from bot.minify.passes import Culprit, Hint, Oracle, PassStats, State
+from bot.minify.records import MinifyJob
 
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
@@ -40,7 +41,7 @@ class Problem:
 
     state: State
     oracle: Oracle
-    job: Any                                   # bot.minify.records.MinifyJob: the flags the passes read
+    job: MinifyJob                             # the flags the passes read (culprit_search, use_hints, ...)
     workdir: str = "."
     checkpoint_to: Callable[[Any, list], None] = lambda gm, args: None   # writes a checkpoint repro
     log: Callable[[str], None] = _quiet
@@ -96,8 +97,16 @@ def inline_subgraphs(problem: Problem) -> None:
 
 @when(lambda p: p.job.culprit_search and p.job.use_hints and os.environ.get(NO_HINTS_ENV) != "1")
 def hint(problem: Problem) -> None:
-    """What is known before the culprit search (:func:`known_hint`)."""
-    problem.hint = known_hint(problem)
+    """What is known before the culprit search (:func:`known_hint`); unverified, so a hint that
+    cannot be had only leaves the search without it."""
+    from bot.minify.predicate import BudgetExceeded, ProcessPoisoned
+
+    try:
+        problem.hint = known_hint(problem)
+    except (BudgetExceeded, ProcessPoisoned):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the search runs without a hint
+        problem.log(f"hint failed: {type(exc).__name__}: {exc}")
 
 
 @when(lambda p: p.job.culprit_search)

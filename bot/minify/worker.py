@@ -15,7 +15,8 @@ Normally :func:`cmd_minify` runs in a child forked from the minify command's for
 reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
 The steps, in order, each a function over one :class:`Run`: :func:`step_sanity` (does the captured
 graph fail on its own, the way the check did), :func:`step_reduce` (the culprit search and the
-reduction passes: :data:`bot.minify.problem.REDUCTION`), :func:`step_config` (the minimal config diff), :func:`step_final` (the repro,
+reduction passes: :data:`bot.minify.problem.REDUCTION`), :func:`step_config` (the minimal config
+diff), :func:`step_final` (the repro,
 announced so the parent verifies it while) :func:`bot.minify.readout.step_readout` (accuracy
 failures: each op against fp64) and :func:`step_bisect` (torch's bisector) run. How a
 candidate is judged is :mod:`bot.minify.predicate`'s.
