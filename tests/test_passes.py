@@ -383,13 +383,14 @@ def test_the_analysis_graph_outputs_every_floating_point_intermediate():
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsys):
     from bot.minify.predicate import Evaluator
-    from bot.minify.worker import known_hint
+    from bot.minify.problem import Problem, known_hint
 
     st = _deep(12, 9)
     with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         ev = Evaluator(_job(), "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
-        hint = known_hint(_job(), ev, st)
+        hint = known_hint(Problem(st, P.Oracle(ev), _job()))
+        assert ev.queries == 1                       # the analysis compile counts as a query, through the oracle
         calls = P.call_nodes(st.gm)
         assert hint is not None and any(_computes_relu_node(c) for c in calls[hint.lo:hint.hi]), hint
         oracle = P.Oracle(ev)

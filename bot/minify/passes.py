@@ -1,5 +1,7 @@
 """Reduction passes over one state: the current fx graph and its inputs.
 
+The reduction runs them as one ordered list of steps over one problem (:mod:`bot.minify.problem`:
+``REDUCTION``, its runner and its per-pass statistics); this module holds the graph operations.
 Every pass is a small function ``pass_(state, oracle) -> State`` that only ever returns a state
 the oracle says still fails the pinned way (or the state it was given). The oracle caches answers
 by graph and input fingerprint, so no candidate is ever compiled twice, and it answers "does not
@@ -52,6 +54,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bot.minify.records import PassStat
 from bot.records import GraphBisect
 from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, op_label, subgraph_call
 
@@ -88,12 +91,63 @@ class Hint:
 
 @dataclass
 class Oracle:
-    """The predicate ("fails the same way") with a cache: a candidate is never asked twice."""
+    """The predicate ("fails the same way") with a cache: a candidate is never asked twice. The one
+    door to the evaluator during a reduction: every pass asks here, and the one analysis that reads
+    compiled values instead of asking (the fp64 divergence hint) compiles through
+    :meth:`compiled_outputs`. ``fails`` is the worker's evaluator (``bot.minify.predicate``) or any
+    predicate ``(gm, args) -> bool`` (the fast tests'); what only an evaluator has is read with a
+    default."""
 
     fails: Callable[[Any, list], bool]
     cache: dict = field(default_factory=dict)
     asked: int = 0
     hits: int = 0
+    analyzed: int = 0          # compiles for an analysis (:meth:`compiled_outputs`), not in ``asked``
+
+    @property
+    def last_error(self) -> str:
+        """The error text of the evaluator's last failing run ("" for a plain predicate)."""
+        return getattr(self.fails, "last_error", "") or ""
+
+    @property
+    def analyzes(self) -> bool:
+        """Whether :meth:`compiled_outputs` can run here: an in-process evaluator of an aten graph."""
+        return callable(getattr(self.fails, "compile", None)) and getattr(self.fails, "kind", None) == "aot"
+
+    @property
+    def tolerance(self) -> float:
+        return getattr(self.fails, "tol", 1e-4)
+
+    @property
+    def queries(self) -> int:
+        """The evaluator's queries so far (the search's and the analysis's; ``asked`` for a plain predicate)."""
+        return getattr(self.fails, "queries", self.asked)
+
+    def compare_integers(self) -> bool:
+        """From now on integer and bool outputs are compared exactly; False when they already were."""
+        if not getattr(self.fails, "ignore_non_fp", False):
+            return False
+        self.fails.ignore_non_fp = False
+        return True
+
+    def compiled_outputs(self, st: State) -> list:
+        """``st`` compiled once and run on clones of its inputs (no grad): its flat outputs. Counted
+        as one of the evaluator's queries, as a candidate is, but neither cached nor in ``asked`` (the
+        search's queries, which the bound counts). Raises ``BudgetExceeded`` past the deadline."""
+        import time
+
+        import torch
+
+        from bot.minify.predicate import BudgetExceeded
+        from bot.torch_adapter.minifier import clone_inputs, flat_outputs
+
+        ev = self.fails
+        if ev.deadline and time.time() > ev.deadline:
+            raise BudgetExceeded()
+        ev.queries += 1
+        self.analyzed += 1
+        with torch.no_grad():
+            return flat_outputs(ev.compile(st.gm, st.args)(clone_inputs(st.args)))
 
     def __call__(self, st: State) -> bool:
         if not has_compute(st.gm):
@@ -812,32 +866,44 @@ CLEANUP_PASSES: tuple[Callable[[State, Oracle], State], ...] = (
 
 @dataclass
 class PassStats:
-    """What each pass did over a reduction: queries it asked, call nodes it removed, rounds."""
+    """What each pass did over a reduction, by name in the order they first ran: queries it asked,
+    call nodes it removed, seconds it took (summed over the cleanup's rounds), and the rounds."""
 
     queries: dict = field(default_factory=dict)
     removed: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
     rounds: int = 0
+    recorded: int = 0          # records so far: a pass whose sub-passes recorded their own gets none
 
-    def record(self, name: str, queries: int, removed: int) -> None:
+    def record(self, name: str, queries: int, removed: int, seconds: float = 0.0) -> None:
         self.queries[name] = self.queries.get(name, 0) + queries
         self.removed[name] = self.removed.get(name, 0) + removed
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.recorded += 1
+
+    def records(self) -> list[PassStat]:
+        """The worker result's ``passes``: one typed record per pass."""
+        return [PassStat(name, self.queries[name], self.removed.get(name, 0), round(self.seconds.get(name, 0.0), 2))
+                for name in self.queries]
 
     def lines(self) -> list[str]:
-        return [f"{name}: {self.queries[name]} queries, {self.removed.get(name, 0)} nodes removed"
-                for name in self.queries]
+        return [f"{s.name}: {s.queries} queries, {s.removed} nodes removed, {s.seconds:.1f} s" for s in self.records()]
 
 
 def cleanup(st: State, oracle: Oracle, stats: PassStats | None = None,
             passes: tuple = CLEANUP_PASSES) -> State:
     """The passes in order, repeated until a whole round removes no call node."""
+    import time
+
     stats = stats if stats is not None else PassStats()
     while True:
         stats.rounds += 1
         before_round = len(call_nodes(st.gm))
         for p in passes:
-            n0, q0 = len(call_nodes(st.gm)), oracle.asked
+            n0, q0, t0 = len(call_nodes(st.gm)), oracle.asked, time.monotonic()
             st = p(st, oracle)
-            stats.record(p.__name__.lstrip("_"), oracle.asked - q0, n0 - len(call_nodes(st.gm)))
+            stats.record(p.__name__.lstrip("_"), oracle.asked - q0, n0 - len(call_nodes(st.gm)),
+                         time.monotonic() - t0)
         if len(call_nodes(st.gm)) == before_round:
             return st
 

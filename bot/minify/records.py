@@ -115,6 +115,18 @@ class MinifyJob(_File):
 
 
 @dataclass
+class PassStat(Record):
+    """What one reduction pass did (``bot.minify.problem.REDUCTION``; the cleanup's passes summed
+    over its rounds): the queries it asked, the call nodes it removed (0 for one that adds nodes, as
+    inlining a subgraph does), the seconds it took."""
+
+    name: str
+    queries: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
 class WorkerResult(_File):
     """What one minify (worker run, or its resumption) found (``result.json``)."""
 
@@ -136,7 +148,7 @@ class WorkerResult(_File):
     graph: list[GraphOp] | None = None
     nodes_after: int | None = None
     queries: int = 0
-    passes: dict = field(default_factory=dict)   # per stage and pass: queries asked
+    passes: list[PassStat] = field(default_factory=list)   # per reduction pass, in the order they ran
     # what the final repro needs, and where in the graph it fails
     config_diff: list[ConfigEntry] | None = None
     config_minimal: list[ConfigEntry] | None = None

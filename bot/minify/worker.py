@@ -15,7 +15,8 @@ Normally :func:`cmd_minify` runs in a child forked from the minify command's for
 reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
 The steps, in order, each a function over one :class:`Run`: :func:`step_sanity` (does the captured
 graph fail on its own, the way the check did), :func:`step_reduce` (the culprit search and the
-reduction passes), :func:`step_config` (the minimal config diff), :func:`step_final` (the repro,
+reduction passes: :data:`bot.minify.problem.REDUCTION`), :func:`step_config` (the minimal config
+diff), :func:`step_final` (the repro,
 announced so the parent verifies it while) :func:`bot.minify.readout.step_readout` (accuracy
 failures: each op against fp64) and :func:`step_bisect` (torch's bisector) run. How a
 candidate is judged is :mod:`bot.minify.predicate`'s.
@@ -63,7 +64,6 @@ from bot.minify.records import (
     MinifyJob,
     Pinned,
     Probe,
-    Query,
     WorkerResult,
     emit,
 )
@@ -72,7 +72,6 @@ from bot.signature import Signature, bisect_words
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 DYNAMIC_MARK = "dynamic"   # in the worker's directory: its dynamo graph is compiled with dynamic shapes
-NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
 
 
 class Stop(Exception):
@@ -276,15 +275,14 @@ def _static_first_dynamo(run: Run) -> tuple[Signature | None, str]:
 
 
 def step_reduce(run: Run) -> None:
-    """2. The culprit search and the reduction passes; checkpoints as the graph shrinks (the
-    smallest is kept when the budget runs out)."""
+    """2. The culprit search and the reduction passes (:data:`bot.minify.problem.REDUCTION`);
+    checkpoints as the graph shrinks (the smallest is kept when the budget runs out)."""
     from bot.minify.passes import PassStats
     from bot.torch_adapter import minifier as M
     from bot.torch_adapter import repro as R
 
     evaluator = run.evaluator()
     stats = PassStats()
-    run.result.passes = stats.queries   # per stage and pass: queries asked (filled as they run)
     best = {"gm": run.gm, "args": run.args}
     store = os.path.join(run.workdir, "store")
 
@@ -313,6 +311,7 @@ def step_reduce(run: Run) -> None:
         except M.SanityCheckFailed as exc:
             raise Stop("not_reproduced", "the captured graph does not fail when run on its own") from exc
         finally:
+            run.result.passes = stats.records()   # per pass: queries, removed call nodes, seconds
             _judge_learned(run)
         run.queries = evaluator.queries
 
@@ -410,24 +409,24 @@ def step_bisect(run: Run, bisects: bool) -> None:
     run.result.culprit = culprit_record(run.gm, run.culprit, run.result.bisect, run.status)
 
 
-def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, stats=None):
-    """Reduce ``gm``: the culprit search first (log N queries); when the culprit does not fail
-    compiled alone, how far back the failure reaches from where it shows (log N), and only when
-    that fails torch's fx minifier on the smallest failing prefix; then the cleanup passes.
-    Returns (gm, args, passes.Culprit | None); ``stats`` (passes.PassStats) gets each stage's
-    queries and removed nodes."""
+def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, stats=None, steps=None):
+    """Reduce ``gm``: :data:`bot.minify.problem.REDUCTION` (or ``steps``) over one problem, every
+    query through one cached oracle over ``evaluator``; logs the ``reduce:`` line (queries against
+    the bound, and each pass's queries, removed call nodes and seconds). Returns (gm, args,
+    passes.Culprit | None); ``stats`` (passes.PassStats) gets each pass's record."""
     from bot.minify import passes as P
+    from bot.minify import problem as PR
 
-    stats = stats if stats is not None else P.PassStats()
-    oracle = P.Oracle(evaluator)
+    problem = PR.Problem(P.State(gm, list(args)), P.Oracle(evaluator), job, workdir=workdir, checkpoint_to=dump_state,
+                         log=log, stats=stats if stats is not None else P.PassStats())
     n0 = len(P.call_nodes(gm))
-    out = _reduce(job, P.State(gm, list(args)), oracle, dump_state, workdir, stats)
-    n1 = len(P.call_nodes(out[0]))
+    PR.run(problem, PR.REDUCTION if steps is None else steps)
+    n1, asked = len(P.call_nodes(problem.state.gm)), problem.oracle.asked
     bound = query_bound(n0, n1)
-    log(f"reduce: {n0} -> {n1} call nodes in {oracle.asked} queries "
-        f"({'within' if oracle.asked <= bound else 'OVER'} the bound 2*ceil(log2 N) + 2*final + 4 = {bound}); "
-        + "; ".join(stats.lines()))
-    return out
+    log(f"reduce: {n0} -> {n1} call nodes in {asked} queries "
+        f"({'within' if asked <= bound else 'OVER'} the bound 2*ceil(log2 N) + 2*final + 4 = {bound}); "
+        + "; ".join(problem.stats.lines()))
+    return problem.state.gm, problem.state.args, problem.culprit
 
 
 def query_bound(n: int, final: int) -> int:
@@ -435,104 +434,6 @@ def query_bound(n: int, final: int) -> int:
     import math
 
     return 2 * math.ceil(math.log2(max(n, 2))) + 2 * final + 4
-
-
-def _reduce(job: MinifyJob, st, oracle, dump_state, workdir: str, stats):
-    from bot.minify import passes as P
-    from bot.torch_adapter import minifier as M
-
-    def staged(name, fn, state):
-        """Run one stage, recording its queries and the call nodes it removed."""
-        n, q = len(P.call_nodes(state.gm)), oracle.asked
-        res = fn()
-        after = res[0] if isinstance(res, tuple) else res   # (state, culprit), (gm, args), state or None
-        gm_after = getattr(after, "gm", after)
-        removed = n - len(P.call_nodes(gm_after)) if gm_after is not None else 0
-        stats.record(name, oracle.asked - q, max(removed, 0))   # inlining adds the subgraphs' nodes
-        return res
-
-    found = None
-    evaluator = oracle.fails
-    if any(P.subgraph_call(n) is not None for n in st.gm.graph.nodes):
-        st = staged("inline_subgraphs", lambda: P.inline_subgraphs(st, oracle, log=log), st)
-    if job.culprit_search:
-        t = time.time()
-        try:
-            hint = known_hint(job, evaluator, st) if job.use_hints and os.environ.get(NO_HINTS_ENV) != "1" else None
-            found = staged("culprit_search", lambda: P.find_culprit(
-                st, oracle, log=log, hint=hint, windows=job.failure_class == "accuracy"), st)
-        except (BudgetExceeded, ProcessPoisoned):
-            raise
-        except Exception as exc:  # noqa: BLE001 - the search is an accelerator; the fx minifier still runs
-            log(f"culprit search failed: {type(exc).__name__}: {exc}")
-        log(f"culprit search: {time.time() - t:.1f} s, {oracle.asked} queries")
-    if found is not None and found[1].method == "compiled-alone":
-        dump_state(found[0].gm, found[0].args)   # a checkpoint, should the cleanup die
-        final = P.cleanup(found[0], oracle, stats)
-        dump_state(final.gm, final.args)
-        return final.gm, final.args, found[1]
-    if found is not None:
-        # a culprit of several connected nodes: where the failure shows (the prefix search, log N),
-        # how far back it reaches (log N), then 1-minimal
-        window = staged("reach_back", lambda: P.reach_back(found[0], oracle, found[1].node, log=log), found[0])
-        if window is not None:
-            dump_state(window.gm, window.args)   # a checkpoint, should the cleanup die
-            final = P.cleanup(window, oracle, stats)
-            dump_state(final.gm, final.args)
-            return final.gm, final.args, P.Culprit(P.culprit_ops(final), "graph", found[1].node)
-    start = found[0] if found is not None else st
-    if found is not None:
-        dump_state(start.gm, start.args)
-    g, a = staged("fx_minifier", lambda: M.fx_minify(
-        start.gm, start.args, lambda g_, a_: oracle(P.State(g_, list(a_))), dump_state, skip_sanity=True,
-        offload_to_disk=job.offload_to_disk, save_dir=os.path.join(workdir, "offload")), start)
-    final = P.cleanup(P.State(g, list(a)), oracle, stats)
-    if len(final.gm.graph.nodes) < len(g.graph.nodes):
-        dump_state(final.gm, final.args)
-    culprit = P.Culprit(P.culprit_ops(final), "graph", found[1].node if found else None)
-    return final.gm, final.args, culprit
-
-
-def known_hint(job: MinifyJob, evaluator, st):
-    """What is known before the culprit search: for errors, the node the error message names
-    (the check's error and the sanity run's); for accuracy failures (in-process only), the first
-    intermediate of the compiled graph that diverges from the fp64 run (one compile of the graph
-    with every intermediate as an output; counted as a query)."""
-    from bot.minify import passes as P
-    from bot.torch_adapter import minifier as M
-
-    if job.failure_class != "accuracy":
-        texts = [(job.original_error.message if job.original_error else None) or "",
-                 getattr(evaluator, "last_error", "")]
-        hint = P.error_hint(st.gm, "\n".join(t for t in texts if t))
-        if hint is not None:
-            log(f"hint: the error names {hint.node}")
-        return hint
-    if isinstance(evaluator, IsolatedEvaluator) or evaluator.kind != "aot":
-        return None
-    if evaluator.deadline and time.time() > evaluator.deadline:
-        raise BudgetExceeded()
-    t = time.time()
-    evaluator.queries += 1
-    try:
-        import torch
-
-        probe, names = P.all_outputs_state(st, integers=True)
-        with torch.no_grad():
-            res = evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args))
-        hint = P.divergence_hint(st.gm, st.args, dict(zip(names, M.flat_outputs(res))), tol=evaluator.tol)
-        if hint is not None and hint.integers and evaluator.ignore_non_fp:
-            # the failure shows in integers: the search compares integer and bool outputs (value and
-            # dtype) too, so it may end on the integer op; the repro's judge does the same
-            job.compare_non_fp, evaluator.ignore_non_fp = True, False
-            log("hint: the first diverging value is an integer one: integer and bool outputs are compared exactly")
-    except Exception as exc:  # noqa: BLE001 - an analysis that fails only costs its time
-        log(f"hint: fp64 divergence analysis failed: {type(exc).__name__}: {exc}")
-        return None
-    emit(Query(n=evaluator.queries, nodes=len(st.gm.graph.nodes), fails=hint is not None, analysis=True))
-    log(f"hint: fp64 divergence analysis in {time.time() - t:.1f} s: "
-        + (f"first divergence within call nodes {hint.lo + 1}..{hint.hi}" if hint else "no intermediate diverges"))
-    return hint
 
 
 def culprit_record(gm, culprit, bisect: GraphBisect | None, status: str) -> Culprit | None:

@@ -1,0 +1,153 @@
+"""The shape of the minify worker's reduction (bot/minify/problem.py): one ordered list of passes over
+one problem, every query through the one oracle, and a pass added as one function plus one line.
+
+Fast: the graphs are torch.fx.symbolic_trace'd tiny functions judged by a plain Python predicate;
+nothing is compiled."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+import torch.fx
+
+from bot.minify import passes as P
+from bot.minify import problem as PR
+from bot.minify.records import MinifyJob, PassStat, WorkerResult
+from bot.minify.worker import reduce_graph
+from tests.test_architecture import _imports
+
+BOT = Path(__file__).resolve().parent.parent / "bot"
+WORKER_SIDE = ("bot/minify/worker.py", "bot/minify/passes.py", "bot/minify/problem.py")
+PARENT_SIDE = ("bot.minify.pipeline", "bot.minify.verify", "bot.minify.package", "bot.minify.capture",
+               "bot.minify.localize")
+
+
+def _job(**kw) -> MinifyJob:
+    return MinifyJob(**{"repro": "repro.py", "workdir": ".", "failure_class": "runtime_error", "budget": 60.0,
+                        "use_hints": False, **kw})
+
+
+def _tiny():
+    def f(x, y):
+        a = torch.sin(x) + y
+        b = torch.relu(a) * 2
+        return torch.cos(b) - torch.tanh(y)
+
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    return torch.fx.symbolic_trace(f), [x, y]
+
+
+def _calls_relu(gm, args) -> bool:
+    return any(n.op == "call_function" and n.target is torch.relu for n in gm.graph.nodes)
+
+
+class _Predicate:
+    """The oracle's evaluator: a plain Python predicate over the graph (no compile), counting its calls."""
+
+    kind, deadline, queries = "aot", None, 0
+
+    def __call__(self, gm, args) -> bool:
+        self.queries += 1
+        return _calls_relu(gm, args)
+
+
+def relu_alone(problem: PR.Problem) -> None:
+    """A toy pass: the relu compiled alone, fed its real eager input, kept when it still fails."""
+    node = next(n for n in P.call_nodes(problem.state.gm) if n.target is torch.relu)
+    cand = P.alone_state(problem.state, node)
+    if cand is not None and problem.oracle(cand):
+        problem.state = cand
+
+
+def test_a_new_pass_is_one_function_and_one_line_and_its_statistics_reach_the_log_and_the_result(capsys):
+    gm, args = _tiny()
+    n = len(P.call_nodes(gm))
+    stats = P.PassStats()
+    steps = [relu_alone, PR.cleanup]          # the one line: the toy pass in the list
+    out, _, culprit = reduce_graph(_job(), gm, args, _Predicate(), lambda g, a: None, "/nonexistent", stats, steps)
+    assert [n.target for n in P.call_nodes(out)] == [torch.relu]
+    assert culprit.ops == ["relu"] and culprit.method == "graph"
+    toy = next(s for s in stats.records() if s.name == "relu_alone")
+    assert (toy.queries, toy.removed) == (1, n - 1) and toy.seconds >= 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("reduce: "))
+    assert line.startswith(f"reduce: {n} -> 1 call nodes in 1 queries (within the bound")
+    assert f"relu_alone: 1 queries, {n - 1} nodes removed, " in line and "remove_nodes: 0 queries" in line
+    # the worker's result.json carries it, typed
+    result = WorkerResult.from_json(WorkerResult(passes=stats.records()).to_json())
+    assert result.passes[0] == PassStat("relu_alone", 1, n - 1, toy.seconds)
+
+
+def test_a_conditional_pass_is_skipped_and_gets_no_record():
+    gm, args = _tiny()
+    problem = PR.Problem(P.State(gm, args), P.Oracle(_Predicate()), _job())
+    PR.run(problem, [PR.inline_subgraphs, PR.hint, relu_alone])      # no subgraph call; hints off
+    assert [s.name for s in problem.stats.records()] == ["relu_alone"]
+
+
+def test_the_reduction_runs_search_reach_back_and_fallback_only_where_they_apply():
+    gm, args = _tiny()
+    problem = PR.Problem(P.State(gm, args), P.Oracle(_Predicate()), _job())
+    PR.run(problem, PR.REDUCTION)
+    names = [s.name for s in problem.stats.records()]
+    # the relu fails compiled alone: the answer; no reach-back, no fx minifier
+    assert names[0] == "culprit_search" and "reach_back" not in names and "fx_minifier" not in names, names
+    assert problem.done and problem.culprit.method == "compiled-alone" and problem.culprit.ops == ["relu"]
+    assert sum(s.queries for s in problem.stats.records()) == problem.oracle.asked
+
+
+# ------------------------------------------------------------------------------------------
+# fitness: only the oracle asks the evaluator; the worker side never imports the parent side
+# ------------------------------------------------------------------------------------------
+
+EVALUATOR_CALLS = {"compile", "observe", "fails", "compile_aot", "compile_dynamo", "compile_backend"}
+EVALUATOR_NAMES = {"evaluator", "ev"}
+# the worker's steps other than the reduction (the sanity run, the config diff, the final repro, the
+# bisector) judge the graph with evaluators of their own
+NOT_REDUCTION = {"Run", "step_sanity", "static_first", "_static_first_dynamo", "step_config", "step_final",
+                 "step_bisect"}
+
+
+def evaluator_calls(rel: str, source: str, skip: frozenset = frozenset()) -> list[str]:
+    """Calls that ask an evaluator (``x.compile(...)``, ``x.observe(...)``, ``x.fails(...)``,
+    ``evaluator(...)``) outside class ``Oracle`` and the top-level definitions named in ``skip``."""
+    found = []
+    for top in ast.parse(source).body:
+        if getattr(top, "name", None) in {"Oracle", *skip}:
+            continue
+        for n in ast.walk(top):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            asks = (isinstance(f, ast.Attribute) and f.attr in EVALUATOR_CALLS
+                    and not (isinstance(f.value, ast.Name) and f.value.id == "re")) or \
+                (isinstance(f, ast.Name) and f.id in EVALUATOR_NAMES)
+            if asks:
+                found.append(f"{rel}:{n.lineno} {ast.unparse(f)}")
+    return found
+
+
+def test_the_evaluator_call_checker_finds_a_compile_outside_the_oracle():
+    src = ("import re\nT = re.compile('x')\nclass Oracle:\n    def f(self, st):\n        return self.fails(st)\n"
+           "def hint(problem, evaluator):\n    evaluator.compile(1, 2)\n    return evaluator(1, 2)\n")
+    assert evaluator_calls("m.py", src) == ["m.py:7 evaluator.compile", "m.py:8 evaluator"]
+    assert evaluator_calls("m.py", src, skip=frozenset({"hint"})) == []
+
+
+def test_only_the_oracle_asks_the_evaluator_within_the_reduction():
+    found = []
+    for rel in ("bot/minify/passes.py", "bot/minify/problem.py"):
+        found += evaluator_calls(rel, (BOT.parent / rel).read_text())
+    rel = "bot/minify/worker.py"
+    found += evaluator_calls(rel, (BOT.parent / rel).read_text(), skip=frozenset(NOT_REDUCTION))
+    assert found == [], "the reduction asks the evaluator only through passes.Oracle:\n" + "\n".join(found)
+
+
+def test_the_worker_side_never_imports_the_parent_side():
+    found = []
+    for rel in WORKER_SIDE:
+        module = rel.removesuffix(".py").replace("/", ".")
+        found += [f"{rel} imports {name}" for name in _imports(BOT.parent / rel, module)
+                  if name.startswith(PARENT_SIDE)]
+    assert found == [], "\n".join(found)
