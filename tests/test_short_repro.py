@@ -78,7 +78,7 @@ def test_small_inputs_are_written_out_and_large_saved_ones_refuse_the_short_form
     assert short.input_lines([torch.tensor([0.1, -2.5])], set()) == ["torch.tensor([0.10000000149011612, -2.5])"]
     assert eval(short.input_lines([torch.tensor([0.1, -2.5])], set())[0], {"torch": torch}).equal(  # noqa: S307
         torch.tensor([0.1, -2.5]))
-    assert short.input_lines([torch.randn(100)], set()) is None            # too many values to write out
+    assert short.input_lines([torch.randn(100)], set()) == ["torch.randn(100)"]   # too many values: from the seed
     assert short.input_lines([torch.tensor([float("nan")])], set()) is None
     assert short.input_lines([torch.randn(100)], {0}) == ["torch.randn(100)"]
 
@@ -150,3 +150,19 @@ def test_a_large_integer_input_is_drawn_from_a_seed_over_its_own_range():
     assert short.input_lines([torch.full((20,), 2**63 - 1)], set()) is None
     assert short.input_lines([torch.arange(40).view(4, 10).t()], set()) is None
     assert short.input_lines([torch.ones(40, dtype=torch.bool)], set()) is None
+
+
+def test_a_large_float_input_is_drawn_from_a_seed_at_its_own_mean_and_spread():
+    """Values far from a standard normal's (a catalog of magnitudes near 12345, where a variance
+    cancels) keep their scale; one value is a ``torch.full``; a strided one or one holding an infinity
+    refuses."""
+    g = torch.Generator().manual_seed(0)
+    (line,) = short.input_lines([torch.randn(128, 5, generator=g) * 0.3 + 12345.0], set())
+    assert line.startswith("(torch.randn(128, 5) * 0.") and line.endswith(" + 12345)"), line
+    made = eval(line, {"torch": torch})  # noqa: S307 - the line under test
+    assert abs(made.mean().item() - 12345) < 1 and 0.2 < made.std().item() < 0.4
+    assert short.input_lines([-torch.rand(64, dtype=torch.float64, generator=g) - 5], set())[0].startswith(
+        "(torch.randn(64, dtype=torch.float64) * 0.")
+    assert short.input_lines([torch.full((20,), 3.5)], set()) == ["torch.full((20,), 3.5)"]
+    assert short.input_lines([torch.randn(8, 40).t()], set()) is None
+    assert short.input_lines([torch.tensor([float("inf")] * 20)], set()) is None

@@ -216,6 +216,30 @@ def _int_range(t) -> str | None:
     return f"torch.randint({lo}, {hi + 1}, ({dims}{',' if len(size) == 1 else ''}){kw})"
 
 
+def _float_scale(t, requires_grad: bool) -> str | None:
+    """A large floating input as normal values from a seed at its own mean and spread (magnitudes
+    far from 1, where cancellation bugs live): ``torch.randn(128, 5) * 0.25 + 1e+04``. Whether the
+    failure hangs on more than that is what the short repro's own verification decides."""
+    import torch
+
+    if not t.is_floating_point() or t.numel() < 2 or t.dtype.itemsize == 1:
+        return None
+    size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
+    if stride != _contiguous_strides(size):
+        return None
+    v = t.detach().double()
+    if not bool(torch.isfinite(v).all()):
+        return None
+    mean, spread = float(v.mean()), float(v.std())
+    base = f"torch.randn({', '.join(map(str, size))}{_kw(t.dtype, str(t.device))})"
+    if spread == 0.0:
+        base = f"torch.full(({', '.join(map(str, size))}{',' if len(size) == 1 else ''}), {mean:.6g}" \
+               f"{_kw(t.dtype, str(t.device))})"
+    elif abs(mean) > 4 * spread / math.sqrt(v.numel()) or not 0.5 < spread < 2:   # not a standard normal's
+        base = f"({base} * {spread:.3g} {'-' if mean < 0 else '+'} {abs(mean):.6g})"
+    return base + (".requires_grad_()" if requires_grad else "")
+
+
 def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str] | None:
     """Each input as a person writes it; None when one can be neither made nor written out. For a
     training step, the inputs that require grad are those that did in the program, or every floating
@@ -241,7 +265,8 @@ def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str
         if k in made_inputs:
             out.append(made_input(a.shape, a.stride(), a.dtype, str(a.device), k in grad))
             continue
-        text = _values(a.detach().requires_grad_(k in grad) if k in floats else a) or _int_range(a)
+        text = _values(a.detach().requires_grad_(k in grad) if k in floats else a) or _int_range(a) \
+            or _float_scale(a, k in grad)
         if text is None:
             return None
         out.append(text)
@@ -373,7 +398,7 @@ def short_source(p, inputs: list[str]) -> str | None:
     pre = [PREAMBLE[n] for n in PREAMBLE if n in used and PREAMBLE[n]] + (["import math"] if "math" in used else []) \
         + (["import operator"] if "operator" in used else [])
     lines += [""] + pre if pre else []
-    made = any("torch.randn(" in x or "torch.zeros(" in x or "torch.randint(" in x for x in inputs)
+    made = any(f"torch.{f}(" in x for x in inputs for f in ("randn", "zeros", "randint"))
     lines += ["", tidy(p.fn).rstrip("\n"), "", "def make_inputs():"] + (["    torch.manual_seed(0)"] if made else [])
     one = "    return [" + ", ".join(inputs) + "]"
     lines += [one] if len(one) <= 120 else ["    return ["] + [f"        {x}," for x in inputs] + ["    ]"]
