@@ -206,7 +206,8 @@ def row_of(prog: str, bot: dict, tracker: str, torch_r: dict | None) -> dict:
             "verified": f"{ver.get('failed_same_way')}/{ver.get('runs')}" if ver else "-",
             "random_inputs_reproduce": ver.get("random_inputs_reproduce"),
             "inlined": inlined(iss.get("body") or "", fdir, rep.get("path"))
-            or inlined(iss.get("body") or "", fdir, (rep.get("plain") or {}).get("path")),
+            or inlined(iss.get("body") or "", fdir, (rep.get("plain") or {}).get("path"))
+            or block_of(iss.get("body") or "")[0] == "short",
             "plain": (f"{(rep.get('plain') or {}).get('failed_same_way')}/{(rep.get('plain') or {}).get('runs')}"
                       if (rep.get("plain") or {}).get("runs") else (rep.get("plain") or {}).get("reason") or "-"),
             "plain_inline_inputs": (rep.get("plain") or {}).get("inputs_inline"),
