@@ -89,6 +89,9 @@ def test_a_row_that_cannot_be_rerun_is_written_with_its_reason_not_blamed_on_a_s
     row.spec = None
     rec, doc, said = _process(tmp_path, row)
     assert doc["repro"]["reason"] == pl.NO_SPEC and doc["stage"] is None and rec.repro.status == "none"
+    # the runner stopped at the step that settled it, and said each step's seconds
+    steps = next(line for line in said if line.startswith(f"{row.id}: steps: "))
+    assert [part.split()[0] for part in steps.split(": ", 2)[2].split(", ")] == ["given_launcher", "screen"]
 
 
 def test_an_internal_error_while_minifying_is_written_as_the_failures_reason(tmp_path):

@@ -1,16 +1,27 @@
-"""One failure end to end: localize -> capture -> reduce -> package -> verify -> failure.json.
+"""One failure end to end: localize -> capture -> reduce -> verify -> trace -> failure.json.
 
-:func:`process` is the whole of it for one failing check (or one given launcher). The steps are
-functions over one :class:`Failure` (the check, its options, where its files go, the typed
-:class:`bot.failure.FailureRecord` being filled), in order:
+:func:`process` is the whole of it for one failing check (or one given launcher): it makes one
+:class:`Failure` (the check, its options, where its files go, the typed
+:class:`bot.failure.FailureRecord` being filled) and :func:`run` calls each step of :data:`STEPS` on
+it, in order, once, until the failure is ``done``:
 
-1. a known bug (an open issue's verified repro) is verified again instead (:mod:`reuse`);
-2. :func:`_first_stage`: which stage fails first (localize; or settled by the check's capture);
-3. :func:`_capture_and_minify`: capture at the levels that fit the class (level 4 falls back to
-   level 3, every graph), and for each capture :func:`_reduce_and_verify`: the worker
-   (:mod:`reduce`) reduces a candidate to a minimal graph, then the repro is packaged and verified
-   in fresh processes (begun while the worker's bisector runs);
-4. a provisional stage (from a level-3 capture) is settled by localize when no graph failed.
+1. :func:`given_launcher`: a launcher given is reduced and verified as it is (then done);
+2. :func:`screen`: a class minify does not reduce, a check it cannot rerun, a program that compiled
+   no graph (done, the reason set);
+3. :func:`reuse_known`: a known bug (an open issue's verified repro) is verified again instead;
+4. :func:`localize`: which stage fails first (done when it is eager or dynamo);
+5. :func:`capture_and_minify`: capture at the levels that fit the class (level 4 falls back to
+   level 3, every graph), and for each capture the worker (:mod:`reduce`) reduces a candidate to a
+   minimal graph, the repro is packaged and verified in fresh processes (begun while the worker's
+   bisector runs: :mod:`verify`), then traced;
+6. :func:`localize_again`: a provisional stage (from a level-3 capture) is settled by localize when
+   no graph failed on its own;
+7. :func:`capture_after_dynamo`: a program none of whose graphs captured after AOT fails on its own
+   is captured after dynamo.
+
+Steps never call one another (tests/test_minify_shape.py checks it); helpers (``_name``) are shared.
+The stage and the backend graphs are captured and judged with are decided in one place,
+:meth:`Failure.settle`.
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ NO_SPEC = ("the check row does not say how its model is built (it has no spec): 
 CANDIDATES = {3: 16, None: 8}   # launchers tried per program capture: level 3 dumps every graph
 BUILT_CANDIDATES = 4
 CLEANED = ("minimized", "partial", "none", "not_reproduced")   # statuses whose work directory goes
+KEEP = object()   # Failure.settle: the backend is left as it is
 
 
 @dataclass
@@ -87,7 +99,10 @@ class Failure:
     interpreters: procs.Interpreters | None = None
     launcher: str | None = None
     known: list = field(default_factory=list)   # bot.known.KnownRepro: open issues' verified repros
-    stage_backend: str = "inductor"
+    stage_backend: str = "inductor"            # the backend graphs are captured and judged with: see settle()
+    provisional: bool = False                  # the stage came from a level-3 capture: localize again if need be
+    done: bool = False                         # settled: the runner runs no further step
+    step_seconds: dict = field(default_factory=dict)   # each step's seconds, in the order run
 
     @property
     def id(self) -> str:
@@ -116,6 +131,15 @@ class Failure:
         with open(self.log_path, "a") as fh:
             fh.write(msg + "\n")
 
+    def settle(self, stage: str, lz: Localized | None = None, *, backend=KEEP) -> None:
+        """The one place the record's stage (and ablation, from ``lz``) and the backend the graphs are
+        captured and judged with are decided (``backend`` left out: unchanged)."""
+        self.rec.stage = stage
+        if lz is not None:
+            self.rec.ablation = lz.ablation
+        if backend is not KEEP:
+            self.stage_backend = backend
+
     def stop(self, reason: str, status: str | None = None) -> None:
         """The failure is not minified (further): ``reason`` says why."""
         self.repro.reason = reason
@@ -143,7 +167,7 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
     try:
-        _process(f)
+        run(f, STEPS)
     except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
         import traceback
 
@@ -153,6 +177,7 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
         f.say(f"internal error: {type(exc).__name__}: {exc}")
     if os.path.exists(f.log_path):
         rec.repro.log = rundir.MINIFIER_LOG
+    f.say("steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.step_seconds.items()))
     timings = rec.repro.timings
     timings["total"] = round(time.time() - t0, 2)
     f.say("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
@@ -164,30 +189,70 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
     return rec
 
 
-def _process(f: Failure) -> None:
-    if f.launcher is not None:
-        f.rec.stage = "inductor"
-        f.repro.capture = Capture(method="given")
-        _reduce_and_verify(f, [f.launcher], None, f.work)
+def given_launcher(f: Failure) -> None:
+    """A launcher given (``--launcher``): reduced and verified as it is; nothing else runs."""
+    if f.launcher is None:
         return
-    if _not_minified(f):
-        return
+    f.settle("inductor")
+    f.repro.capture = Capture(method="given")
+    _reduce_and_verify(f, [f.launcher], None, f.work)
+    f.done = True
+
+
+def screen(f: Failure) -> None:
+    """A class minify does not reduce, a check it cannot rerun, a program that compiled no graph: done."""
+    f.done = _not_minified(f)
+
+
+def reuse_known(f: Failure) -> None:
+    """A known bug (an open issue's verified repro) is verified again instead (:mod:`reuse`)."""
     entry = kn.match(f.known, f.row)
-    if entry is not None and reuse.reuse(f.rec, entry, f.fdir, f.log_path, f.say):
-        return
-    provisional = _first_stage(f)
+    f.done = entry is not None and reuse.reuse(f.rec, entry, f.fdir, f.log_path, f.say)
+
+
+def localize(f: Failure) -> None:
+    """Which stage fails first (settled by the check's capture, or rerun with the debug backends);
+    a failure without the compiler, or in dynamo, is done."""
+    f.provisional = _first_stage(f)
     f.say(f"first failing stage: {f.rec.stage}")
-    if f.rec.stage == "eager":
-        return f.stop(FAILS_WITHOUT_COMPILER)
-    if f.rec.stage == "dynamo":
-        return f.stop(IN_DYNAMO)
+    if f.rec.stage in ("eager", "dynamo"):
+        f.stop(FAILS_WITHOUT_COMPILER if f.rec.stage == "eager" else IN_DYNAMO)
+        f.done = True
+
+
+def capture_and_minify(f: Failure) -> None:
+    """Capture at the levels that fit the class, and for each capture reduce (the worker), verify and
+    trace (:func:`_capture_and_minify`); done unless no captured graph failed on its own."""
     _capture_and_minify(f)
-    if f.repro.status not in ("none", "not_reproduced") or f.rec.flaky:
-        return
-    if provisional:
+    f.done = f.repro.status not in ("none", "not_reproduced") or bool(f.rec.flaky)
+
+
+def localize_again(f: Failure) -> None:
+    """A provisional stage (from a level-3 capture) is settled by localize when no graph failed."""
+    if f.provisional:
         _localize_after(f)
+
+
+def capture_after_dynamo(f: Failure) -> None:
+    """A program whose graphs captured after AOT do not fail on their own: captured after dynamo."""
     if f.program and f.rec.stage not in ("eager", "dynamo") and (f.repro.capture or Capture()).repro_after == "aot":
         _capture_after_dynamo(f)
+
+
+STEPS: list[Callable[[Failure], None]] = [given_launcher, screen, reuse_known, localize, capture_and_minify,
+                                          localize_again, capture_after_dynamo]
+
+
+def run(f: Failure, steps: list[Callable[[Failure], None]]) -> None:
+    """Each step in order, once, until the failure is done; each step's seconds in ``f.step_seconds``."""
+    for step in steps:
+        if f.done:
+            return
+        t = time.time()
+        try:
+            step(f)
+        finally:
+            f.step_seconds[step.__name__] = round(time.time() - t, 2)
 
 
 def _capture_after_dynamo(f: Failure) -> None:
@@ -224,9 +289,9 @@ def _not_minified(f: Failure) -> bool:
 def _first_stage(f: Failure) -> bool:
     """Set the record's stage and the backend to capture with; True when the stage is provisional
     (taken from a level-3 capture: every graph, not the failing one)."""
-    f.stage_backend = f.row.backend or f.settings.backend
+    backend = f.row.backend or f.settings.backend
     if f.opts.no_localize:
-        f.rec.stage = "inductor" if f.stage_backend == "inductor" else f.stage_backend
+        f.settle("inductor" if backend == "inductor" else backend, backend=backend)
         return False
     t = time.time()
     lz = loc.settled_by_capture(f.row) if f.program else None
@@ -234,8 +299,7 @@ def _first_stage(f: Failure) -> bool:
         f.say(f"localize: {lz.note}")
     else:
         lz = _localize(f, os.path.join(f.work, "localize"))
-    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
-    f.stage_backend = lz.first_failing
+    f.settle(lz.stage, lz, backend=lz.first_failing)
     f.repro.timings["localize"] = round(time.time() - t, 2)
     return lz.provisional
 
@@ -256,14 +320,13 @@ def _localize_after(f: Failure) -> None:
     f.say("localize: no captured graph fails on its own")
     lz = _localize(f, os.path.join(f.work, "localize-after"))
     f.repro.add_time("localize", time.time() - t)
-    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
+    # past inductor, the dynamo graphs are judged with the first failing backend
+    f.settle(lz.stage, lz, **({} if lz.stage in ("eager", "dynamo", "inductor") else {"backend": lz.first_failing}))
     f.say(f"first failing stage: {f.rec.stage}")
     if f.rec.stage == "eager":
         f.stop(FAILS_WITHOUT_COMPILER, "none")
     elif f.rec.stage == "dynamo":
         f.stop(IN_DYNAMO, "none")
-    elif f.rec.stage != "inductor":
-        f.stage_backend = lz.first_failing   # the dynamo graphs are judged with the first failing backend
 
 
 def capture_levels(fclass: str | None, opts: MinifyOptions) -> list[int | None]:
@@ -329,7 +392,7 @@ def _capture_program_dynamo(f: Failure, work: str) -> tuple[list[str], cap.Captu
     c = cap.run_capture_program_dynamo(f.row, f.settings, work, f.log_path, failure_class=f.failure_class,
                                        backend=backend, timeout=f.opts.check_timeout)
     f.repro.add_time("capture", time.time() - t)
-    f.stage_backend = backend
+    f.settle(f.rec.stage, backend=backend)
     f.repro.capture = Capture("dynamo", None, "environment", c.note, graphs=c.graphs)
     if c.launcher is None:
         _no_graph_captured(f, c.row, "program", f"the capture run (status {c.row.status if c.row else None}) "
