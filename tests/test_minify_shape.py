@@ -151,3 +151,44 @@ def test_the_worker_side_never_imports_the_parent_side():
         found += [f"{rel} imports {name}" for name in _imports(BOT.parent / rel, module)
                   if name.startswith(PARENT_SIDE)]
     assert found == [], "\n".join(found)
+
+
+# ------------------------------------------------------------------------------------------
+# fitness: the parent side is one ordered list of steps; only the runner calls a step
+# ------------------------------------------------------------------------------------------
+
+
+def step_calls(source: str) -> tuple[list[str], list[str]]:
+    """(the names in the module's ``STEPS`` list, the calls of a step or of the runner
+    (``run``/``process``) made from inside any top-level definition)."""
+    tree = ast.parse(source)
+    steps: list[str] = []
+    for top in tree.body:
+        target = top.target if isinstance(top, ast.AnnAssign) else (
+            top.targets[0] if isinstance(top, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "STEPS":
+            steps = [e.id for e in top.value.elts]
+    reentry = {"run", "process"}
+    found = []
+    for top in tree.body:
+        if not isinstance(top, (ast.FunctionDef, ast.ClassDef)):
+            continue
+        for n in ast.walk(top):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (
+                    n.func.id in steps or (n.func.id in reentry and top.name in steps)):
+                found.append(f"{top.name}:{n.lineno} calls {n.func.id}")
+    return steps, found
+
+
+def test_the_step_call_checker_finds_a_step_calling_a_step_or_reentering():
+    src = ("def a(f):\n    b(f)\ndef b(f):\n    run(f, STEPS)\ndef helper(f):\n    a(f)\n"
+           "def run(f, steps):\n    for s in steps:\n        s(f)\nSTEPS = [a, b]\n")
+    assert step_calls(src) == (["a", "b"], ["a:2 calls b", "b:4 calls run", "helper:6 calls a"])
+
+
+def test_the_pipeline_is_one_list_of_steps_that_only_the_runner_calls():
+    from bot.minify import pipeline as pl
+
+    steps, found = step_calls((BOT / "minify" / "pipeline.py").read_text())
+    assert steps == [s.__name__ for s in pl.STEPS] and len(steps) >= 5
+    assert found == [], "a step is called only by pipeline.run:\n" + "\n".join(found)

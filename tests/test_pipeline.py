@@ -13,6 +13,7 @@ from bot import rundir
 from bot.check.settings import Settings
 from bot.failure import FailureRecord
 from bot.minify import pipeline as pl
+from bot.minify import verify as ver
 from bot.options import MinifyOptions
 from bot.records import Accuracy, CheckError, CheckRow, ConfigDiff, ConfigEntry, RunSettings, Spec
 from tests.ghstub.rundir import check_row, row_of
@@ -70,9 +71,9 @@ def test_an_accuracy_failure_falls_back_from_level_4_to_every_graph_at_level_3()
 def test_a_repro_that_does_not_reproduce_is_repackaged_with_more_settings_in_order():
     diff = [ConfigEntry("inductor.a", 0, 1), ConfigEntry("inductor.b", 0, 2)]
     cfg = ConfigDiff(diff, diff[:1])
-    steps = pl._config_fallbacks(cfg, diff[:1])
+    steps = ver.config_fallbacks(cfg, diff[:1])
     assert [c for c, _ in steps] == [diff, None]   # the whole diff, then every setting of the file
-    assert [c for c, _ in pl._config_fallbacks(cfg, diff)] == [None]
+    assert [c for c, _ in ver.config_fallbacks(cfg, diff)] == [None]
 
 
 def _process(tmp_path, row, known=None):
@@ -88,6 +89,9 @@ def test_a_row_that_cannot_be_rerun_is_written_with_its_reason_not_blamed_on_a_s
     row.spec = None
     rec, doc, said = _process(tmp_path, row)
     assert doc["repro"]["reason"] == pl.NO_SPEC and doc["stage"] is None and rec.repro.status == "none"
+    # the runner stopped at the step that settled it, and said each step's seconds
+    steps = next(line for line in said if line.startswith(f"{row.id}: steps: "))
+    assert [part.split()[0] for part in steps.split(": ", 2)[2].split(", ")] == ["given_launcher", "screen"]
 
 
 def test_an_internal_error_while_minifying_is_written_as_the_failures_reason(tmp_path):

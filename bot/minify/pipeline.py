@@ -1,16 +1,27 @@
-"""One failure end to end: localize -> capture -> reduce -> package -> verify -> failure.json.
+"""One failure end to end: localize -> capture -> reduce -> verify -> trace -> failure.json.
 
-:func:`process` is the whole of it for one failing check (or one given launcher). The steps are
-functions over one :class:`Failure` (the check, its options, where its files go, the typed
-:class:`bot.failure.FailureRecord` being filled), in order:
+:func:`process` is the whole of it for one failing check (or one given launcher): it makes one
+:class:`Failure` (the check, its options, where its files go, the typed
+:class:`bot.failure.FailureRecord` being filled) and :func:`run` calls each step of :data:`STEPS` on
+it, in order, once, until the failure is ``done``:
 
-1. a known bug (an open issue's verified repro) is verified again instead (:mod:`reuse`);
-2. :func:`_first_stage`: which stage fails first (localize; or settled by the check's capture);
-3. :func:`_capture_and_minify`: capture at the levels that fit the class (level 4 falls back to
-   level 3, every graph), and for each capture :func:`_reduce_and_verify`: the worker
-   (:mod:`reduce`) reduces a candidate to a minimal graph, then the repro is packaged and verified
-   in fresh processes (begun while the worker's bisector runs);
-4. a provisional stage (from a level-3 capture) is settled by localize when no graph failed.
+1. :func:`given_launcher`: a launcher given is reduced and verified as it is (then done);
+2. :func:`screen`: a class minify does not reduce, a check it cannot rerun, a program that compiled
+   no graph (done, the reason set);
+3. :func:`reuse_known`: a known bug (an open issue's verified repro) is verified again instead;
+4. :func:`localize`: which stage fails first (done when it is eager or dynamo);
+5. :func:`capture_and_minify`: capture at the levels that fit the class (level 4 falls back to
+   level 3, every graph), and for each capture the worker (:mod:`reduce`) reduces a candidate to a
+   minimal graph, the repro is packaged and verified in fresh processes (begun while the worker's
+   bisector runs: :mod:`verify`), then traced;
+6. :func:`localize_again`: a provisional stage (from a level-3 capture) is settled by localize when
+   no graph failed on its own;
+7. :func:`capture_after_dynamo`: a program none of whose graphs captured after AOT fails on its own
+   is captured after dynamo.
+
+Steps never call one another (tests/test_minify_shape.py checks it); helpers (``_name``) are shared.
+The stage and the backend graphs are captured and judged with are decided in one place,
+:meth:`Failure.settle`.
 """
 
 from __future__ import annotations
@@ -29,7 +40,6 @@ from bot.errors import InfraError
 from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
-from bot.minify import package as pkg
 from bot.minify import plain as plainmod
 from bot.minify import procs, reuse
 from bot.minify import reduce as red
@@ -47,7 +57,7 @@ from bot.minify.records import (
     WorkerResult,
 )
 from bot.options import MinifyOptions
-from bot.records import Capture, CheckRow, ConfigDiff, Repro, Verification
+from bot.records import Capture, CheckRow, ConfigDiff, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type
 from bot.suites import source_of
 from bot.torch_adapter.hook import valid_options
@@ -71,6 +81,7 @@ NO_SPEC = ("the check row does not say how its model is built (it has no spec): 
 CANDIDATES = {3: 16, None: 8}   # launchers tried per program capture: level 3 dumps every graph
 BUILT_CANDIDATES = 4
 CLEANED = ("minimized", "partial", "none", "not_reproduced")   # statuses whose work directory goes
+KEEP = object()   # Failure.settle: the backend is left as it is
 
 
 @dataclass
@@ -88,7 +99,10 @@ class Failure:
     interpreters: procs.Interpreters | None = None
     launcher: str | None = None
     known: list = field(default_factory=list)   # bot.known.KnownRepro: open issues' verified repros
-    stage_backend: str = "inductor"
+    stage_backend: str = "inductor"            # the backend graphs are captured and judged with: see settle()
+    provisional: bool = False                  # the stage came from a level-3 capture: localize again if need be
+    done: bool = False                         # settled: the runner runs no further step
+    step_seconds: dict = field(default_factory=dict)   # each step's seconds, in the order run
 
     @property
     def id(self) -> str:
@@ -117,6 +131,15 @@ class Failure:
         with open(self.log_path, "a") as fh:
             fh.write(msg + "\n")
 
+    def settle(self, stage: str, lz: Localized | None = None, *, backend=KEEP) -> None:
+        """The one place the record's stage (and ablation, from ``lz``) and the backend the graphs are
+        captured and judged with are decided (``backend`` left out: unchanged)."""
+        self.rec.stage = stage
+        if lz is not None:
+            self.rec.ablation = lz.ablation
+        if backend is not KEEP:
+            self.stage_backend = backend
+
     def stop(self, reason: str, status: str | None = None) -> None:
         """The failure is not minified (further): ``reason`` says why."""
         self.repro.reason = reason
@@ -144,7 +167,7 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
     f = Failure(row, settings, opts, rec, fdir, work, say, interpreters, launcher, list(known or []))
     t0 = time.time()
     try:
-        _process(f)
+        run(f, STEPS)
     except Exception as exc:  # noqa: BLE001 - one failure's crash must not stop the others
         import traceback
 
@@ -154,6 +177,7 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
         f.say(f"internal error: {type(exc).__name__}: {exc}")
     if os.path.exists(f.log_path):
         rec.repro.log = rundir.MINIFIER_LOG
+    f.say("steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.step_seconds.items()))
     timings = rec.repro.timings
     timings["total"] = round(time.time() - t0, 2)
     f.say("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
@@ -165,30 +189,70 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
     return rec
 
 
-def _process(f: Failure) -> None:
-    if f.launcher is not None:
-        f.rec.stage = "inductor"
-        f.repro.capture = Capture(method="given")
-        _reduce_and_verify(f, [f.launcher], None, f.work)
+def given_launcher(f: Failure) -> None:
+    """A launcher given (``--launcher``): reduced and verified as it is; nothing else runs."""
+    if f.launcher is None:
         return
-    if _not_minified(f):
-        return
+    f.settle("inductor")
+    f.repro.capture = Capture(method="given")
+    _reduce_and_verify(f, [f.launcher], None, f.work)
+    f.done = True
+
+
+def screen(f: Failure) -> None:
+    """A class minify does not reduce, a check it cannot rerun, a program that compiled no graph: done."""
+    f.done = _not_minified(f)
+
+
+def reuse_known(f: Failure) -> None:
+    """A known bug (an open issue's verified repro) is verified again instead (:mod:`reuse`)."""
     entry = kn.match(f.known, f.row)
-    if entry is not None and reuse.reuse(f.rec, entry, f.fdir, f.log_path, f.say):
-        return
-    provisional = _first_stage(f)
+    f.done = entry is not None and reuse.reuse(f.rec, entry, f.fdir, f.log_path, f.say)
+
+
+def localize(f: Failure) -> None:
+    """Which stage fails first (settled by the check's capture, or rerun with the debug backends);
+    a failure without the compiler, or in dynamo, is done."""
+    f.provisional = _first_stage(f)
     f.say(f"first failing stage: {f.rec.stage}")
-    if f.rec.stage == "eager":
-        return f.stop(FAILS_WITHOUT_COMPILER)
-    if f.rec.stage == "dynamo":
-        return f.stop(IN_DYNAMO)
+    if f.rec.stage in ("eager", "dynamo"):
+        f.stop(FAILS_WITHOUT_COMPILER if f.rec.stage == "eager" else IN_DYNAMO)
+        f.done = True
+
+
+def capture_and_minify(f: Failure) -> None:
+    """Capture at the levels that fit the class, and for each capture reduce (the worker), verify and
+    trace (:func:`_capture_and_minify`); done unless no captured graph failed on its own."""
     _capture_and_minify(f)
-    if f.repro.status not in ("none", "not_reproduced") or f.rec.flaky:
-        return
-    if provisional:
+    f.done = f.repro.status not in ("none", "not_reproduced") or bool(f.rec.flaky)
+
+
+def localize_again(f: Failure) -> None:
+    """A provisional stage (from a level-3 capture) is settled by localize when no graph failed."""
+    if f.provisional:
         _localize_after(f)
+
+
+def capture_after_dynamo(f: Failure) -> None:
+    """A program whose graphs captured after AOT do not fail on their own: captured after dynamo."""
     if f.program and f.rec.stage not in ("eager", "dynamo") and (f.repro.capture or Capture()).repro_after == "aot":
         _capture_after_dynamo(f)
+
+
+STEPS: list[Callable[[Failure], None]] = [given_launcher, screen, reuse_known, localize, capture_and_minify,
+                                          localize_again, capture_after_dynamo]
+
+
+def run(f: Failure, steps: list[Callable[[Failure], None]]) -> None:
+    """Each step in order, once, until the failure is done; each step's seconds in ``f.step_seconds``."""
+    for step in steps:
+        if f.done:
+            return
+        t = time.time()
+        try:
+            step(f)
+        finally:
+            f.step_seconds[step.__name__] = round(time.time() - t, 2)
 
 
 def _capture_after_dynamo(f: Failure) -> None:
@@ -225,9 +289,9 @@ def _not_minified(f: Failure) -> bool:
 def _first_stage(f: Failure) -> bool:
     """Set the record's stage and the backend to capture with; True when the stage is provisional
     (taken from a level-3 capture: every graph, not the failing one)."""
-    f.stage_backend = f.row.backend or f.settings.backend
+    backend = f.row.backend or f.settings.backend
     if f.opts.no_localize:
-        f.rec.stage = "inductor" if f.stage_backend == "inductor" else f.stage_backend
+        f.settle("inductor" if backend == "inductor" else backend, backend=backend)
         return False
     t = time.time()
     lz = loc.settled_by_capture(f.row) if f.program else None
@@ -235,8 +299,7 @@ def _first_stage(f: Failure) -> bool:
         f.say(f"localize: {lz.note}")
     else:
         lz = _localize(f, os.path.join(f.work, "localize"))
-    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
-    f.stage_backend = lz.first_failing
+    f.settle(lz.stage, lz, backend=lz.first_failing)
     f.repro.timings["localize"] = round(time.time() - t, 2)
     return lz.provisional
 
@@ -257,14 +320,13 @@ def _localize_after(f: Failure) -> None:
     f.say("localize: no captured graph fails on its own")
     lz = _localize(f, os.path.join(f.work, "localize-after"))
     f.repro.add_time("localize", time.time() - t)
-    f.rec.stage, f.rec.ablation = lz.stage, lz.ablation
+    # past inductor, the dynamo graphs are judged with the first failing backend
+    f.settle(lz.stage, lz, **({} if lz.stage in ("eager", "dynamo", "inductor") else {"backend": lz.first_failing}))
     f.say(f"first failing stage: {f.rec.stage}")
     if f.rec.stage == "eager":
         f.stop(FAILS_WITHOUT_COMPILER, "none")
     elif f.rec.stage == "dynamo":
         f.stop(IN_DYNAMO, "none")
-    elif f.rec.stage != "inductor":
-        f.stage_backend = lz.first_failing   # the dynamo graphs are judged with the first failing backend
 
 
 def capture_levels(fclass: str | None, opts: MinifyOptions) -> list[int | None]:
@@ -330,7 +392,7 @@ def _capture_program_dynamo(f: Failure, work: str) -> tuple[list[str], cap.Captu
     c = cap.run_capture_program_dynamo(f.row, f.settings, work, f.log_path, failure_class=f.failure_class,
                                        backend=backend, timeout=f.opts.check_timeout)
     f.repro.add_time("capture", time.time() - t)
-    f.stage_backend = backend
+    f.settle(f.rec.stage, backend=backend)
     f.repro.capture = Capture("dynamo", None, "environment", c.note, graphs=c.graphs)
     if c.launcher is None:
         _no_graph_captured(f, c.row, "program", f"the capture run (status {c.row.status if c.row else None}) "
@@ -456,7 +518,7 @@ class _Progress:
         self.f, self.interps, self.numerics = f, interps, numerics
         self.last_nodes: int | None = None
         self.pinned: Signature | None = None
-        self.early: _EarlyVerify | None = None
+        self.early: ver.EarlyVerify | None = None
 
     def __call__(self, e) -> None:
         f = self.f
@@ -468,8 +530,8 @@ class _Progress:
         elif isinstance(e, Pinned):
             self.pinned = e.signature
         elif isinstance(e, Final) and e.bisects and self.early is None and self.pinned is not None:
-            f.say(f"verify: {_verify_plan(f.opts, e.random_inputs_reproduce)} (while the bisector runs)")
-            self.early = _EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps,
+            f.say(f"verify: {ver.verify_plan(f.opts, e.random_inputs_reproduce)} (while the bisector runs)")
+            self.early = ver.EarlyVerify(e, self.pinned, f.opts, f.fdir, self.interps,
                                       _plain_job(f, e.judge, self.numerics))
 
 
@@ -543,79 +605,18 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
     return False
 
 
-# --- package and verify -----------------------------------------------------------------------------
+# --- verify (bot/minify/verify.py) and trace ------------------------------------------------------
 
 
-def _verify(f: Failure, result: WorkerResult, job: MinifyJob, early: _EarlyVerify | None, interps) -> None:
-    """Package the worker's final repro and verify it in fresh processes (taking the verification
-    begun while the bisector ran when it verified this very repro); then the config fallbacks."""
-    sig, rnd_known = result.signature, result.random_inputs_reproduce
-    judge_lines = (result.judge.config if result.judge else None) or None
-    plain = _plain_job(f, result.judge, job.numerics)
-    config = _repro_config(f.rec.config.minimal, f.rec.config.diff)
-    done = early.outcome(result.final, config, rnd_known, f.log, judge_lines) if early is not None else None
-    if done is None:
-        f.say(f"verify: {_verify_plan(f.opts, rnd_known)}")
-        done = _package_and_verify(result.final, config, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines,
-                                   plain)
-    v = done
-    f.repro.timings["package"] = v.package_seconds
-    f.repro.timings["verify"] = v.seconds
-    for fallback, why in _config_fallbacks(f.rec.config, config):
-        if v.failed_same_way or (v.plain is not None and v.plain.reproduces):
-            break
-        f.log(f"the repro did not reproduce with {why}; retrying with {_config_words(fallback)}")
-        v = _package_and_verify(result.final, fallback, sig, rnd_known, f.opts, f.fdir, f.log, interps, judge_lines,
-                                plain)
-        f.repro.add_time("verify", v.seconds)
-        if v.failed_same_way or (v.plain is not None and v.plain.reproduces):
-            config = fallback
-            f.rec.config.minimal = None
-    _record_verification(f, result, v, config, judge_lines)
+def _verify(f: Failure, result: WorkerResult, job: MinifyJob, early: ver.EarlyVerify | None, interps) -> None:
+    """The worker's final repro packaged, verified in fresh processes and recorded
+    (:func:`bot.minify.verify.verify_final`); then traced."""
+    target = ver.Target(f.rec, f.fdir, f.opts, f.say, f.log, interps)
+    ver.verify_final(target, result, early, _plain_job(f, result.judge, job.numerics))
     if f.opts.no_trace:
         f.say("trace: skipped (--no-trace)")
     else:
         tracemod.trace_verified(f.rec, f.fdir, f.say)   # the verified repro rerun with TORCH_TRACE
-
-
-def _record_verification(f: Failure, result: WorkerResult, v: ver.VerifyRuns, config, judge_lines) -> None:
-    r = f.repro
-    r.verification = v.record
-    r.path, r.inputs_dir = rundir.REPRO, rundir.INPUTS_DIR
-    f.say(f"verify: {v.failed_same_way}/{v.runs} fresh runs fail the same way; random inputs "
-          f"{'reproduce' if v.random_inputs_reproduce else 'do not reproduce'}")
-    if v.failed_same_way == 0 and v.plain is not None and v.plain.reproduces:
-        # torch's run_repro judged it passing (no fp64 reference, say) where the check's judge,
-        # written out in the plain repro, sees the failure: the plain repro is the verified one
-        f.say(f"verify: only the plain repro fails the same way ({v.plain.failed_same_way}/{v.plain.runs}): "
-              "it is the verified repro")
-        r.verification = Verification(v.plain.runs, v.plain.failed_same_way, bool(v.random_inputs_reproduce),
-                                      launcher_failed_same_way=v.failed_same_way)
-    elif v.failed_same_way == 0:
-        # the worker's culprit and the bisector's answer are not proven: they stay in the log only
-        named = ", ".join(f.rec.culprit.ops if f.rec.culprit else [])
-        f.rec.culprit, f.rec.bisect = None, None
-        f.stop(f"the minimized repro did not fail the same way in {v.runs} fresh processes"
-               + (f" (the minify worker's candidate culprit, {named}, is not verified)" if named else ""),
-               "not_reproduced")
-        return
-    r.status, r.reason = result.status, result.reason
-    f.rec.signature = f.rec.verified_signature(result.signature)
-    if v.random_inputs_reproduce and v.failed_same_way:
-        pkg.write_standalone(f.fdir, config, result.final, judge_lines)
-        r.standalone_path = rundir.STANDALONE
-    r.plain = v.plain
-    if v.plain is not None:
-        r.timings["plain"] = v.plain_seconds
-        f.say(f"verify: plain repro: {_plain_words(v.plain)}")
-
-
-def _plain_words(p) -> str:
-    if p.path is None:
-        return f"not written ({p.reason})"
-    return (f"{p.failed_same_way}/{p.runs} fresh runs fail the same way; inputs "
-            + ("inline" if p.inputs_inline else f"in {p.inputs_file} (sha256 {p.inputs_sha256})")
-            + (f"; short repro: {p.short_failed_same_way}/{p.short_runs}" if p.short_path else ""))
 
 
 def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.PlainJob:
@@ -627,135 +628,6 @@ def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.Plai
                              numerics=numerics, training=(f.row.mode or f.settings.mode) == "training",
                              dynamic=bool(f.row.dynamic or f.settings.dynamic))
 
-
-def _repro_config(minimal: list | None, diff: list | None) -> list:
-    """The config lines a packaged repro carries: the minimal config when it was found, else the
-    whole diff of non-default settings (empty: none at all; torch's repro files carry every
-    setting, hundreds of lines that say nothing about the failure)."""
-    return list(minimal) if minimal is not None else list(diff or [])
-
-
-def _config_fallbacks(cfg: ConfigDiff, tried: list | None) -> list[tuple[list | None, str]]:
-    """What a repro that did not reproduce with ``tried`` is packaged with next, in order: the
-    whole diff, then every setting the captured file carried (None)."""
-    out: list[tuple[list | None, str]] = []
-    if tried is not None and cfg.diff and list(cfg.diff) != list(tried):
-        out.append((list(cfg.diff), _config_words(tried)))
-    out.append((None, _config_words(out[-1][0] if out else tried)))
-    return out
-
-
-def _config_words(config: list | None) -> str:
-    if config is None:
-        return "every setting of the captured file"
-    return f"{len(config)} non-default setting(s)" if config else "no settings"
-
-
-def _verify_plan(opts: MinifyOptions, random_known) -> str:
-    n = opts.verify_runs + (random_known is None)
-    at_once = ver.side_by_side(n)
-    return (f"{opts.verify_runs} fresh runs{' + 1 with random inputs' if random_known is None else ''}, "
-            + ("all at once" if at_once >= n else f"{at_once} at a time"))
-
-
-def _package_and_verify(final: str, config, sig: Signature, random_known, opts: MinifyOptions, fdir: str, vlog,
-                        interps, judge_lines=None, plain: plainmod.PlainJob | None = None) -> ver.VerifyRuns:
-    """Write failures/<id>/repro.py (+ inputs) from the worker's final repro and verify it in fresh
-    processes; the packaging time in ``package_seconds``. When it reproduces and ``plain`` says how,
-    repro_plain.py is written and verified the same way (``v.plain``)."""
-    from bot.torch_adapter.repro import parse_repro_file
-
-    t = time.time()
-    path = pkg.write_repro(final, parse_repro_file(final).save_dir, fdir, config, judge_lines)
-    package_seconds = round(time.time() - t, 2)
-    v = ver.verify(path, sig, opts.verify_runs, log=vlog, random_known=random_known, interpreters=interps)
-    v.package_seconds = package_seconds
-    if plain is not None:   # also where the launcher did not: its judge is torch's, the plain one the check's
-        t = time.time()
-        v.plain = _plain_and_verify(plain.replace(final=final, config=config,
-                                                  random_inputs=bool(v.random_inputs_reproduce)),
-                                    sig, opts, fdir, vlog, interps)
-        v.plain_seconds = round(time.time() - t, 2)
-    return v
-
-
-def _plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOptions, fdir: str, vlog, interps):
-    """Write repro_plain.py beside repro.py and run it in fresh processes like repro.py: it counts
-    only where it fails the same way (:class:`bot.records.PlainRepro`). Written with inputs made
-    from a seed and not failing so, it is written again with the saved ones."""
-    rec = plainmod.write_plain(job, interps)
-    if rec.path is None:
-        vlog(f"plain repro: not written: {rec.reason}")
-        return rec
-    pv = ver.verify(os.path.join(fdir, rec.path), sig, opts.verify_runs, log=lambda m: vlog(f"plain repro: {m}"),
-                    random_known=False, interpreters=interps)
-    rec.runs, rec.failed_same_way = pv.runs, pv.failed_same_way
-    if rec.inputs_random and not rec.failed_same_way:
-        vlog("plain repro: with its large inputs made from a seed it did not fail the same way; "
-             "writing the saved inputs")
-        return _plain_and_verify(job.replace(make_inputs=False), sig, opts, fdir, vlog, interps)
-    if rec.short_path and rec.failed_same_way:   # the short form, as a person writes it: shown only when it fails so
-        sv = ver.verify(os.path.join(fdir, rec.short_path), sig, opts.verify_runs,
-                        log=lambda m: vlog(f"short repro: {m}"), random_known=False, interpreters=interps)
-        rec.short_runs, rec.short_failed_same_way = sv.runs, sv.failed_same_way
-    return rec
-
-
-def _digest(path: str) -> str | None:
-    """The repro's identity (its inputs are named by content hash inside it)."""
-    import hashlib
-
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except OSError:
-        return None
-
-
-class _EarlyVerify:
-    """Verification of the final repro the worker announced (event ``final``) before it ran the
-    bisector: it runs in the background while the worker bisects. Its log lines are held until
-    the outcome is taken, so that they do not interleave with the worker's."""
-
-    def __init__(self, event: Final, sig: Signature, opts: MinifyOptions, fdir: str, interps,
-                 plain: plainmod.PlainJob | None = None):
-        from bot import proc
-
-        self.event = event
-        self.digest = _digest(event.path)  # the worker wrote it before it announced it
-        self.fdir = fdir
-        self.lines: list[str] = []
-        self.config = config = _repro_config(event.config_minimal, event.config_diff)
-        self.judge_lines = judge_lines = (event.judge.config if event.judge else None) or None
-        self.job = proc.background(lambda: _package_and_verify(
-            event.path, config, sig, event.random_inputs_reproduce, opts, fdir, self.lines.append,
-            interps, judge_lines, plain), name="verify")
-
-    def outcome(self, final: str, config, random_known, vlog, judge_lines=None) -> ver.VerifyRuns | None:
-        """The verification, when it verified this very repro; None (and what it wrote is gone)
-        when the worker's result is another one (it died while bisecting; a checkpoint was kept)."""
-        try:
-            done = self.job.result()
-        except Exception as exc:  # noqa: BLE001 - verified again the ordinary way
-            vlog(f"verification during the bisection failed: {type(exc).__name__}: {exc}")
-            self.discard()
-            return None
-        if not (os.path.realpath(final) == os.path.realpath(self.event.path) and _digest(final) == self.digest
-                and config == self.config and random_known == self.event.random_inputs_reproduce
-                and judge_lines == self.judge_lines):
-            self.discard()
-            return None
-        for line in self.lines:
-            vlog(line)
-        return done
-
-    def discard(self) -> None:
-        """Wait for it and remove the repro it packaged."""
-        self.job.wait()
-        shutil.rmtree(os.path.join(self.fdir, rundir.INPUTS_DIR), ignore_errors=True)
-        for name in (rundir.REPRO, rundir.PLAIN, rundir.SHORT):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(self.fdir, name))
 
 
 def _class_of_launcher(path: str) -> str:
