@@ -170,11 +170,13 @@ def dependency_venv(parent: Path, user: ModelUser | None) -> Path:
     into a directory of its own; it never writes the installed bot or anything of root's. Its
     interpreter runs the model-code stages after it. Returns the venv's directory."""
     import site
-    import subprocess
-    import sys
+    import venv as venvmod
 
     venv = Path(tempfile.mkdtemp(prefix="minify-deps-", dir=str(parent)))
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    try:
+        venvmod.EnvBuilder(with_pip=True).create(str(venv))
+    except Exception as exc:  # noqa: BLE001 - ensurepip's own failure, whatever it raises
+        raise InfraError(f"could not create the venv for the checked code's dependencies: {exc}") from None
     dirs = [d for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)]
     (lib,) = (venv / "lib").glob("python*/site-packages")
     (lib / "minify-base.pth").write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in dirs))
