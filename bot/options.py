@@ -198,9 +198,9 @@ class MinifyOptions(_Options):
 
 
 @dataclass
-class ReportStageOptions(_Options):
-    """`minify-bot report` (and the report half of `run`). Named apart from bot.report.ReportOptions,
-    the reporter's own settings that `report` builds from these."""
+class ReportOptions(_Options):
+    """`minify-bot report` (and the report half of `run`); also what the reporter itself reads
+    (``bot.report.report_run``, resolved there): one record from the command line to the lifecycle."""
 
     STAGE = "report"
 
@@ -241,7 +241,7 @@ class BisectOptions(_Options):
     no_write: bool | None = opt(False)
 
 
-STAGE_OPTIONS = {cls.STAGE: cls for cls in (CheckOptions, MinifyOptions, ReportStageOptions)}
+STAGE_OPTIONS = {cls.STAGE: cls for cls in (CheckOptions, MinifyOptions, ReportOptions)}
 
 
 def call_stage(opts: _Options) -> int:

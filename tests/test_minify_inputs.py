@@ -249,7 +249,7 @@ def test_each_query_gets_inputs_with_the_strides_the_graph_was_compiled_for():
     worker and `python repro.py` run the same inputs."""
     import torch
 
-    from bot.torch_adapter.minifier import clone_inputs
+    from bot.torch_adapter.fxutil import clone_inputs
 
     cases = [torch.zeros(1, 8).expand(4, -1), torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last),
              torch.randn(6, 6)[:, ::2]]

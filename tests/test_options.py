@@ -11,7 +11,7 @@ from bot.options import (
     STAGE_OPTIONS,
     CheckOptions,
     MinifyOptions,
-    ReportStageOptions,
+    ReportOptions,
     to_argv,
 )
 
@@ -38,7 +38,7 @@ FULL = [
                  fail_on="regression", reruns=0, retry=["c1", "c2"]),
     MinifyOptions(out="o", only="x,y", repro_after="aot", repro_level=2, strict_accuracy=True, isolate=True,
                   verify_runs=5, budget=30.0, no_localize=True, no_bisect=True, check_timeout=60.0),
-    ReportStageOptions(out="o", tracker="github", issues_dir="i", repo="o/r", api_url="http://h", bot_login="b",
+    ReportOptions(out="o", tracker="github", issues_dir="i", repo="o/r", api_url="http://h", bot_login="b",
                        label="l", max_new=0, close_after=3, assignees=["u1", "u2"], templates="t", dry_run=True,
                        run_url="http://r", artifact_url="http://a", run_id="r1", pr_run=True,
                        trusted_commands=["python x.py"], file_flaky=False, dashboard=False),
@@ -55,8 +55,8 @@ def test_only_given_options_reach_the_command_line_in_field_order():
     assert to_argv(CheckOptions(models=["m"], backend="inductor", config=["inductor.x=1"])) == [
         "--models", "m", "--backend", "inductor", "--config", "inductor.x=1"]
     assert to_argv(CheckOptions(timeout=600.0)) == ["--timeout", "600"]
-    assert to_argv(ReportStageOptions(file_flaky=True, dashboard=True)) == ["--dashboard"]
-    assert to_argv(ReportStageOptions(file_flaky=False)) == ["--no-file-flaky"]
+    assert to_argv(ReportOptions(file_flaky=True, dashboard=True)) == ["--dashboard"]
+    assert to_argv(ReportOptions(file_flaky=False)) == ["--no-file-flaky"]
     assert to_argv(MinifyOptions()) == []
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from bot.minify import passes as P
 from bot.minify.records import MinifyJob
 from bot.signature import bisect_words
+from bot.torch_adapter import fxutil
 
 
 def _job(failure_class: str = "accuracy", **kw) -> MinifyJob:
@@ -199,7 +200,7 @@ def _symbolic_state():
 
 
 def _relu_with_symbolic_sizes(gm, args) -> bool:
-    from bot.torch_adapter.repro import symbolic_placeholders
+    from bot.torch_adapter.fxutil import symbolic_placeholders
 
     return symbolic_placeholders(gm) and _computes_relu(gm, args)
 
@@ -208,7 +209,7 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     from bot.torch_adapter import repro as R
 
     st = _symbolic_state()
-    assert R.symint_placeholders(st.gm) and R.symbolic_placeholders(st.gm)
+    assert R.symint_placeholders(st.gm) and fxutil.symbolic_placeholders(st.gm)
     oracle = P.Oracle(_relu_with_symbolic_sizes)
     alone, culprit = P.find_culprit(st, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
@@ -217,7 +218,7 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
     # the batch size is still an input (a SymInt the relu's input size is made of), not a constant
     phs = [n for n in final.gm.graph.nodes if n.op == "placeholder"]
     assert len(phs) == 2 and isinstance(phs[0].meta["val"], torch.SymInt) and final.args[0] == 4
-    assert R.free_symbols_of(phs[1].meta["val"]) >= R.free_symbols_of(phs[0].meta["val"])
+    assert fxutil.free_symbols_of(phs[1].meta["val"]) >= fxutil.free_symbols_of(phs[0].meta["val"])
     assert torch.equal(final.gm(*final.args)[0], torch.relu(final.args[1]))
     # written for torch's run_repro: traced symbolically, the size read as a SymInt input
     src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
@@ -249,7 +250,7 @@ def test_a_dynamic_capture_loads_static_with_its_captured_sizes_for_the_static_f
     rf, gm, args = load_graph(str(path))
     assert rf.dynamic and R.symint_placeholders(gm) and args[0] == 4
     rf, gm, args = load_graph(str(path), static=True)
-    assert not R.symbolic_placeholders(gm) and not R.symint_placeholders(gm) and rf.tracing_mode == "real"
+    assert not fxutil.symbolic_placeholders(gm) and not R.symint_placeholders(gm) and rf.tracing_mode == "real"
     assert all(isinstance(a, torch.Tensor) for a in args) and len(args) == len(st.args) - 1
     assert torch.allclose(gm(*args)[0], st.gm(*st.args)[0])
     static_src = R.repro_source(gm, args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in2"),
@@ -261,7 +262,7 @@ def test_a_static_graph_is_written_for_real_tracing(tmp_path):
     from bot.torch_adapter import repro as R
 
     st = _deep(2, 1)
-    assert not R.symbolic_placeholders(st.gm)
+    assert not fxutil.symbolic_placeholders(st.gm)
     src = R.repro_source(st.gm, st.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
     assert "tracing_mode='real'" in src
 
@@ -290,7 +291,7 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
                        "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
         assert ev.pinned is not None  # the symbolic graph compiles with dynamic shapes and fails
-        oracle = P.Oracle(lambda g, a: R.symbolic_placeholders(g) and ev(g, a))
+        oracle = P.Oracle(lambda g, a: fxutil.symbolic_placeholders(g) and ev(g, a))
         alone, culprit = P.find_culprit(st, oracle)
         final = P.cleanup(alone, oracle)
         src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))

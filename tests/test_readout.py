@@ -15,10 +15,11 @@ from bot import rundir
 from bot.errors import UsageError
 from bot.failure import FailureRecord
 from bot.minify import readout as RO
+from bot.options import ReportOptions
 from bot.records import Readout, ReadoutNode
 from bot.render import Renderer
 from bot.report.context import issue_context
-from bot.report.load import ReportOptions, load_run
+from bot.report.load import load_run
 from bot.report.state import merge_state
 from tests import rundirs
 

@@ -12,10 +12,11 @@ import pytest
 
 from bot import rundir
 from bot.check.settings import Settings
+from bot.options import ReportOptions
 from bot.records import Culprit, PlainRepro
 from bot.render import Renderer
 from bot.report.context import issue_context
-from bot.report.load import ReportOptions, load_run
+from bot.report.load import load_run
 from bot.report.state import merge_state
 from tests import rundirs
 

@@ -116,13 +116,13 @@ def test_a_new_source_is_checked_through_the_sweep(toy_registered, tmp_path):
 def test_a_new_sources_failure_is_filed_with_its_own_reproduce_locally(toy_registered, tmp_path):
     """check then report with nothing but the registry line: one issue, whose Reproduce locally
     is the source's own part."""
-    from bot.options import CheckOptions, ReportStageOptions, call_stage
+    from bot.options import CheckOptions, ReportOptions, call_stage
     from bot.tracker.local import LocalTracker
 
     out, issues = tmp_path / "out", tmp_path / "issues"
     assert call_stage(CheckOptions(out=str(out), suite="toy", models=["mlp_relu"],
                                    config=["inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"])) == 1
-    assert call_stage(ReportStageOptions(out=str(out), tracker="local", issues_dir=str(issues),
+    assert call_stage(ReportOptions(out=str(out), tracker="local", issues_dir=str(issues),
                                          dashboard=False)) == 0
     (issue,) = LocalTracker(issues).records()
     assert "mlp_relu" in issue["title"] or "mlp_relu" in issue["body"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 from bot import gha, slash
-from bot.action.context import Context, http_reason
-from bot.action.pullrequest import PRContext, pr_context, react, reply
+from bot.action.context import Context, PRContext, http_reason
+from bot.action.pullrequest import pr_context, react, reply
 from bot.errors import InfraError, UsageError
 
 

@@ -1,16 +1,24 @@
-"""What one Action step knows and has said so far: inputs, event, outputs, summary lines, notes."""
+"""What one Action step knows and has said so far: inputs, event, outputs, summary lines, notes; and
+the pull request it answers on (``PRContext``, read by :mod:`bot.action.pullrequest`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot import gha
 from bot.action.inputs import Inputs
 
-if TYPE_CHECKING:
-    from bot.action.pullrequest import PRContext
+
+@dataclass
+class PRContext:
+    """The pull request a /minify comment was made on: PyGithub handles and the bot's login."""
+
+    gh: object
+    repo: object
+    issue: object
+    comment: object | None
+    login: str
 
 
 @dataclass
@@ -26,7 +34,7 @@ class Context:
     summary: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     produced_results: bool = False  # this process ran check or merge
-    prc: "PRContext | None" = None  # the pull request a /minify comment was made on, once read
+    prc: PRContext | None = None  # the pull request a /minify comment was made on, once read
     requester: str = ""  # the commenter's login
     answered: bool = False  # a reply or results comment was posted on it
 

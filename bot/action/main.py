@@ -17,9 +17,9 @@ from pathlib import Path
 
 from bot import gha, rundir, slash
 from bot.action import authorize, harden, sticky, summary
-from bot.action.context import Context, default_out
+from bot.action.context import Context, PRContext, default_out
 from bot.action.inputs import STAGES, TOKEN_STAGES, Inputs
-from bot.action.pullrequest import PRContext, pr_context, react
+from bot.action.pullrequest import pr_context, react
 from bot.action.results import load
 from bot.action.stages import (
     Runner,

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from bot import gha
-from bot.action.context import Context, http_reason, warn
+from bot.action.context import Context, PRContext, http_reason, warn
 from bot.errors import InfraError, UsageError
-
-
-@dataclass
-class PRContext:
-    gh: object
-    repo: object
-    issue: object
-    comment: object | None
-    login: str
 
 
 def pr_context(ctx: Context, number: int, comment_id: int | None) -> PRContext:

@@ -34,7 +34,7 @@ from bot.action.context import Context, error, warn
 from bot.action.inputs import number_input
 from bot.action.results import failing, load, report_error
 from bot.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, InfraError, Interrupted, UsageError
-from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportStageOptions, to_argv
+from bot.options import BisectOptions, CheckOptions, MinifyOptions, ReportOptions, to_argv
 from bot.records import ReportDoc, ResultsDoc
 
 STAGE_TIMEOUT = 6 * 3600.0
@@ -254,9 +254,9 @@ def minify_options(ctx: Context) -> MinifyOptions:
                          reminify=i.reminify or None, no_trace=None if i.trace else True)
 
 
-def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportStageOptions:
+def report_options(ctx: Context, *, local: bool, pr_run: bool) -> ReportOptions:
     i = ctx.inputs
-    return ReportStageOptions(
+    return ReportOptions(
         out=str(ctx.out), dry_run=True if local else None, tracker=None if local else "github",
         repo=None if local else gha.repository(ctx.env), label=i.labels[0] if i.labels else None,
         max_new=i.max_new_issues, bot_login=(i.bot_login or None) if not local else None,

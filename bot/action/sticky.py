@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bot import gha, slash
 from bot.action import summary
-from bot.action.context import Context, http_reason, warn
-from bot.action.pullrequest import PRContext, pr_context
+from bot.action.context import Context, PRContext, http_reason, warn
+from bot.action.pullrequest import pr_context
 from bot.action.results import failing, issue_urls, report_entries
 from bot.errors import BotError
 from bot.records import ReportDoc, ResultsDoc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -19,9 +20,9 @@ See docs/reporting.md."""
 
 
 def add_arguments(p) -> None:
-    from bot.options import ReportStageOptions
+    from bot.options import ReportOptions
 
-    d = ReportStageOptions.default_of
+    d = ReportOptions.default_of
     p.add_argument("--out", default=d("out"), metavar="RUN_DIR", help="run directory (default: %(default)s)")
     p.add_argument("--tracker", choices=("local", "github"), default=d("tracker"),
                    help="where issues live (default: local)")
@@ -93,14 +94,14 @@ def make_tracker(args):
 
 
 def run(args) -> int:
-    from bot.options import ReportStageOptions
+    from bot.options import ReportOptions
 
-    return execute(ReportStageOptions.from_args(args))
+    return execute(ReportOptions.from_args(args))
 
 
 def execute(args) -> int:
-    """The report stage on typed options (bot.options.ReportStageOptions, every option resolved)."""
-    from bot.report import ReportOptions, report_run
+    """The report stage on typed options (bot.options.ReportOptions, every option resolved)."""
+    from bot.report import report_run
     from bot.report.load import trusted_evidence
 
     if not (Path(args.out) / rundir.RESULTS).exists():
@@ -108,15 +109,11 @@ def execute(args) -> int:
     from bot import signing
 
     signing.signer_from_env(os.environ)   # a malformed signing key stops here, before anything is filed
-    opts = ReportOptions(label=args.label, max_new=args.max_new, close_after=args.close_after,
-                         assignees=list(args.assignees), templates_dir=args.templates, dry_run=args.dry_run,
-                         run_url=args.run_url or _default_run_url(), artifact_url=args.artifact_url,
-                         run_id=args.run_id, file_flaky=args.file_flaky, dashboard=args.dashboard,
-                         pr_run=args.pr_run, trusted_commands=tuple(args.trusted_commands),
-                         evidence=trusted_evidence(os.environ))
+    # the stage's own options are the reporter's; the token stays with the tracker
+    opts = dataclasses.replace(args, run_url=args.run_url or _default_run_url(), token=None)
     tracker = make_tracker(args)
     try:
-        result = report_run(args.out, tracker, opts)
+        result = report_run(args.out, tracker, opts, evidence=trusted_evidence(os.environ))
     finally:
         tracker.close()
     c = result.counts

@@ -8,7 +8,7 @@ import sys
 import time
 
 from bot.errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
+from bot.options import CheckOptions, MinifyOptions, ReportOptions, call_stage
 
 HELP = "the main job: check, minify every failure, and file/update/close issues"
 DESCRIPTION = """Run the whole pipeline: `check` sweeps the models, `minify` turns every failure into
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
     from bot.commands.check import add_common_check_arguments, labels_arg
 
     add_common_check_arguments(p)
-    dm, dr = MinifyOptions.default_of, ReportStageOptions.default_of
+    dm, dr = MinifyOptions.default_of, ReportOptions.default_of
     m = p.add_argument_group("minify")
     m.add_argument("--no-minify", action="store_true", help="report the failures without minifying them")
     m.add_argument("--budget", "--minify-budget", dest="budget", type=float, default=dm("budget"),
@@ -70,13 +70,13 @@ def _stage(title: str) -> None:
     print(f"== {title}", file=sys.stderr, flush=True)
 
 
-def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, ReportStageOptions]:
+def stage_options(args, tracker: str) -> tuple[CheckOptions, MinifyOptions, ReportOptions]:
     """The options of the three stages, from `run`'s own command line."""
     check = CheckOptions.from_args(args)
     minify = MinifyOptions(out=args.out, budget=args.budget, verify_runs=args.verify_runs,
                            repro_after=args.repro_after, repro_level=args.repro_level, no_bisect=args.no_bisect,
                            no_trace=args.no_trace, reminify=args.reminify, jobs=args.jobs)
-    report = ReportStageOptions(out=args.out, tracker=tracker, issues_dir=args.issues_dir, repo=args.repo,
+    report = ReportOptions(out=args.out, tracker=tracker, issues_dir=args.issues_dir, repo=args.repo,
                                 api_url=args.api_url, label=args.label, max_new=args.max_new,
                                 close_after=args.close_after, templates=args.templates, dry_run=args.dry_run,
                                 # the sweep's own command: shown verbatim in issues

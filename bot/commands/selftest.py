@@ -57,7 +57,7 @@ def _expect(cond, stage, what):
 
 
 def run(args) -> int:
-    from bot.options import CheckOptions, MinifyOptions, ReportStageOptions, call_stage
+    from bot.options import CheckOptions, MinifyOptions, ReportOptions, call_stage
 
     key = injection_key(args.device)
     inject = injection(args.device)
@@ -96,7 +96,7 @@ def run(args) -> int:
         say(f"minify ok: {repro.nodes_before} -> {repro.nodes_after} nodes, verified "
             f"{ver.failed_same_way}/{ver.runs} ({time.perf_counter() - t0:.0f}s)")
 
-        report = ReportStageOptions(out=out, tracker="local", issues_dir=issues, dashboard=False)
+        report = ReportOptions(out=out, tracker="local", issues_dir=issues, dashboard=False)
         rc = call_stage(report)
         _expect(rc in (EXIT_OK, EXIT_FAILURES), "report", f"exit {rc}")
         counts = rundir.read_report(out).counts

@@ -56,7 +56,8 @@ from typing import Any, Callable
 
 from bot.minify.records import PassStat
 from bot.records import GraphBisect
-from bot.torch_adapter.minifier import CALL_OPS, has_compute, inline_subgraph_calls, op_label, subgraph_call
+from bot.torch_adapter.fxutil import inline_subgraph_calls, subgraph_call
+from bot.torch_adapter.minifier import CALL_OPS, has_compute, op_label
 
 
 @dataclass
@@ -139,7 +140,8 @@ class Oracle:
         import torch
 
         from bot.minify.predicate import BudgetExceeded
-        from bot.torch_adapter.minifier import clone_inputs, flat_outputs
+        from bot.torch_adapter.fxutil import clone_inputs
+        from bot.torch_adapter.minifier import flat_outputs
 
         ev = self.fails
         if ev.deadline and time.time() > ev.deadline:
@@ -206,7 +208,7 @@ def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
     import torch
     import torch.fx as fx
 
-    from bot.torch_adapter.minifier import clone_inputs
+    from bot.torch_adapter.fxutil import clone_inputs
 
     kept: dict = {}
     kinds: dict = {}
@@ -287,7 +289,7 @@ def _symint_placeholders_for(gm, vals) -> list:
     cut out of a dynamic-shapes graph keeps them, so that torch's ``run_repro`` (which compiles a
     symbolic repro with dynamic shapes only when a SymInt input is left) compiles it dynamically,
     as the launcher it came from."""
-    from bot.torch_adapter.repro import free_symbols_of
+    from bot.torch_adapter.fxutil import free_symbols_of
 
     syms = set()
     for v in vals:

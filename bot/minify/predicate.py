@@ -17,6 +17,7 @@ import time
 
 from bot.minify.records import Judge, MinifyJob, Query, QueryAnswer, QueryJob, emit
 from bot.signature import Signature, exception_chain, signature_of_error_record, signature_of_exception
+from bot.torch_adapter import fxutil
 
 CRASH_HOOK_ENV = "MINIFY_BOT_WORKER_CRASH_AFTER"   # fault injection: hard-exit after N in-process queries
 
@@ -152,12 +153,11 @@ class Evaluator:
         import torch
 
         from bot.torch_adapter import minifier as M
-        from bot.torch_adapter import repro as R
         from bot.torch_adapter import runtime as rt
 
         if not M.has_compute(gm):
             return None  # an empty graph never reproduces a compiler bug
-        if self.job.dynamic and self.kind == "aot" and not R.symbolic_placeholders(gm):
+        if self.job.dynamic and self.kind == "aot" and not fxutil.symbolic_placeholders(gm):
             return None  # captured with dynamic shapes: a candidate whose sizes became constants
             #              would no longer show a dynamic-shapes-only bug (never specialize it away)
         if self.training:
@@ -179,7 +179,7 @@ class Evaluator:
             with torch.no_grad():
                 fn = self.compile(gm, args)
                 phase = "runtime_error"
-                res = fn(M.clone_inputs(args))
+                res = fn(fxutil.clone_inputs(args))
                 rt.synchronize()   # a device fault of the compiled run surfaces here, as its error
         except Exception as exc:  # noqa: BLE001 - any failure is data here
             self._poison_check(exc)

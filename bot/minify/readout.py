@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from bot.records import Readout, ReadoutNode
+from bot.torch_adapter import fxutil
 
 MAX_ROWS = 30            # rows recorded (failure.json) and shown (the issue)
 MAX_NODES = 200          # op nodes analyzed: a larger (partial) graph gets no readout
@@ -73,7 +74,8 @@ def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
         return Readout(note="not made: the graph has no op with a tensor result")
     if len(names) > MAX_NODES:
         return Readout(note=f"not made: {len(names)} op nodes (the readout reads at most {MAX_NODES})")
-    compiled = dict(zip(names, M.flat_outputs(evaluator.compile(probe.gm, probe.args)(M.clone_inputs(probe.args)))))
+    compiled_fn = evaluator.compile(probe.gm, probe.args)
+    compiled = dict(zip(names, M.flat_outputs(compiled_fn(fxutil.clone_inputs(probe.args)))))
     eager = M.eager_node_values(gm, args, set(names))
     fp64 = M.fp64_values(gm, args, set(names))
     nodes = {n.name: n for n in gm.graph.nodes}
@@ -133,7 +135,7 @@ def fused_divergence(evaluator, gm, args, eager: dict, fp64: dict, deadline: flo
         if time.time() > deadline:
             return False
         outs = [a.name for a in next(n for n in st.gm.graph.nodes if n.op == "output").args[0]]
-        values = M.flat_outputs(evaluator.compile(st.gm, st.args)(M.clone_inputs(st.args)))
+        values = M.flat_outputs(evaluator.compile(st.gm, st.args)(fxutil.clone_inputs(st.args)))
         found = [node_row(M.node_op_name(nodes[name]), name, eager[name], value, fp64.get(name), evaluator.tol)
                  for name, value in zip(outs, values) if name in nodes and name in eager]
         found = sorted((r for r in found if r.diverges), key=lambda r: r.name != calls[k - 1].name)
@@ -208,8 +210,8 @@ def determinism(evaluator, gm, args) -> tuple[bool, float | None]:
     from bot.torch_adapter import minifier as M
 
     fn = evaluator.compile(gm, args)
-    first = M.flat_outputs(fn(M.clone_inputs(args)))
-    second = M.flat_outputs(fn(M.clone_inputs(args)))
+    first = M.flat_outputs(fn(fxutil.clone_inputs(args)))
+    second = M.flat_outputs(fn(fxutil.clone_inputs(args)))
     diffs = [bitwise_difference(a, b) for a, b in zip(first, second)]
     if len(first) == len(second) and all(d is None for d in diffs):
         return True, None

@@ -69,6 +69,7 @@ from bot.minify.records import (
 )
 from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
+from bot.torch_adapter import fxutil
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
 DYNAMIC_MARK = "dynamic"   # in the worker's directory: its dynamo graph is compiled with dynamic shapes
@@ -187,7 +188,7 @@ def load_run(job_path: str) -> Run:
         log(f"compile options: the program's torch.compile set {', '.join(sorted(job.compile_options))}"
             + (f" (this torch refuses {', '.join(refused)})" if refused else ""))
     # a launcher captured with dynamic shapes was traced symbolically: every candidate must stay so
-    job.dynamic = bool(rf.kind == "aot" and R.symbolic_placeholders(gm))
+    job.dynamic = bool(rf.kind == "aot" and fxutil.symbolic_placeholders(gm))
     args = differentiable(job, rf.kind, gm, args)
     run = Run(job, rf, gm, args, t0, job.nodes_before or len(gm.graph.nodes))
     run.result.timings["load"] = round(time.time() - t, 2)

@@ -17,9 +17,10 @@ hidden marker, and merging a run into it), ``context`` (the issue body's templat
 ``lifecycle`` (file / update-or-reopen / close against the Tracker interface; ``report_run``).
 """
 
+from bot.options import ReportOptions
 from bot.report.context import issue_context, reproduce_command
 from bot.report.lifecycle import Lifecycle, ReportResult, count_actions, report_run, write_summary
-from bot.report.load import Failure, ReportOptions, default_run_id, load_run
+from bot.report.load import Failure, default_run_id, load_run
 from bot.report.state import IssueState, labels_for, merge_state
 
 __all__ = ["Failure", "IssueState", "Lifecycle", "ReportOptions", "ReportResult", "count_actions",

@@ -12,6 +12,7 @@ from bot import rundir, slash
 from bot import signature as sg
 from bot.errors import UsageError
 from bot.failure import FailureRecord
+from bot.options import ReportOptions
 from bot.records import (
     BuildBoundary,
     BuildsFound,
@@ -26,7 +27,7 @@ from bot.records import (
     Repro,
     Spec,
 )
-from bot.report.load import Failure, ReportOptions
+from bot.report.load import Failure
 from bot.report.state import IssueState, repro_rank
 from bot.slash import safe
 

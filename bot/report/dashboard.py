@@ -27,6 +27,7 @@ from bot.check.results import PASS_STATUSES, is_failure, mark_baseline
 from bot.failure import FailureRecord
 from bot.records import CheckRow, DashboardRef, Record, ReportAction, Repro, ResultsDoc, SparseRecord
 from bot.records import key as json_key
+from bot.report.view import ReportView
 from bot.tracker.base import Issue, Tracker
 
 LABEL = "minify-bot-dashboard"
@@ -296,7 +297,7 @@ def requests_from(tracker: Tracker) -> Requests:
 def before_report(tracker: Tracker, results: ResultsDoc, failures: list, passing: list[CheckRow], run_id: str) -> Board:
     """Read the dashboard; apply the automatic baseline (unless the check had --baseline), drop muted
     failures, and turn flaky checks that keep flipping into failures to file (labelled flaky)."""
-    from bot.report import Failure
+    from bot.report.load import Failure
 
     issue, state = find(tracker)
     state = state if state is not None else History()
@@ -518,7 +519,7 @@ def render(renderer, view: dict, state: History) -> str:
 
 # ---------------------------------------------------------------------------- after the report
 
-def after_report(board: Board, rep, results: ResultsDoc) -> DashboardRef:
+def after_report(board: Board, rep: ReportView, results: ResultsDoc) -> DashboardRef:
     """Record this run in the history and write the dashboard (create it, or edit it in place: never a
     comment). Returns the dashboard issue (also report.json's "dashboard")."""
     rows = [r for r in results.checks if r.id]

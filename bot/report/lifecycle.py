@@ -13,11 +13,12 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import known, rundir
 from bot.errors import BotError, InfraError, UsageError
+from bot.options import ReportOptions
 from bot.records import CheckRow, DashboardRef, ReportAction, ReportDoc, ResultsDoc
 from bot.render import BODY_LIMIT, Renderer
 from bot.report import upstream
 from bot.report.context import issue_context
-from bot.report.load import Failure, ReportOptions, default_run_id, load_run
+from bot.report.load import Failure, default_run_id, load_run
 from bot.report.state import (
     IssueState,
     PassingRun,
@@ -64,16 +65,21 @@ def count_actions(actions: list[ReportAction]) -> dict:
 
 class Lifecycle:
     """One report of one run: what it did (``actions``, written to report.json after each one) and
-    the tracker calls. ``bot.report.dashboard.after_report`` uses ``record``, ``write_report``, ``renderer``,
-    ``tracker``, ``opts``, ``run_id``, ``actions`` and sets ``dashboard``."""
+    the tracker calls. Its extensions (``bot.report.dashboard.after_report``,
+    ``bot.report.upstream.answer_ticks``) see it as a :class:`bot.report.view.ReportView`."""
 
     def __init__(self, run_dir: Path, tracker: Tracker, opts: ReportOptions, run_id: str,
-                 configs: list[dict] | None = None):
+                 configs: list[dict] | None = None, evidence: str | None = None):
         self.run_dir = run_dir
         self.run_id = run_id
         self.tracker = tracker
-        self.opts = opts
-        self.renderer = Renderer(opts.templates_dir)
+        self.opts = opts.resolved()   # the report stage's options, every default filled in
+        self.renderer = Renderer(self.opts.templates)
+        # What this report knows of the run from its own environment, never from the artifact: the
+        # commit the workflow ran and the build it checked with (bot.report.load.trusted_evidence). A
+        # bug fails again and again on one commit and build; "passing" there is the artifact's word
+        # alone, so it counts towards closing as fixed only on another commit or build. None: a local run.
+        self.evidence = evidence
         self.actions: list[ReportAction] = []
         self.commented: set[int] = set()
         self.report_path = run_dir / rundir.REPORT
@@ -189,6 +195,10 @@ class Lifecycle:
         self.record("unchanged", group, issue, "seen in a pull-request run" + (", commented" if commented else ""),
                     commented=commented)
 
+    def bot_issues(self) -> list[tuple[Issue, IssueState]]:
+        """The bot's own issues and their states, by the tracker's login (see ``_bot_issues``)."""
+        return self._bot_issues(self.tracker.bot_login())
+
     def _bot_issues(self, me: str) -> list[tuple[Issue, IssueState]]:
         """The bot's own issues and their states. The author is checked before the marker is read
         (anyone who can label an issue can put a marker in it); a malformed state is ignored with a
@@ -263,7 +273,7 @@ class Lifecycle:
 
     def _create(self, group, when, me) -> Issue:
         state, _ = merge_state(None, group, self.run_id, when, trusted=not self.opts.pr_run,
-                               evidence=self.opts.evidence)
+                               evidence=self.evidence)
         body, overflow = self.body(group, state)
         ctx = issue_context(group, state, self.opts, self.run_dir)
         title = self.renderer.title(ctx)
@@ -308,7 +318,7 @@ class Lifecycle:
             self.record("unchanged", group, issue, "this run was already reported")
             return
         new_state, events = merge_state(state, group, self.run_id, when, trusted=not self.opts.pr_run,
-                                        number=issue.number, evidence=self.opts.evidence)
+                                        number=issue.number, evidence=self.evidence)
         if reopen:
             events = [*events, *_back_in(state, group)]
         body, overflow = self.body(group, new_state)
@@ -344,7 +354,7 @@ class Lifecycle:
                 self.record("unchanged", None, issue, "passing run already counted", checks=ids,
                             fingerprint=state.sig)
                 continue
-            if self.opts.evidence is not None and state.failed_at == self.opts.evidence:
+            if self.evidence is not None and state.failed_at == self.evidence:
                 self.record("unchanged", None, issue, "passing on the commit and build it last failed on: not "
                             "evidence of a fix (not counted towards closing)", checks=ids, fingerprint=state.sig)
                 continue
@@ -409,9 +419,12 @@ def _replace_marker(body: str, state: IssueState) -> str:
     return head + "\n\n" + state.marker() + "\n"
 
 
-def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOptions | None = None) -> ReportResult:
-    """Report one run directory through ``tracker``. Writes report.json and summary.md into it."""
-    opts = options or ReportOptions()
+def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOptions | None = None, *,
+               evidence: str | None = None) -> ReportResult:
+    """Report one run directory through ``tracker``. Writes report.json and summary.md into it.
+    ``options``: the report stage's (defaults filled in here); ``evidence``: the commit and build
+    this run checked, from the report's own environment (``Lifecycle.evidence``)."""
+    opts = (options or ReportOptions()).resolved()
     if opts.max_new < 0 or opts.close_after < 1:
         raise UsageError("--max-new-issues must be >= 0 and --close-after >= 1")
     run = Path(run_dir)
@@ -419,7 +432,7 @@ def report_run(run_dir: str | os.PathLike, tracker: Tracker, options: ReportOpti
     from bot.report.dashboard import configuration_counts
 
     rep = Lifecycle(run, tracker, opts, opts.run_id or default_run_id(results),
-                    configuration_counts(results.checks))  # pass counts per configuration, for the summary
+                    configuration_counts(results.checks), evidence)  # pass counts per configuration, for the summary
     result = ReportResult(run_id=rep.run_id, actions=rep.actions, report_path=rep.report_path)
     board = None
     try:

@@ -11,43 +11,7 @@ from pathlib import Path
 from bot import fingerprint as fp
 from bot import rundir
 from bot.failure import FailureRecord
-from bot.options import ReportStageOptions
 from bot.records import CheckRow, ResultsDoc
-
-_STAGE = ReportStageOptions.default_of   # each default is the report stage's, defined once
-
-
-@dataclasses.dataclass
-class ReportOptions:
-    """The reporter's settings, built from the report stage's options (bot.options.ReportStageOptions)
-    by `minify-bot report`; its defaults are the stage's."""
-
-    label: str = _STAGE("label")
-    max_new: int = _STAGE("max_new")  # new issues per run; the rest are listed in the summary
-    close_after: int = _STAGE("close_after")  # consecutive passing runs before an issue is closed
-    assignees: list[str] = dataclasses.field(default_factory=list)
-    templates_dir: str | None = None
-    dry_run: bool = _STAGE("dry_run")  # only recorded in report.json / the summary; pick a LocalTracker for it
-    run_url: str | None = None
-    artifact_url: str | None = None
-    run_id: str | None = None  # default: derived from results.json (same run dir -> same id)
-    file_flaky: bool = _STAGE("file_flaky")  # file failures that passed on rerun (labelled flaky), or only list them
-    # The results come from an unmerged pull request: only create issues or comment on open ones.
-    # Such a run is not the main branch: it never counts as a passing run, closes, reopens, or
-    # rewrites an issue's body.
-    pr_run: bool = _STAGE("pr_run")
-    # Commands this report's own configuration names (`run --command`, `report --command`, the
-    # action's `command` input). A command check whose command is one of these is shown verbatim in
-    # "Reproduce locally"; any other command string is an artifact's and is never shown as one.
-    trusted_commands: tuple[str, ...] = ()
-    # keep the dashboard issue and its history (bot/report/dashboard.py); --no-dashboard turns it off
-    dashboard: bool = _STAGE("dashboard")
-    # What this report knows of the run from its own environment, never from the artifact: the
-    # commit the workflow ran (GITHUB_SHA) and the build it checked with (MINIFY_BOT_BUILD, the
-    # check job's image digest, given to the report job by the workflow). A bug fails again and
-    # again on one commit and build; "passing" there is the artifact's word alone, so it counts
-    # towards closing as fixed only on another commit or build (``evidence``). None: a local run.
-    evidence: str | None = None
 
 
 def trusted_evidence(env) -> str | None:

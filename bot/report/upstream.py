@@ -34,7 +34,9 @@ from bot.render import ZWSP, break_comments, code, md, num
 from bot.report.context import CLASS_WORDS, DEVICES, INLINE_REPRO_LIMIT, title_ops
 from bot.report.load import Failure
 from bot.report.state import IssueState
+from bot.report.view import ReportView
 from bot.slash import BACKEND_RE, MODES, safe
+from bot.tracker.base import Issue
 
 UPSTREAM_REPO = "pytorch/pytorch"
 MAX_QUERIES = 3
@@ -617,7 +619,7 @@ def carry_box(old_body: str | None, new_body: str) -> str:
     return _BOX_LINE.sub(lambda m: keep or re.sub(r"^([-*]) \[ \]", r"\1 [x]", m.group(0)), new_body, count=1)
 
 
-def answer_ticks(rep, failures: list[Failure]) -> None:
+def answer_ticks(rep: ReportView, failures: list[Failure]) -> None:
     """After the report's updates: for each open bot issue whose upstream box is ticked, one comment
     with the upstream report (collapsed) and the possibly related upstream issues, then the box is
     rewritten as done with the comment's link. Never in a pull-request run (it edits nothing). The
@@ -628,7 +630,7 @@ def answer_ticks(rep, failures: list[Failure]) -> None:
     if rep.opts.pr_run:
         return
     # the report's own reading of its issues: the author checked before the marker is read
-    issues = [(i, s) for i, s in rep._bot_issues(rep.tracker.bot_login()) if i.state == "open" and ticked(i.body)]
+    issues = [(i, s) for i, s in rep.bot_issues() if i.state == "open" and ticked(i.body)]
     if not issues:
         return
     search = rep.tracker.upstream_search(os.environ.get(ENV_SEARCH_API) or None)
@@ -641,7 +643,7 @@ def answer_ticks(rep, failures: list[Failure]) -> None:
             search.close()
 
 
-def _answer(rep, issue, state: IssueState, failures: list[Failure], search, repo: str) -> None:
+def _answer(rep: ReportView, issue: Issue, state: IssueState, failures: list[Failure], search, repo: str) -> None:
     from bot import fingerprint as fp
     from bot.report.state import repro_rank
 

@@ -11,6 +11,7 @@ Submodules:
   versions  torch/CUDA/triton/compiler version facts
   repro     repro-after capture and repro files (minify stage)
   minifier  the fx minifier driver (minify stage)
+  fxutil    fx graph helpers the others share (input copies, size symbols, subgraph calls)
   bisect    CompilerBisector (minify stage)
   hook      inside a program minify-bot reruns: force the backend, count graphs, keep launchers
 """

@@ -93,9 +93,9 @@ def fork_hooks(name: str) -> dict:
     """bot.proc.fork's hooks for a child of a process that imported torch: refuse to fork once CUDA
     was initialized here (the child could not use it), and let the child forget the compile pools it
     inherited. ``name``: what the refusal calls the children."""
-    from bot.torch_adapter.runtime import after_fork
+    from bot.torch_adapter.prewarm import forget_compile_pools
 
-    return {"guard": lambda: assert_fork_safe(name), "child_setup": after_fork}
+    return {"guard": lambda: assert_fork_safe(name), "child_setup": forget_compile_pools}
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,6 +24,7 @@ from typing import Any
 from bot.errors import InfraError, UsageError
 from bot.records import ConfigSetting
 from bot.torch_adapter import config as tconfig
+from bot.torch_adapter.fxutil import free_symbols_of, inline_subgraph_calls, subgraph_call, symbolic_placeholders
 from bot.torch_adapter.prewarm import CPU_ISA_IMPORTS
 
 # torch releases this adapter was verified against; newer ones are tried (feature-detected).
@@ -277,20 +278,6 @@ def _traced(loaded: LoadedRepro, mode: str, args: list):
         return make_fx(loaded.mod, tracing_mode="fake")(*args)
 
 
-def free_symbols_of(val) -> set:
-    """The free size symbols of a node's example value (a SymInt, a tensor's sizes/strides);
-    empty for static values."""
-    torch = _torch()
-    from torch.fx.experimental.symbolic_shapes import free_symbols
-
-    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)):
-        try:
-            return set(free_symbols(val))
-        except Exception:  # noqa: BLE001 - a value whose symbols cannot be read counts as static
-            return set()
-    return set()
-
-
 def input_val(val, real, name: str):
     """The example value for a new input cut out of a symbolic graph (an intermediate made an
     input): a fake tensor of the same fake mode whose sizes are plain size symbols, duck-sized
@@ -310,11 +297,6 @@ def input_val(val, real, name: str):
 
     # the value a query feeds is a clone of ``real``: describe that layout
     return fake_mode.from_tensor(real.detach().clone(), static_shapes=False, source=ConstantSource(f"minify_{name}"))
-
-
-def symbolic_placeholders(gm) -> bool:
-    """True when some input of ``gm`` has a symbolic size (a graph traced with dynamic shapes)."""
-    return any(free_symbols_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
 
 
 def symint_placeholders(gm) -> bool:
@@ -721,7 +703,6 @@ def capture_backend(gm, example_inputs, **kwargs):
 def _inlined_for_writing(gm):
     """``gm`` with the subgraph calls that always run their one subgraph inlined (a checkpointed
     region, ``wrap``, a nested compile region), or None when there are none or it cannot be."""
-    from bot.torch_adapter.minifier import inline_subgraph_calls, subgraph_call
 
     calls = {n: c for n in gm.graph.nodes if (c := subgraph_call(n)) is not None and c.kind != "cond"}
     return inline_subgraph_calls(gm, calls) if calls else None

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable
 
 from bot.errors import UsageError
-from bot.torch_adapter.minifier import clone_inputs
+from bot.torch_adapter.fxutil import clone_inputs
 
 SEED = 1337  # the harness patches torch.manual_seed to this
 
