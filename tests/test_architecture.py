@@ -308,8 +308,6 @@ NOT_YET_TESTED = {
     "bot/minify/procs.py",
     "bot/report/load.py",
     "bot/suites/model_file.py",
-    "bot/torch_adapter/config.py",
-    "bot/torch_adapter/facts.py",
     "bot/torch_adapter/minifier.py",
     "bot/torch_adapter/repro.py",
     "bot/torch_adapter/runtime.py",
