@@ -305,7 +305,6 @@ NOT_YET_TESTED = {
     "bot/commands/check.py",
     "bot/commands/report.py",
     "bot/failure.py",
-    "bot/minify/procs.py",
     "bot/report/load.py",
     "bot/suites/model_file.py",
     "bot/torch_adapter/minifier.py",
