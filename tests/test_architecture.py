@@ -300,7 +300,6 @@ DATA_ONLY: dict[str, str] = {}
 NOT_YET_TESTED = {
     "bot/action/pullrequest.py",
     "bot/check/isolate.py",
-    "bot/check/one.py",
     "bot/commands/action.py",
     "bot/commands/check.py",
     "bot/commands/report.py",
