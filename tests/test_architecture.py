@@ -304,7 +304,6 @@ NOT_YET_TESTED = {
     "bot/commands/check.py",
     "bot/commands/report.py",
     "bot/failure.py",
-    "bot/report/load.py",
     "bot/suites/model_file.py",
     "bot/torch_adapter/minifier.py",
     "bot/torch_adapter/repro.py",
