@@ -303,7 +303,6 @@ NOT_YET_TESTED = {
     "bot/commands/action.py",
     "bot/commands/check.py",
     "bot/commands/report.py",
-    "bot/suites/model_file.py",
     "bot/torch_adapter/minifier.py",
     "bot/torch_adapter/repro.py",
     "bot/torch_adapter/runtime.py",
