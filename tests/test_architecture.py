@@ -300,7 +300,6 @@ DATA_ONLY: dict[str, str] = {}
 NOT_YET_TESTED = {
     "bot/action/pullrequest.py",
     "bot/commands/action.py",
-    "bot/commands/check.py",
     "bot/torch_adapter/minifier.py",
     "bot/torch_adapter/repro.py",
     "bot/torch_adapter/runtime.py",
