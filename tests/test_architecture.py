@@ -301,7 +301,6 @@ NOT_YET_TESTED = {
     "bot/action/pullrequest.py",
     "bot/torch_adapter/minifier.py",
     "bot/torch_adapter/repro.py",
-    "bot/torch_adapter/runtime.py",
 }
 
 
