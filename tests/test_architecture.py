@@ -299,7 +299,6 @@ DATA_ONLY: dict[str, str] = {}
 # when its test file is written; the test below fails while a listed module already has one.
 NOT_YET_TESTED = {
     "bot/torch_adapter/minifier.py",
-    "bot/torch_adapter/repro.py",
 }
 
 
