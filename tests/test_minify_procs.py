@@ -70,14 +70,16 @@ def test_forked_children_exit_with_the_functions_code(tmp_path):
 
 def test_fork_server_runs_scripts_without_minify_bot_and_modules_with_it(tmp_path):
     script = tmp_path / "repro.py"
-    script.write_text("import importlib.util, os\n"
-                      "print('bot importable:', importlib.util.find_spec('bot') is not None)\n"
+    script.write_text("import os, sys\n"
+                      f"print('checkout on the path:', {procs.REPO_ROOT!r} in [os.path.abspath(p) for p in sys.path])\n"
                       "print('cwd:', os.getcwd())\n")
     interpreters = procs.Interpreters(preload=("json",))
     try:
         res = interpreters.run_script(str(script), [], timeout=60)
         assert res is not None and res.returncode == 0, res
-        assert "bot importable: False" in res.output
+        # a repro runs as a user's script does: the bot's checkout is not put on its path (an installed
+        # bot may still be importable, as any installed package is)
+        assert "checkout on the path: False" in res.output, res.output
         cwd = res.output.split("cwd: ")[1].split()[0]
         assert "minify-verify-" in cwd and not os.path.exists(cwd)  # a fresh directory, removed after
         log = tmp_path / "w.log"
