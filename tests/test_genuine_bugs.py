@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.minify.package import clean_source
+from bot.minify.worker import query_bound
 from bot.records import ConfigEntry, ConfigSetting
 
 PROGRAM = Path(__file__).parent / "data" / "genuine" / "index_add_expanded.py"
@@ -225,7 +226,8 @@ def test_a_compile_error_of_two_fused_reductions_stays_within_the_query_bound(wo
     # 146 nodes captured after AOT; where that capture compiles no failing graph (it depends on the
     # CPU's vector ISA) the graph captured after dynamo, 60 nodes: the bound holds for either
     assert n >= 50 and final <= 6, (n, final)
-    assert rep["queries"] <= 2 * math.ceil(math.log2(n)) + 2 * final + 4, (rep["queries"], n, final)
+    assert rep["queries"] <= query_bound(n, final), (rep["queries"], n, final)
+    assert math.ceil(math.log2(n)) * 2 + 2 * final + 4 == query_bound(n, final)
     sums = [g["op"] for g in rep["graph"] if g["op"] in ("aten.sum.dim_IntList", "sum")]   # after AOT / dynamo
     assert len(sums) == 2, rep["graph"]
     title = next((workdir / "issues-bf16").glob("1.md")).read_text().split("\n", 1)[0]
@@ -274,7 +276,8 @@ def test_a_culprit_that_reads_no_input_of_a_dynamic_capture_is_reduced_static_an
     assert sorted(g["op"] for g in rep["graph"]) == ["aten.mul.Tensor", "prims.iota.default"], rep["graph"]
     assert rep["capture"]["dynamic"] is False and "captured with dynamic shapes" in rep["capture"]["note"]
     n, final = rep["nodes_before"], rep["nodes_after"]
-    assert rep["queries"] <= 2 * math.ceil(math.log2(n)) + 2 * final + 4, (rep["queries"], n, final)
+    assert rep["queries"] <= query_bound(n, final), (rep["queries"], n, final)
+    assert math.ceil(math.log2(n)) * 2 + 2 * final + 4 == query_bound(n, final)
     src = (Path(f["_dir"]) / "repro.py").read_text()
     ast.parse(src)
     assert "reader.symint(" not in src and "pass  # the graph reads no input" in src

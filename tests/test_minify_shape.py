@@ -72,7 +72,9 @@ def test_a_new_pass_is_one_function_and_one_line_and_its_statistics_reach_the_lo
     toy = next(s for s in stats.records() if s.name == "relu_alone")
     assert (toy.queries, toy.removed) == (1, n - 1) and toy.seconds >= 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("reduce: "))
-    assert line.startswith(f"reduce: {n} -> 1 call nodes in 1 queries (within the bound")
+    g0 = len(gm.graph.nodes)
+    assert line.startswith(f"reduce: {n} -> 1 call nodes ({g0} -> {len(out.graph.nodes)} graph nodes) in 1 queries "
+                           "(within the bound")
     assert f"relu_alone: 1 queries, {n - 1} nodes removed, " in line and "remove_nodes: 0 queries" in line
     # the worker's result.json carries it, typed
     result = WorkerResult.from_json(WorkerResult(passes=stats.records()).to_json())

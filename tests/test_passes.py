@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from bot.minify import passes as P
 from bot.minify.records import MinifyJob
+from bot.minify.worker import query_bound
 from bot.signature import bisect_words
 from bot.torch_adapter import fxutil
 
@@ -452,7 +453,7 @@ def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(la
     ops = P.culprit_ops(P.State(gm, args))
     assert "aten.addmm.default" in ops and "aten.relu.default" in ops, ops
     assert culprit.method == "graph"
-    assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
+    assert len(asked) <= query_bound(n, final_nodes), (len(asked), n, final_nodes)
     # 1-minimal: no single node can go
     assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
 
@@ -520,7 +521,7 @@ def test_a_compile_error_that_needs_an_unrelated_node_compiled_beside_it_stays_w
     n, final_nodes = len(st.gm.graph.nodes), len(gm.graph.nodes)
     assert fails(gm, args)
     assert sorted(P.culprit_ops(P.State(gm, args))) == ["aten.exp.default", "aten.relu.default"]
-    assert len(asked) <= 2 * math.ceil(math.log2(n)) + 2 * final_nodes + 4, (len(asked), n, final_nodes)
+    assert len(asked) <= query_bound(n, final_nodes), (len(asked), n, final_nodes)
     assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
 
 
