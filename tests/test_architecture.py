@@ -23,20 +23,27 @@ def _part(module: str) -> str | None:
     return None
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+def _import_statements(tree: ast.AST, package: str):
+    """Every import in ``tree``, at any depth (in functions too), as (what it imports from, the names
+    it takes): ``import a.b`` is ("a.b", []); ``from .x import y`` in package ``bot.p`` is ("bot.p.x", ["y"])."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            yield from ((a.name, []) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{a.name}" for a in node.names)  # `from bot import rundir`
+            yield target, [a.name for a in node.names]
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for target, names in _import_statements(ast.parse(path.read_text(encoding="utf-8"), str(path)), package):
+        found.add(target)
+        found.update(f"{target}.{name}" for name in names)  # `from bot import rundir`
     return found
 
 
@@ -144,20 +151,14 @@ def _module_imports(tree: ast.AST, module: str, is_package: bool, known) -> set[
 
     package = module if is_package else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(m for a in node.names if (m := longest(a.name)))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            for a in node.names:
-                sub = f"{target}.{a.name}"
-                m = sub if sub in known else longest(target)
-                if m:
-                    found.add(m)
+    for target, names in _import_statements(tree, package):
+        if not names:   # import a.b.c
+            found.update(m for m in [longest(target)] if m)
+        for name in names:
+            sub = f"{target}.{name}"
+            m = sub if sub in known else longest(target)
+            if m:
+                found.add(m)
     found.discard(module)
     return {m for m in found if m.split(".")[0] == "bot"}
 
