@@ -163,18 +163,22 @@ def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward
     title = body.split("\n", 1)[0]
     assert "aot_eager" in title and "interpolate" in title and "inference" not in body
     assert "captured after dynamo" in body
-    # the plain repro runs the training step too; it is the one inlined, and a paste of it fails alone
+    # the plain repro runs the training step too, and so does the short one, which is inlined: a
+    # paste of it fails alone
     plain = f["repro"]["plain"]
     assert plain["failed_same_way"] == 2 and plain["inputs_inline"], plain
     # random inputs fail the same way: its 24 KB input is made from a seed, not carried as base64
     assert plain["inputs_random"] and f["repro"]["verification"]["random_inputs_reproduce"], plain
+    assert plain["short_failed_same_way"] == plain["short_runs"] > 0, plain
+    assert "Save as `repro_short.py`" in body
     m = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M)
     assert m and "torch.autograd.grad" in m.group(2) and "backend='aot_eager'" in m.group(2), body[:3000]
-    assert "_rand((2, 3, 32, 32)" in m.group(2) and "base64" not in m.group(2) and len(m.group(2)) < 5000
+    assert "torch.randn(2, 3, 32, 32).requires_grad_()" in m.group(2) and "base64" not in m.group(2), m.group(2)
+    assert len(m.group(2).splitlines()) <= 30, m.group(2)
     paste = workdir / "paste-aot"
     paste.mkdir()
-    (paste / "repro_plain.py").write_text(m.group(2) + "\n")
-    run = subprocess.run([sys.executable, "repro_plain.py"], cwd=paste, capture_output=True, text=True, timeout=600,
+    (paste / "repro_short.py").write_text(m.group(2) + "\n")
+    run = subprocess.run([sys.executable, "repro_short.py"], cwd=paste, capture_output=True, text=True, timeout=600,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert run.returncode == 1 and "isIntList" in run.stderr, (run.stdout + run.stderr)[-3000:]
 
@@ -202,7 +206,12 @@ def test_a_training_failure_torchs_run_repro_misses_is_verified_by_the_plain_rep
     body = next((workdir / "issues-std").glob("1.md")).read_text()
     title = body.split("\n", 1)[0]
     assert "std" in title and "(float32, cpu)" in title, title
-    assert "This is the plain repro" in body and "its judge misses this failure" in body
+    # the issue shows the short repro (a training step as a person writes it), verified like the plain
+    # one; the plain repro's runs are the verification, and the issue says torch's judge misses it
+    assert plain["short_failed_same_way"] == plain["short_runs"] > 0, plain
+    assert "Save as `repro_short.py`" in body and "its judge misses this failure" in body
+    block = re.search(r"### Minimized repro\n.*?^(`{3,})python\n(.*?)\n\1$", body, re.S | re.M).group(2)
+    assert "torch.autograd.grad" in block and len(block.splitlines()) <= 30, block
 
 
 @pytest.mark.slow

@@ -25,6 +25,12 @@ MODELS = ("models:\n  first: user_models:good\n  relunet: user_models:relu_under
           "  stuck: user_models:hangs\n")
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it: a suite started in the background by a non-interactive shell
+    (`cmd &`) has SIGINT ignored, and a child would inherit that and never see the interrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Running:
     """A `minify-bot run` in the background, its stderr collected line by line."""
 
@@ -37,7 +43,8 @@ class Running:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "run", "--out", str(self.out), "--suite", "yaml", "--model-file",
              str(tmp_path / "models.yaml"), "--timeout", "600", *args],
-            cwd=tmp_path, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            cwd=tmp_path, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_as_in_a_terminal)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -166,7 +173,8 @@ def test_a_cancelled_action_run_exits_130_says_so_in_the_summary_and_files_nothi
     argv, cwd, env, files, job = runner.job("workflow_dispatch", {}, {
         "stage": "all", "model-file": "models.yaml", "timeout": "600", "tracker": "local"}, workspace=ws,
         env={"MINIFY_TEST_COMPILER_BUG": "1"})
-    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=_as_in_a_terminal)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
     reader.start()
