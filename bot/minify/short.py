@@ -204,7 +204,7 @@ def _int_range(t) -> str | None:
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool or t.numel() == 0:
         return None
     lo, hi = int(t.min()), int(t.max())
-    if hi >= torch.iinfo(t.dtype).max:
+    if hi >= 2**63 - 1:   # randint's exclusive high past int64 (any narrower dtype's max + 1 is fine)
         return None
     size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
     dims = ", ".join(map(str, size)) if size else ""
