@@ -139,20 +139,24 @@ def test_dynamos_input_aliases_and_the_lines_that_free_values_are_left_out():
 
 
 def test_a_large_integer_input_is_drawn_from_a_seed_over_its_own_range():
-    """Ids near 2**31 (genuine int32 overflow bugs hang on them) keep their range, INT32_MAX included;
-    one value is a ``torch.full``; an int64 at its maximum, a strided one or a bool refuse (the plain
-    repro stands)."""
-    ids = torch.arange(2**31 - 40, 2**31 - 2, dtype=torch.int32)
+    """Up to 64 ids are written out (wrapped; genuine int32 overflow bugs hang on their values); more
+    keep their range, INT32_MAX included; one value is a ``torch.full``; an int64 at its maximum, a
+    strided one or a bool refuse (the plain repro stands)."""
+    ids = torch.arange(2**31 - 64, 2**31, dtype=torch.int32)
     (line,) = short.input_lines([ids], set())
-    assert line == "torch.randint(2147483608, 2147483646, (38,), dtype=torch.int32)", line
+    assert line.startswith("torch.tensor([2147483584, ") and "\n            " in line, line
+    assert torch.equal(eval(line, {"torch": torch}), ids)  # noqa: S307 - the line under test
+    ids = torch.arange(2**31 - 100, 2**31 - 2, dtype=torch.int32)
+    (line,) = short.input_lines([ids], set())
+    assert line == "torch.randint(2147483548, 2147483646, (98,), dtype=torch.int32)", line
     made = eval(line, {"torch": torch})  # noqa: S307 - the line under test
-    assert made.dtype == torch.int32 and made.min() >= 2**31 - 40 and made.shape == (38,)
-    assert short.input_lines([torch.full((2, 20), 7)], set()) == ["torch.full((2, 20), 7, dtype=torch.int64)"]
-    assert short.input_lines([torch.full((20,), 2**63 - 1)], set()) is None
-    top = torch.tensor([2**31 - 1] * 10 + [2**31 - 9] * 10, dtype=torch.int32)   # ids up to INT32_MAX
-    assert short.input_lines([top], set()) == ["torch.randint(2147483639, 2147483648, (20,), dtype=torch.int32)"]
-    assert short.input_lines([torch.arange(40).view(4, 10).t()], set()) is None
-    assert short.input_lines([torch.ones(40, dtype=torch.bool)], set()) is None
+    assert made.dtype == torch.int32 and made.min() >= 2**31 - 100 and made.shape == (98,)
+    assert short.input_lines([torch.full((2, 40), 7)], set()) == ["torch.full((2, 40), 7, dtype=torch.int64)"]
+    assert short.input_lines([torch.full((80,), 2**63 - 1)], set()) is None
+    top = torch.tensor([2**31 - 1] * 50 + [2**31 - 9] * 50, dtype=torch.int32)   # ids up to INT32_MAX
+    assert short.input_lines([top], set()) == ["torch.randint(2147483639, 2147483648, (100,), dtype=torch.int32)"]
+    assert short.input_lines([torch.arange(80).view(8, 10).t()], set()) is None
+    assert short.input_lines([torch.ones(80, dtype=torch.bool)], set()) is None
 
 
 def test_a_large_float_input_is_drawn_from_a_seed_at_its_own_mean_and_spread():

@@ -24,6 +24,7 @@ import ast
 import math
 
 SMALL_VALUES = 16         # elements of an input whose values are written out when it is not made from a seed
+INTEGER_VALUES = 64       # ... of an integer or bool input (ids, indices: the values a failure hangs on)
 _CONTIGUOUS_DTYPE = "torch.float32"
 
 
@@ -177,7 +178,8 @@ def _values(t) -> str | None:
     one too large, strided, complex, fp8 or holding a NaN or infinity."""
     import torch
 
-    if t.numel() > SMALL_VALUES or t.is_complex() or (t.is_floating_point() and t.dtype.itemsize == 1):
+    limit = SMALL_VALUES if t.is_floating_point() or t.is_complex() else INTEGER_VALUES
+    if t.numel() > limit or t.is_complex() or (t.is_floating_point() and t.dtype.itemsize == 1):
         return None
     if t.dim() and tuple(t.stride()) != _contiguous_strides(t.shape):
         return None
@@ -191,7 +193,12 @@ def _values(t) -> str | None:
     kw = (_kw(t.dtype, str(t.device)) if not inferred or str(t.device) != "cpu" else "")
     if not inferred:
         kw = kw if "dtype=" in kw else f", dtype={t.dtype}" + kw
-    return f"torch.tensor({values!r}{kw})" + (".requires_grad_()" if t.requires_grad else "")
+    text = repr(values)
+    if len(text) > 90:   # wrapped inside the brackets, where Python takes any indentation
+        import textwrap
+
+        text = "\n            ".join(textwrap.wrap(text, 90, break_long_words=False, break_on_hyphens=False))
+    return f"torch.tensor({text}{kw})" + (".requires_grad_()" if t.requires_grad else "")
 
 
 def _int_range(t) -> str | None:
