@@ -17,7 +17,7 @@ so nothing can bypass it. It rewrites:
 - home directories (``$HOME``, ``/home/<user>``, ``/Users/<user>``, ``/root``) as ``~``.
 
 A path counts wherever it starts: after a space or a quote, and after a compiler's option letter
-(``-I/root/.pyenv/...``) or an ``=``.
+(``-I/opt/python/include/python3.11``) or an ``=``.
 
 :func:`without_bot_frames` takes this bot's own frames (its environment hook's ``wrapper``, its
 runners) out of a traceback, so a traceback starts where the program's and torch's code does.
@@ -37,7 +37,7 @@ from collections.abc import Mapping
 _P = r"[^\s'\"`()<>\[\]{},:;|]"
 _END = rf"(?!{_P})"
 # where a path starts: after a character no path holds, a compiler's option letter (``-I/usr/...``,
-# ``-L/root/...``) or an ``=`` (``--prefix=/opt/...``)
+# ``-L/opt/python/lib``) or an ``=`` (``--prefix=/opt/...``)
 _START = rf"(?:(?<!{_P})|(?<=(?<!{_P})-[A-Za-z])|(?<==))"
 
 # libraries and caches first (wherever they are), then this machine's own roots, then runners' layouts

@@ -26,7 +26,7 @@ def test_a_runners_paths_are_recognized_whichever_machine_wrote_them():
     text = ('File "/home/ci/actions-runner/_work/repo/repo/models/net.py", line 3\n'
             'File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9\n'
             'File "/tmp/torchinductor_ci/xy/cxy.py", line 1\n'
-            "cd /home/runner/work/_temp/d; /Users/me/x /home/builder/.cache/y /private/var/tmp/z\n"
+            "cd /srv/actions-runner/_work/_temp/d; /Users/me/x /home/builder/.cache/y /private/var/tmp/z\n"
             "https://github.com/o/r/blob/main/tmp/file and /usr/lib/python3/dist-packages/numpy/x.py")
     assert public_text(text, env={}) == (
         'File "models/net.py", line 3\n'

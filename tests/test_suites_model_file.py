@@ -90,5 +90,5 @@ def test_reproduce_shows_the_files_name_never_a_runner_path(models_dir):
     (a,) = yaml_models(_file(models_dir, "a: my_factories_mf:pair\n"))
     row = CheckRow(id="a-x", model="a", spec=a.spec)
     assert SOURCE.reproduce(row, a.spec, ["a"]).args == ["--suite", "yaml", "--model-file", "models.yaml", "a"]
-    odd = a.spec.replace(file="/home/runner/../secret dir/m.yaml")
+    odd = a.spec.replace(file="/srv/models/../secret dir/m.yaml")
     assert SOURCE.reproduce(row, odd, ["a"]).args[3] == "MODELS.yaml"
