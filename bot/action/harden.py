@@ -152,9 +152,7 @@ def hand_over(root: Path, user: ModelUser) -> dict:
     """The run directory and a fresh home, owned by ``user`` for the stage: the environment it runs
     in (HOME, TMPDIR and the caches under that home)."""
     root.mkdir(parents=True, exist_ok=True)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in [*dirnames, *filenames, None]:
-            os.lchown(os.path.join(dirpath, name) if name else dirpath, user.uid, user.gid)
+    _chown_tree(root, user)
     home = Path(tempfile.mkdtemp(prefix="minify-model-home-"))
     (home / "tmp").mkdir()
     for p in (home, home / "tmp"):
@@ -181,10 +179,15 @@ def dependency_venv(parent: Path, user: ModelUser | None) -> Path:
     (lib,) = (venv / "lib").glob("python*/site-packages")
     (lib / "minify-base.pth").write_text("".join(f"import site; site.addsitedir({d!r})\n" for d in dirs))
     if user is not None:
-        for dirpath, dirnames, filenames in os.walk(venv, followlinks=False):
-            for name in [*dirnames, *filenames, None]:
-                os.lchown(os.path.join(dirpath, name) if name else dirpath, user.uid, user.gid)
+        _chown_tree(venv, user)
     return venv
+
+
+def _chown_tree(root: Path, user: ModelUser) -> None:
+    """``root`` and everything under it owned by ``user`` (links themselves, never what they name)."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames, None]:
+            os.lchown(os.path.join(dirpath, name) if name else dirpath, user.uid, user.gid)
 
 
 def reclaim(root: Path) -> list[str]:

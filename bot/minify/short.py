@@ -143,6 +143,11 @@ def _channels_last(size) -> tuple | None:
     return (h * w * c, 1, w * c, c)
 
 
+def _shape(size) -> str:
+    """A size as a tuple literal: ``(128, 5)``, ``(38,)``, ``()``."""
+    return "(" + ", ".join(map(str, size)) + ("," if len(size) == 1 else "") + ")"
+
+
 def _kw(dtype, device: str) -> str:
     parts = ([f"dtype={dtype}"] if str(dtype) != _CONTIGUOUS_DTYPE else []) + (
         [f"device={device!r}"] if device != "cpu" else [])
@@ -214,13 +219,12 @@ def _int_range(t) -> str | None:
     if hi >= 2**63 - 1:   # randint's exclusive high past int64 (any narrower dtype's max + 1 is fine)
         return None
     size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
-    dims = ", ".join(map(str, size)) if size else ""
     kw = f", dtype={t.dtype}" + (f", device={str(t.device)!r}" if t.device.type != "cpu" else "")
-    if any(st == 0 for st in stride) or stride != _contiguous_strides(size):
+    if stride != _contiguous_strides(size):
         return None
     if lo == hi:
-        return f"torch.full(({dims}{',' if len(size) == 1 else ''}), {lo}{kw})"
-    return f"torch.randint({lo}, {hi + 1}, ({dims}{',' if len(size) == 1 else ''}){kw})"
+        return f"torch.full({_shape(size)}, {lo}{kw})"
+    return f"torch.randint({lo}, {hi + 1}, {_shape(size)}{kw})"
 
 
 def _float_scale(t, requires_grad: bool) -> str | None:
@@ -240,8 +244,7 @@ def _float_scale(t, requires_grad: bool) -> str | None:
     mean, spread = float(v.mean()), float(v.std())
     base = f"torch.randn({', '.join(map(str, size))}{_kw(t.dtype, str(t.device))})"
     if spread == 0.0:
-        base = f"torch.full(({', '.join(map(str, size))}{',' if len(size) == 1 else ''}), {mean:.6g}" \
-               f"{_kw(t.dtype, str(t.device))})"
+        base = f"torch.full({_shape(size)}, {mean:.6g}{_kw(t.dtype, str(t.device))})"
     elif abs(mean) > 4 * spread / math.sqrt(v.numel()) or not 0.5 < spread < 2:   # not a standard normal's
         base = f"({base} * {spread:.3g} {'-' if mean < 0 else '+'} {abs(mean):.6g})"
     return base + (".requires_grad_()" if requires_grad else "")
