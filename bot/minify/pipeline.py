@@ -616,7 +616,7 @@ def _verify(f: Failure, result: WorkerResult, job: MinifyJob, early: ver.EarlyVe
     if f.opts.no_trace:
         f.say("trace: skipped (--no-trace)")
     else:
-        tracemod.trace_verified(f.rec, f.fdir, f.say)   # the verified repro rerun with TORCH_TRACE
+        tracemod.trace_verified(f.rec, f.fdir, f.say, interps=interps)   # the verified repro rerun, traced
 
 
 def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.PlainJob:
