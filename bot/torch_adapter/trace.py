@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from bot import safejson
+
 # the one definition of how a run is traced (the runner script, which imports nothing of minify-bot)
 from bot.torch_adapter.traced import EXIT_CANNOT_TRACE_HERE, NO_CACHES, TRACE_VAR
 
