@@ -116,3 +116,21 @@ def test_a_bad_fork_with_a_gpu_visible_is_refused(visible_gpu, monkeypatch, gpu_
     monkeypatch.setattr(torch._C, "_cuda_isInBadFork", lambda: True, raising=False)
     with pytest.raises(InfraError, match="CUDA was initialized in the process that forks its checks"):
         device.assert_fork_safe("its checks")
+
+
+def test_a_machine_without_nvidias_driver_lets_the_fork_server_compile_on_the_cpu(tmp_path, monkeypatch):
+    """The fork server's throwaway compile (which spares every forked verification run a first
+    compile) runs on a CUDA build of torch too, but only where no GPU can be visible: no nvidia-smi,
+    no NVML. Where the driver's tool is present it is skipped, as a compile could initialize CUDA."""
+    from bot.torch_adapter import device
+    from bot.torch_adapter.repro import PREWARM, REPRO_PRELOAD, repro_preload
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("ctypes.util.find_library", lambda name: None)
+    assert device.no_nvidia_driver()
+    assert repro_preload() == (*REPRO_PRELOAD[:-1], f"{PREWARM}:compile_once_on_cpu")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexit 0\n")
+    smi.chmod(0o755)
+    assert not device.no_nvidia_driver()
+    assert repro_preload() == REPRO_PRELOAD and REPRO_PRELOAD[-1] == f"{PREWARM}:compile_once"

@@ -309,9 +309,9 @@ def test_the_verification_preload_names_functions_this_torch_has():
     from torch._inductor import cpu_vec_isa
 
     from bot.torch_adapter import prewarm
-    from bot.torch_adapter.repro import PREWARM, REPRO_PRELOAD
+    from bot.torch_adapter.repro import PREWARM, REPRO_PRELOAD, repro_preload
 
-    for entry in REPRO_PRELOAD:
+    for entry in {*REPRO_PRELOAD, *repro_preload()}:
         if ".py:" in entry:
             path, _, fn = entry.rstrip("&").rpartition(":")
             assert path == PREWARM and callable(getattr(prewarm, fn, None)), entry

@@ -109,9 +109,9 @@ class Interpreters(proc.Closing):
 
     def start(self) -> "Interpreters":
         if self._wanted and self._server is None:
-            from bot.torch_adapter.repro import REPRO_PRELOAD
+            from bot.torch_adapter.repro import repro_preload
 
-            self._server = proc.forkserver(preload=self._preload if self._preload is not None else REPRO_PRELOAD,
+            self._server = proc.forkserver(preload=self._preload if self._preload is not None else repro_preload(),
                                            env=repro_env())
         return self
 

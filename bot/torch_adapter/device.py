@@ -57,6 +57,15 @@ def cuda_device_count() -> int:
     return len(names)
 
 
+def no_nvidia_driver() -> bool:
+    """No NVIDIA driver on this machine (neither ``nvidia-smi`` nor NVML's library): no GPU can be
+    visible, whatever torch was built for, so a compile cannot initialize CUDA. Asked without
+    importing torch (the minify command's own process does not)."""
+    import ctypes.util
+
+    return shutil.which("nvidia-smi") is None and ctypes.util.find_library("nvidia-ml") is None
+
+
 def gpu_names() -> list[str]:
     """Names of the GPUs on this machine (nvidia-smi), without initializing CUDA here."""
     return _nvidia_smi("name") or []

@@ -54,6 +54,18 @@ REPRO_PRELOAD = ("torch", *CPU_ISA_IMPORTS, f"{PREWARM}:learn_cpu_isa&", "torch.
                  "torch._inductor.compile_fx", "torch._dynamo.repro.after_aot", f"{PREWARM}:compile_once")
 
 
+def repro_preload() -> tuple[str, ...]:
+    """:data:`REPRO_PRELOAD` for this machine. Its throwaway compile is skipped on a CUDA build of
+    torch (a compile may initialize CUDA where a GPU is visible, and CUDA does not survive a fork),
+    unless the machine has no NVIDIA driver at all: then it compiles on the CPU, as the check's
+    parent does (:func:`bot.torch_adapter.runtime.warm_up`), and no forked run pays a first compile."""
+    from bot.torch_adapter.device import no_nvidia_driver
+
+    if not no_nvidia_driver():
+        return REPRO_PRELOAD
+    return (*REPRO_PRELOAD[:-1], f"{PREWARM}:compile_once_on_cpu")
+
+
 def _torch():
     try:
         import torch
