@@ -9,9 +9,15 @@ local tracker), their ratio (target: <= 3.5), and how many times the harness ran
     python benchmarks/harness_overhead.py --pytorch ~/pytorch --suite huggingface \
         --model MobileBertForMaskedLM --config inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy
 
-Without --pytorch it runs on the small stand-in harness of the tests (tests/data/fake_pytorch: the
-real harness's command line and CSV, two tiny models; there torch's import dominates both sides,
-so the ratio is not the real one). Every subprocess has a timeout.
+Without --pytorch it runs on the stand-in harness of the tests (tests/data/fake_pytorch: the real
+harness's command line and CSV). Its torchbench/timm models are tiny (torch's import dominates both
+sides, so the ratio is not the real one); its huggingface suite builds real transformers models at
+their full default sizes (the ``models`` extra), which gives the real ratio's shape without a
+PyTorch checkout:
+
+    python benchmarks/harness_overhead.py --suite huggingface --model MobileBertForMaskedLM
+
+Every subprocess has a timeout.
 """
 
 from __future__ import annotations
