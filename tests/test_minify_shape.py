@@ -7,6 +7,7 @@ nothing is compiled."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,44 @@ def test_the_steps_hand_on_through_typed_fields_of_the_failure():
     assert hints["verified"] == ver.Verified | None
     for step in pl.STEPS:
         assert typing.get_type_hints(step)["return"] is type(None), f"{step.__name__} returns a value"
+
+
+GIVEN = '''\
+import torch
+import torch._inductor.config
+
+torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'
+isolate_fails_code_str = None
+
+class Repro(torch.nn.Module):
+    def forward(self, addmm_3):
+        relu = torch.ops.aten.relu.default(addmm_3);  addmm_3 = None
+        return (relu,)
+
+def load_args(reader):
+    buf0 = reader.storage(None, 256)
+    reader.tensor(buf0, (4, 16), is_leaf=True)  # addmm_3
+load_args._version = 0
+mod = Repro()
+if __name__ == '__main__':
+    from torch._dynamo.repro.after_aot import run_repro
+    with torch.no_grad():
+        run_repro(mod, load_args, accuracy=True, command='minify', save_dir=None, tracing_mode='real', check_str=None)
+'''
+
+
+@pytest.mark.slow
+def test_a_given_launcher_starts_at_reduce_and_is_one_pass(bot, tmp_path):
+    """``minify --launcher FILE``: the launcher is the one candidate; the runner goes from
+    given_launcher straight to reduce (no screen, localize or capture) and ends after that one pass."""
+    launcher = tmp_path / "minifier_launcher.py"
+    launcher.write_text(GIVEN)
+    p = bot("minify", "--launcher", launcher, "--out", tmp_path / "out", "--no-trace", "--no-bisect",
+            "--verify-runs", "1")
+    assert p.returncode == 1, p.stderr[-3000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ": steps: " in ln]
+    names = [part.rsplit(" ", 2)[0] for part in line.split(": steps: ", 1)[1].split(", ")]
+    assert names == ["given_launcher", "reduce", "verify", "package", "trace", "next_capture"], line
+    (fdir,) = (tmp_path / "out" / "failures").iterdir()
+    rec = json.loads((fdir / "failure.json").read_text())
+    assert rec["repro"]["status"] == "minimized" and rec["repro"]["capture"]["method"] == "given", rec["repro"]
