@@ -2,8 +2,8 @@
 
 :func:`process` is the whole of it for one failing check (or one given launcher): it makes one
 :class:`Failure` (the check, its options, where its files go, the typed
-:class:`bot.failure.FailureRecord` being filled) and :func:`run` calls each step of :data:`STEPS` on
-it, in order, once, until the failure is ``done``:
+:class:`bot.failure.FailureRecord` being filled) and :func:`run` enters each step of :data:`STEPS`
+on it, in order, until the failure is ``done`` (the steps of a capture pass, 5 to 10, once per pass):
 
 1. :func:`given_launcher`: a launcher given is the one candidate (the runner goes on at ``reduce``);
 2. :func:`screen`: a class minify does not reduce, a check it cannot rerun, a program that compiled
@@ -33,6 +33,7 @@ Steps hand each other what they made through typed fields of the :class:`Failure
 runner moves between steps: a step may name the step it goes on at (``f.go_to``, set by
 :meth:`Failure.retry_capture`), and the runner records every step it enters, with its seconds, in the
 ``steps:`` log line, once per pass through it.
+
 Steps never call one another (tests/test_minify_shape.py checks it); helpers (``_name``) are shared.
 The stage and the backend graphs are captured and judged with are decided in one place,
 :meth:`Failure.settle`.
@@ -139,7 +140,7 @@ class Failure:
     provisional: bool = False                  # the stage came from a level-3 capture: localize again if need be
     done: bool = False                         # settled: the runner runs no further step
     go_to: str | None = None                   # the step the runner enters next (else the one after)
-    step_seconds: list = field(default_factory=list)   # (step, seconds) of each step entered, in order
+    step_seconds: list[tuple[str, float]] = field(default_factory=list)   # (step, seconds) of each step entered
     # the capture passes: the settings to try in order (levels; AFTER_DYNAMO), and this pass's
     levels: list = field(default_factory=list)
     setting: int | str | None = None
