@@ -77,11 +77,35 @@ _renamed = [name for name in LONGEST_FIRST if not (Path(__file__).parent / f"{na
 assert not _renamed, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {_renamed}"
 
 
+# Test files whose assertions are about the side that holds the token and talks to GitHub (the
+# tracker, the report and its issues, the action's inputs, payloads and security, the run directory's
+# schemas, signatures of text): what they check is the same on every torch, so they are marked
+# ``torch_independent``. The full suite runs them on the development pin; the run on the current torch
+# release (.ci/run) leaves them out (``-m "not slow and not torch_independent"``), which halves it
+# without losing what that run is for. A file not named here runs on every torch.
+TORCH_INDEPENDENT = frozenset({
+    "test_action_authorize", "test_action_dependencies", "test_action_harden", "test_action_inputs",
+    "test_action_main", "test_action_ownership", "test_action_pullrequest", "test_action_results",
+    "test_action_security", "test_action_stages", "test_action_sticky", "test_action_summary",
+    "test_action_token_isolation", "test_artifact_fields", "test_builds", "test_callers", "test_commands_report",
+    "test_culprit_render", "test_dashboard", "test_fingerprint", "test_gha", "test_ghstub_conformance",
+    "test_hidden_state", "test_hostile_inputs", "test_keygen", "test_merge", "test_pr", "test_render",
+    "test_report_context", "test_report_lifecycle", "test_report_load", "test_report_state", "test_rundir",
+    "test_safejson", "test_signature", "test_signing", "test_slash", "test_tracker_contract",
+    "test_tracker_github", "test_tracker_local", "test_upstream",
+})
+_gone = sorted(name for name in TORCH_INDEPENDENT if not (Path(__file__).parent / f"{name}.py").exists())
+assert not _gone, f"tests/conftest.py TORCH_INDEPENDENT names files that do not exist: {_gone}"
+
+
 def pytest_collection_modifyitems(config, items):
     """Longest files first (see LONGEST_FIRST). And: the per-test cache check below cannot see a
     module-scoped fixture that compiled before the test started, so a fast test may not share a
     test module's own module-scoped fixture with a slow test (that fixture is what makes the slow
     one slow)."""
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in TORCH_INDEPENDENT:
+            item.add_marker(pytest.mark.torch_independent)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.module.__name__.rpartition(".")[2], len(rank)))  # stable
     heavy: dict[str, set] = {}

@@ -397,6 +397,7 @@ TOPIC_TEST_FILES = {
     "bot/suites/timm.py": "tests/test_suites_models.py",
     "bot/suites/zoo.py": "tests/test_check_zoo.py",
     "bot/torch_adapter/prewarm.py": "tests/test_proc.py",
+    "bot/torch_adapter/traced.py": "tests/test_trace.py",
     "bot/tracker/base.py": "tests/test_tracker_contract.py",
 }
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -318,6 +319,26 @@ def test_the_verification_preload_names_functions_this_torch_has():
             importlib.import_module(entry)
     for name in ("valid_vec_isa_list", "x86_isa_checker", "supported_vec_isa_list"):
         assert hasattr(cpu_vec_isa, name), name
+
+
+@pytest.mark.slow
+def test_the_warm_up_builds_inductors_pattern_tables_even_when_its_graph_is_cached(tmp_path):
+    """A process that warms up and then forks compiling children (the check parent, the fork
+    server) must leave them nothing of a first compile to pay. Inductor builds its pattern tables
+    (about 2 s) in the graph passes of a process's first compile, and a compiled-graph cache hit
+    skips those passes: the warm-up's own tiny graph is cached after its first run on a machine,
+    so from then on the warm-up must still run the passes."""
+    probe = ("from bot.torch_adapter.prewarm import compile_once_on_cpu\n"
+             "from torch._inductor.fx_passes import joint_graph, post_grad\n"
+             "compile_once_on_cpu()\n"
+             "print(joint_graph.lazy_init.cache_info().currsize, post_grad.lazy_init.cache_info().currsize)\n")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    for attempt in ("cold cache", "its graph cached"):
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["1", "1"], (attempt, out.stdout, out.stderr[-2000:])
+    assert list((tmp_path / "cache").rglob("*")), "the warm-up compiled nothing"
 
 
 def test_a_fork_waits_for_background_work_and_results_come_back():

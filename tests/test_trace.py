@@ -7,6 +7,7 @@ parse trace text and render bodies, compiling nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import zipfile
@@ -241,7 +242,11 @@ def test_a_failure_without_the_record_renders_as_before(tmp_path):
 # ------------------------------------------------------------------ a real traced rerun (slow)
 
 @pytest.mark.slow
-def test_a_verified_repro_is_traced_with_its_generated_code(tmp_path):
+@pytest.mark.parametrize("where", ["fresh", "forked"])
+def test_a_verified_repro_is_traced_with_its_generated_code(tmp_path, where):
+    """The same trace whether the repro runs in a fresh interpreter or in a fork of the minify
+    command's fork server (torch imported and warmed before the trace was turned on)."""
+    from bot.minify.procs import Interpreters
     from tests.rundirs import check, failure
 
     fdir = tmp_path / "failures" / "relu"
@@ -249,7 +254,10 @@ def test_a_verified_repro_is_traced_with_its_generated_code(tmp_path):
     (fdir / rundir.REPRO).write_text(REPRO)
     rec = failure(check())
     said: list[str] = []
-    tracemod.trace_verified(rec, str(fdir), said.append)
+    with (Interpreters().start() if where == "forked" else contextlib.nullcontext()) as interps:
+        tracemod.trace_verified(rec, str(fdir), said.append, interps=interps)
+    log = (fdir / rundir.MINIFIER_LOG).read_text()
+    assert ("forked from the fork server" in log) == (where == "forked"), log
     tr = rec.trace
     assert tr is not None and tr.repro == rundir.REPRO and tr.exit_code == 1, (tr, said)
     trace_files = list((fdir / tr.trace_dir).iterdir())

@@ -338,13 +338,14 @@ def package(f: Failure) -> None:
 
 
 def trace(f: Failure) -> None:
-    """The verified repro rerun with ``TORCH_TRACE`` (:func:`bot.minify.trace.trace_verified`)."""
+    """The verified repro rerun, traced (:func:`bot.minify.trace.trace_verified`: a fork of the fork
+    server where the trace can be turned on after import)."""
     if not f.packaged:
         return
     if f.opts.no_trace:
         f.say("trace: skipped (--no-trace)")
     else:
-        tracemod.trace_verified(f.rec, f.fdir, f.say)
+        tracemod.trace_verified(f.rec, f.fdir, f.say, interps=f.fork_server())   # a fork of the warm server
 
 
 def next_capture(f: Failure) -> None:

@@ -115,19 +115,24 @@ class Interpreters(proc.Closing):
                                            env=repro_env())
         return self
 
-    def run_script(self, path: str, args: list[str], *, timeout: float) -> proc.Result | None:
-        """One run of a script that needs torch only (a repro) in a fork of the server, in a fresh
-        temporary directory."""
+    def run_script(self, path: str, args: list[str], *, timeout: float, cwd: str | None = None,
+                   log_path: str | None = None, announce: str | None = None) -> proc.Result | None:
+        """One run of a script that needs torch only (a repro) in a fork of the server, in ``cwd``
+        (by default a fresh temporary directory, removed after), its output also appended to
+        ``log_path`` when given."""
         import shutil
         import tempfile
 
         if self.start()._server is None:
             return None
-        cwd = tempfile.mkdtemp(prefix="minify-verify-")
+        own = cwd is None
+        cwd = tempfile.mkdtemp(prefix="minify-verify-") if own else cwd
         try:
-            res = self._server.run(path, args, cwd=cwd, timeout=timeout, capture=REPRO_CAPTURE)
+            res = self._server.run(path, args, cwd=cwd, timeout=timeout, capture=REPRO_CAPTURE, log_path=log_path,
+                                   announce=announce)
         finally:
-            shutil.rmtree(cwd, ignore_errors=True)
+            if own:
+                shutil.rmtree(cwd, ignore_errors=True)
         return None if res.error else res
 
     def facts(self, timeout: float = 300) -> dict | None:

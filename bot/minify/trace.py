@@ -38,13 +38,16 @@ MAX_OUTPUT_CODE_CHARS = 100_000
 MAX_TLPARSE_BYTES = 20 * 1024 * 1024         # tlparse's report, zipped
 
 
-def trace_verified(rec: FailureRecord, fdir: str, say: Callable[[str], None], timeout: float = TRACE_TIMEOUT) -> None:
-    """The trace step of a failure whose repro was verified (else nothing): ``rec.trace``."""
+def trace_verified(rec: FailureRecord, fdir: str, say: Callable[[str], None], timeout: float = TRACE_TIMEOUT,
+                   interps: procs.Interpreters | None = None) -> None:
+    """The trace step of a failure whose repro was verified (else nothing): ``rec.trace``. The
+    traced run is a fork of ``interps``' server when there is one (torch imported and warmed
+    once), else a fresh interpreter."""
     if not rec.repro_verified:
         return
     t = time.time()
     try:
-        rec.trace = trace_repro(fdir, rec.repro, timeout)
+        rec.trace = trace_repro(fdir, rec.repro, timeout, interps)
     except Exception as exc:  # noqa: BLE001 - the trace is extra: it never costs the verified repro
         rec.trace = Trace(repro=repro_file(fdir, rec.repro), note=f"the trace step failed: {type(exc).__name__}: "
                           f"{str(exc)[:500]}")
@@ -69,7 +72,8 @@ def repro_file(fdir: str, repro: Repro) -> str:
     return repro.path or rundir.REPRO
 
 
-def trace_repro(fdir: str, repro: Repro, timeout: float = TRACE_TIMEOUT) -> Trace:
+def trace_repro(fdir: str, repro: Repro, timeout: float = TRACE_TIMEOUT,
+                interps: procs.Interpreters | None = None) -> Trace:
     """Run the failure's repro once with the trace on; keep the trace, its tlparse report and the
     generated code in ``fdir``."""
     rel = repro_file(fdir, repro)
@@ -78,11 +82,8 @@ def trace_repro(fdir: str, repro: Repro, timeout: float = TRACE_TIMEOUT) -> Trac
     tmp = tempfile.mkdtemp(prefix="minify-trace-")
     try:
         tdir = os.path.join(tmp, "trace")
-        cwd = os.path.join(tmp, "cwd")
-        os.makedirs(cwd)
-        res = proc.run([procs.python(), os.path.abspath(os.path.join(fdir, rel))], cwd=cwd,
-                       env={**procs.repro_env(), **ttrace.trace_env(tdir)}, timeout=timeout,
-                       log_path=os.path.join(fdir, rundir.MINIFIER_LOG), announce=f"$ (traced) python {rel}")
+        res = _traced_run(os.path.abspath(os.path.join(fdir, rel)), tdir, os.path.join(tmp, "cwd"),
+                          os.path.join(fdir, rundir.MINIFIER_LOG), timeout, interps)
         tr.exit_code = None if res.timed_out else res.returncode
         if res.timed_out:
             notes.append(f"the traced run timed out after {timeout:.0f} s")
@@ -99,6 +100,23 @@ def trace_repro(fdir: str, repro: Repro, timeout: float = TRACE_TIMEOUT) -> Trac
         shutil.rmtree(tmp, ignore_errors=True)
     tr.note = "; ".join(notes)[:4000] or None
     return tr
+
+
+def _traced_run(script: str, tdir: str, cwd: str, log_path: str, timeout: float,
+                interps: procs.Interpreters | None) -> proc.Result:
+    """One run of ``script`` traced into ``tdir``: forked from the server when it can turn the trace
+    on there, else in a fresh interpreter (where the environment does it)."""
+    os.makedirs(cwd, exist_ok=True)
+    name = os.path.basename(script)
+    if interps is not None:
+        res = interps.run_script(ttrace.TRACED_SCRIPT, [tdir, script], timeout=timeout, cwd=cwd, log_path=log_path,
+                                 announce=f"$ (traced, forked from the fork server) python {name}")
+        if res is not None and not ttrace.cannot_trace_here(res.returncode):
+            return res
+        shutil.rmtree(tdir, ignore_errors=True)
+    return proc.run([procs.python(), *ttrace.traced_command(tdir, script)], cwd=cwd,
+                    env={**procs.repro_env(), **ttrace.trace_env(tdir)}, timeout=timeout, log_path=log_path,
+                    announce=f"$ (traced) python {name}")
 
 
 def _keep_trace(files: list[str], fdir: str, tr: Trace, notes: list[str]) -> None:

@@ -270,16 +270,24 @@ def plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOptions
     if rec.path is None:
         vlog(f"plain repro: not written: {rec.reason}")
         return rec
-    pv = verify(os.path.join(fdir, rec.path), sig, opts.verify_runs, log=lambda m: vlog(f"plain repro: {m}"),
-                random_known=False, interpreters=interps)
+    # the plain and the short repro's runs go at once (the short form counts only where the plain
+    # one failed the same way, which is decided after): each run is its own forked process
+    from concurrent.futures import ThreadPoolExecutor
+
+    def runs_of(rel: str, name: str) -> VerifyRuns:
+        return verify(os.path.join(fdir, rel), sig, opts.verify_runs, log=lambda m: vlog(f"{name}: {m}"),
+                      random_known=False, interpreters=interps)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        short = pool.submit(runs_of, rec.short_path, "short repro") if rec.short_path else None
+        pv = runs_of(rec.path, "plain repro")
+        sv = short.result() if short is not None else None
     rec.runs, rec.failed_same_way = pv.runs, pv.failed_same_way
     if rec.inputs_random and not rec.failed_same_way:
         vlog("plain repro: with its large inputs made from a seed it did not fail the same way; "
              "writing the saved inputs")
         return plain_and_verify(job.replace(make_inputs=False), sig, opts, fdir, vlog, interps)
-    if rec.short_path and rec.failed_same_way:   # the short form, as a person writes it: shown only when it fails so
-        sv = verify(os.path.join(fdir, rec.short_path), sig, opts.verify_runs,
-                    log=lambda m: vlog(f"short repro: {m}"), random_known=False, interpreters=interps)
+    if sv is not None and rec.failed_same_way:   # the short form, as a person writes it: shown only when it fails so
         rec.short_runs, rec.short_failed_same_way = sv.runs, sv.failed_same_way
     return rec
 

@@ -90,6 +90,22 @@ def compile_once() -> None:
     compile_once_on_cpu()
 
 
+def _no_graph_cache(inductor_config) -> dict:
+    return {"fx_graph_cache": False} if hasattr(inductor_config, "fx_graph_cache") else {}
+
+
+def _no_autograd_cache():
+    import contextlib
+
+    try:
+        from torch._functorch import config as functorch_config
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    if not hasattr(functorch_config, "enable_autograd_cache"):
+        return contextlib.nullcontext()
+    return functorch_config.patch(enable_autograd_cache=False)
+
+
 def compile_once_on_cpu() -> None:
     import torch
     from torch._inductor import config as inductor_config
@@ -100,7 +116,10 @@ def compile_once_on_cpu() -> None:
         def f(x):
             return (x.sin() + 1).sum(0)
 
-        with inductor_config.patch(compile_threads=1):  # no compile worker pools in a process that forks
+        # no compile worker pools in a process that forks; and no compiled-graph cache: a cache hit
+        # skips inductor's graph passes, whose pattern tables (built once per process on the first
+        # pass, about 2 s) are the largest part of what a first compile costs
+        with inductor_config.patch(compile_threads=1, **_no_graph_cache(inductor_config)), _no_autograd_cache():
             torch.compile(f, backend="inductor")(torch.randn(4, 4))
         torch._dynamo.reset()
     finally:

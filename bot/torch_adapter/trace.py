@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from bot import safejson
 
-TRACE_VAR = "TORCH_TRACE"
-# caches off: a cache hit skips code generation, so the trace would carry no generated code
-NO_CACHES = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+# the one definition of how a run is traced (the runner script, which imports nothing of minify-bot)
+from bot.torch_adapter.traced import EXIT_CANNOT_TRACE_HERE, NO_CACHES, TRACE_VAR
+
+TRACED_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traced.py")
 OUTPUT_CODE_KEY = "inductor_output_code"
 _HEADER = re.compile(r"^[VIWEC]\d{4} [\d:.]+ +\d+ [^\]]{0,400}\] (\{.*\})\s*$")
 _KERNEL_PATH = re.compile(r"^(\s*# kernel path: ).*/", re.MULTILINE)
@@ -28,6 +29,17 @@ def trace_env(trace_dir: str) -> dict:
     """The environment that makes a run write its structured trace into ``trace_dir`` and
     generate every module afresh."""
     return {TRACE_VAR: trace_dir, **NO_CACHES}
+
+
+def traced_command(trace_dir: str, script: str) -> list[str]:
+    """The arguments after ``python`` that run ``script`` traced into ``trace_dir``: in a fresh
+    interpreter, or in a fork of one that imported torch already (see traced.py)."""
+    return [TRACED_SCRIPT, trace_dir, script]
+
+
+def cannot_trace_here(returncode: int | None) -> bool:
+    """A forked run that could not turn the trace on after torch's import (run it fresh instead)."""
+    return returncode == EXIT_CANNOT_TRACE_HERE
 
 
 def trace_files(trace_dir: str) -> list[str]:
