@@ -25,6 +25,16 @@ PROGRAM = Path(__file__).parent / "data" / "genuine" / "index_add_expanded.py"
 CONFIG_LINE = re.compile(r"^torch\.(_dynamo|_inductor|_functorch)\.config\.\w", re.M)
 
 
+PASS = ["capture", "reduce", "verify", "package", "trace", "next_capture"]   # one capture pass's steps
+BEFORE = ["given_launcher", "screen", "reuse_known", "localize"]
+
+
+def _steps(stderr: str) -> list[str]:
+    """The steps minify's runner entered for the run's one failure, in order (its ``steps:`` line)."""
+    (line,) = [ln for ln in stderr.splitlines() if ": steps: " in ln]
+    return [part.rsplit(" ", 2)[0] for part in line.split(": steps: ", 1)[1].split(", ")]
+
+
 def _failure(out: Path) -> dict:
     (fdir,) = (out / "failures").iterdir()
     return json.loads((fdir / "failure.json").read_text()) | {"_dir": str(fdir)}
@@ -42,6 +52,8 @@ def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_ver
     cap = f["repro"]["capture"]
     assert cap["repro_level"] == 3 and "level-4" in cap["note"], cap
     assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    # the level-3 capture is a second pass through the same steps: the runner went back to capture
+    assert _steps(proc.stderr) == BEFORE + PASS + PASS, proc.stderr[-3000:]
     assert f["repro"]["verification"]["failed_same_way"] == 3
     ops = {n["op"] for n in f["repro"]["graph"]}
     assert "aten.index_put.default" in ops and "aten.expand.default" in ops, ops
@@ -198,6 +210,10 @@ def test_a_training_failure_torchs_run_repro_misses_is_verified_by_the_plain_rep
     f = _failure(out)
     assert (f["class"], f["check"]["mode"]) == ("accuracy", "training"), f["check"]
     assert f["repro"]["capture"]["repro_after"] == "dynamo"
+    # after the after-AOT passes, the after-dynamo capture is one more pass through the same steps
+    steps = _steps(proc.stderr)
+    assert steps[:4] == BEFORE and steps[-8:] == ["localize_again", "capture_after_dynamo", *PASS], steps
+    assert steps.count("capture_after_dynamo") == 1 and steps.count("capture") >= 2, steps
     ver, plain = f["repro"]["verification"], f["repro"]["plain"]
     assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
     assert plain["failed_same_way"] == 2 and ver["failed_same_way"] == 2, (ver, plain)

@@ -7,12 +7,15 @@ nothing is compiled."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
+import pytest
 import torch
 import torch.fx
 
 from bot.minify import passes as P
+from bot.minify import pipeline as pl
 from bot.minify import problem as PR
 from bot.minify.records import MinifyJob, PassStat, WorkerResult
 from bot.minify.worker import reduce_graph
@@ -189,8 +192,137 @@ def test_the_step_call_checker_finds_a_step_calling_a_step_or_reentering():
 
 
 def test_the_pipeline_is_one_list_of_steps_that_only_the_runner_calls():
-    from bot.minify import pipeline as pl
-
     steps, found = step_calls((BOT / "minify" / "pipeline.py").read_text())
     assert steps == [s.__name__ for s in pl.STEPS] and len(steps) >= 5
     assert found == [], "a step is called only by pipeline.run:\n" + "\n".join(found)
+
+
+def _entered(f) -> list[str]:
+    return [name for name, seconds in f.step_seconds]
+
+
+def test_a_step_that_retries_the_capture_sends_the_runner_back_and_each_entry_is_recorded(tmp_path):
+    """The runner, on the pipeline's own Failure: a pass that found no failing graph at level 4 asks for
+    level 3 (``f.retry_capture``); the runner goes back to ``capture``, and each step entered is
+    recorded once per pass, what the first pass handed on dropped before the second."""
+    from tests.test_pipeline import _failure
+
+    seen = []
+
+    def capture(f):
+        seen.append(("capture", f.setting, f.candidates))
+        f.candidates = pl.Candidates([f"launcher{f.setting}.py"], f.work)
+
+    def reduce(f):
+        seen.append(("reduce", f.setting, f.candidates.paths))
+
+    def next_capture(f):
+        if f.setting == 4:
+            f.retry_capture(3)
+        else:
+            f.done = True
+
+    def after(f):   # never entered: the failure is done
+        raise AssertionError("entered after done")
+
+    f = _failure(tmp_path)
+    f.setting = 4
+    pl.run(f, [capture, reduce, next_capture, after])
+    assert _entered(f) == ["capture", "reduce", "next_capture"] * 2
+    assert seen == [("capture", 4, None), ("reduce", 4, ["launcher4.py"]),
+                    ("capture", 3, None), ("reduce", 3, ["launcher3.py"])]
+    assert all(isinstance(s, float) and s >= 0 for _, s in f.step_seconds)
+
+
+def test_a_step_that_never_settles_the_failure_is_stopped_by_the_runner(tmp_path):
+    from bot.errors import InfraError
+    from tests.test_pipeline import _failure
+
+    def capture(f):
+        f.retry_capture(3)   # a bug: every pass asks for another
+
+    f = _failure(tmp_path)
+    with pytest.raises(InfraError, match="without settling"):
+        pl.run(f, [capture])
+    assert len(f.step_seconds) == pl.MAX_ENTRIES
+
+
+@pytest.mark.slow
+def test_one_failure_followed_through_minify_enters_each_step_once(tmp_path):
+    """A real failure (the zoo's mlp_relu, inductor's relu made wrong by torch's test-only injection)
+    followed through minify: the runner enters every step of ``STEPS`` once, in order, each with its
+    seconds in the ``steps:`` line, and the steps hand their results on through the Failure's fields."""
+    from bot.check.settings import Settings
+    from bot.options import MinifyOptions
+    from tests.ghstub.rundir import check_row, row_of
+
+    row = row_of(check_row("mlp_relu"))
+    said: list[str] = []
+    opts = MinifyOptions(no_localize=True, no_bisect=True, no_trace=True).resolved()
+    rec = pl.process(row, Settings(config=dict(row.config)), str(tmp_path / "run"), opts,
+                     {"torch": torch.__version__}, said.append)
+    assert rec.repro.status == "minimized" and rec.repro.verification.failed_same_way == 3, rec.repro.reason
+    line = next(ln for ln in said if ln.startswith(f"{row.id}: steps: "))
+    entries = [part.rsplit(" ", 2) for part in line.split(": ", 2)[2].split(", ")]
+    assert [name for name, _, _ in entries] == [s.__name__ for s in pl.STEPS[:pl.STEPS.index(pl.next_capture) + 1]]
+    assert all(unit == "s" and float(seconds) >= 0 for _, seconds, unit in entries)
+    # one capture pass at level 4 (torch's accuracy check finds the wrong relu), traced once: skipped
+    assert rec.repro.capture.repro_level == 4 and [ln for ln in said if "trace:" in ln] == [
+        f"{row.id}: trace: skipped (--no-trace)"]
+
+
+def test_the_steps_hand_on_through_typed_fields_of_the_failure():
+    """What a capture pass's steps hand each other are typed fields of the Failure, not return values."""
+    import dataclasses
+    import typing
+
+    from bot.minify import verify as ver
+
+    hints = typing.get_type_hints(pl.Failure)
+    fields = {f.name for f in dataclasses.fields(pl.Failure)}
+    assert {"candidates", "reduced", "verified", "packaged"} <= fields
+    assert hints["candidates"] == pl.Candidates | None and hints["reduced"] == pl.Reduced | None
+    assert hints["verified"] == ver.Verified | None
+    for step in pl.STEPS:
+        assert typing.get_type_hints(step)["return"] is type(None), f"{step.__name__} returns a value"
+
+
+GIVEN = '''\
+import torch
+import torch._inductor.config
+
+torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'
+isolate_fails_code_str = None
+
+class Repro(torch.nn.Module):
+    def forward(self, addmm_3):
+        relu = torch.ops.aten.relu.default(addmm_3);  addmm_3 = None
+        return (relu,)
+
+def load_args(reader):
+    buf0 = reader.storage(None, 256)
+    reader.tensor(buf0, (4, 16), is_leaf=True)  # addmm_3
+load_args._version = 0
+mod = Repro()
+if __name__ == '__main__':
+    from torch._dynamo.repro.after_aot import run_repro
+    with torch.no_grad():
+        run_repro(mod, load_args, accuracy=True, command='minify', save_dir=None, tracing_mode='real', check_str=None)
+'''
+
+
+@pytest.mark.slow
+def test_a_given_launcher_starts_at_reduce_and_is_one_pass(bot, tmp_path):
+    """``minify --launcher FILE``: the launcher is the one candidate; the runner goes from
+    given_launcher straight to reduce (no screen, localize or capture) and ends after that one pass."""
+    launcher = tmp_path / "minifier_launcher.py"
+    launcher.write_text(GIVEN)
+    p = bot("minify", "--launcher", launcher, "--out", tmp_path / "out", "--no-trace", "--no-bisect",
+            "--verify-runs", "1")
+    assert p.returncode == 1, p.stderr[-3000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ": steps: " in ln]
+    names = [part.rsplit(" ", 2)[0] for part in line.split(": steps: ", 1)[1].split(", ")]
+    assert names == ["given_launcher", "reduce", "verify", "package", "trace", "next_capture"], line
+    (fdir,) = (tmp_path / "out" / "failures").iterdir()
+    rec = json.loads((fdir / "failure.json").read_text())
+    assert rec["repro"]["status"] == "minimized" and rec["repro"]["capture"]["method"] == "given", rec["repro"]

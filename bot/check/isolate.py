@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 
@@ -101,21 +100,16 @@ def run_fresh(spec: Spec, settings, log_path: str, why: str = "") -> CheckRow:
     """Run one check in a fresh interpreter (``python -m bot.check.one``), its output appended to
     ``log_path`` after a line that says ``why``: its row, or the death it died, classified as a forked
     child's is."""
-    from bot.check.one import CheckRequest, read_row
+    from bot.check.one import CheckRequest, launch
 
     workdir = tempfile.mkdtemp(prefix="minify-check-")
     try:
-        request, out = os.path.join(workdir, "check.json"), os.path.join(workdir, "row.json")
-        CheckRequest(spec, settings).write(request)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_BOT_ROOT, env.get("PYTHONPATH")]))
-        res = proc.run([sys.executable, "-m", "bot.check.one", "--check", request, "--out", out], cwd=workdir,
-                       env=env, timeout=settings.timeout, log_path=log_path, log_mode="a",
-                       announce=(f"{why}: " if why else "") + "the same check in a fresh interpreter",
-                       tail_lines=30, capture=1 << 20)
-        try:
-            row = read_row(out) if res.returncode == 0 else None
-        except (ValueError, TypeError, KeyError):   # a row the check's own code spoiled: no result
+        row, res = launch(CheckRequest(spec, settings), cwd=workdir, log_path=log_path, timeout=settings.timeout,
+                          env=env, announce=(f"{why}: " if why else "") + "the same check in a fresh interpreter",
+                          tail_lines=30, capture=1 << 20)
+        if res.returncode != 0:   # a row from a process that then died is not the check's result
             row = None
         if row is None:
             phases = re.findall(r"\[check\] phase (\w+)", res.output)

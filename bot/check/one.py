@@ -3,18 +3,21 @@
 CHECK.json is a :class:`CheckRequest` (the check's spec and settings, with the shapes used in
 results.json). The check's row (:class:`bot.records.CheckRow`) is written to ROW.json; the exit
 code is 0 when the check ran (whatever it found), so a non-zero exit or a missing row means the
-process itself died. Used by later stages (minify's localize and capture) to re-run a check under
-other backends or repro-after settings.
+process itself died. :func:`launch` is the one way a check is run in a fresh interpreter: the sweep's
+check again after a forked child died (:func:`bot.check.isolate.run_fresh`) and minify's capture
+rerun (:func:`bot.minify.capture.run_capture`) both start this module through it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from dataclasses import dataclass, field
 
+from bot import proc
 from bot.check.settings import Settings
 from bot.records import CheckRow, Record, Spec
 
@@ -42,6 +45,30 @@ def read_row(path: str) -> CheckRow | None:
         return None
     with open(path, encoding="utf-8") as fh:
         return CheckRow.from_json(json.load(fh))
+
+
+def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, env: dict,
+           announce: str | None = None, python: str | None = None, **run_kw) -> tuple[CheckRow | None, proc.Result]:
+    """Run the check ``request`` asks for in a fresh interpreter (``python -m bot.check.one``) in ``cwd``
+    (its ``check.json`` and ``row.json`` are written there), under ``env``, its output appended to
+    ``log_path`` after the line ``announce`` (default: the command). ``run_kw`` goes to
+    :func:`bot.proc.run` (``tail_lines``, ``capture``, ``events``). Returns (the row the child wrote, or
+    None when it wrote none or one that does not parse; the process's result): whether a row from a
+    process that exited non-zero counts is the caller's to say."""
+    os.makedirs(cwd, exist_ok=True)
+    check, out = os.path.join(cwd, "check.json"), os.path.join(cwd, "row.json")
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(out)   # a row left by an earlier run in the same directory is not this run's
+    request.write(check)
+    cmd = [python or sys.executable, "-m", "bot.check.one", "--check", check, "--out", out]
+    shown = " ".join(os.path.basename(c) if os.path.isabs(c) else c for c in cmd)
+    res = proc.run(cmd, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="a",
+                   announce=announce if announce is not None else f"$ {shown}", **run_kw)
+    try:
+        row = read_row(out)
+    except (ValueError, TypeError, KeyError):   # a row the check's own code spoiled: no result
+        row = None
+    return row, res
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass, replace
 
 from bot import rundir
-from bot.check.one import CheckRequest, read_row
+from bot.check.one import CheckRequest, launch
 from bot.check.settings import Settings
 from bot.minify import procs
 from bot.records import CheckRow, Launcher, RerunCapture
@@ -75,8 +75,6 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
                 probe_note: str | None = None) -> Capture:
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
-    check = os.path.join(capdir, "check.json")
-    out_row = os.path.join(capdir, "row.json")
     s = settings
     env_extra: dict = {}
     note = probe_note
@@ -107,10 +105,8 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
                           "MINIFY_BOT_CAPTURE_BACKEND": stage_backend})
         method, repro_after = "project", "dynamo"
     env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
-    CheckRequest(row.spec, s).write(check)
-    res = procs.run_logged([procs.python(), "-m", "bot.check.one", "--check", check, "--out", out_row],
-                           cwd=capdir, log_path=log_path, timeout=timeout, env=procs.child_env(env_extra))
-    cap_row = read_row(out_row)
+    cap_row, res = launch(CheckRequest(row.spec, s), cwd=capdir, log_path=log_path, timeout=max(1.0, timeout),
+                          env=procs.child_env(env_extra), python=procs.python(), events=True)
     if method == "project":
         cands = sorted(glob.glob(os.path.join(capdir, "graphs", "graph_*.py")),
                        key=lambda p: int(os.path.basename(p)[6:-3]))

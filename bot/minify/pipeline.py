@@ -2,22 +2,37 @@
 
 :func:`process` is the whole of it for one failing check (or one given launcher): it makes one
 :class:`Failure` (the check, its options, where its files go, the typed
-:class:`bot.failure.FailureRecord` being filled) and :func:`run` calls each step of :data:`STEPS` on
-it, in order, once, until the failure is ``done``:
+:class:`bot.failure.FailureRecord` being filled) and :func:`run` enters each step of :data:`STEPS`
+on it, in order, until the failure is ``done`` (the steps of a capture pass, 5 to 10, once per pass):
 
-1. :func:`given_launcher`: a launcher given is reduced and verified as it is (then done);
+1. :func:`given_launcher`: a launcher given is the one candidate (the runner goes on at ``reduce``);
 2. :func:`screen`: a class minify does not reduce, a check it cannot rerun, a program that compiled
    no graph (done, the reason set);
 3. :func:`reuse_known`: a known bug (an open issue's verified repro) is verified again instead;
 4. :func:`localize`: which stage fails first (done when it is eager or dynamo);
-5. :func:`capture_and_minify`: capture at the levels that fit the class (level 4 falls back to
-   level 3, every graph), and for each capture the worker (:mod:`reduce`) reduces a candidate to a
-   minimal graph, the repro is packaged and verified in fresh processes (begun while the worker's
-   bisector runs: :mod:`verify`), then traced;
-6. :func:`localize_again`: a provisional stage (from a level-3 capture) is settled by localize when
-   no graph failed on its own;
-7. :func:`capture_after_dynamo`: a program none of whose graphs captured after AOT fails on its own
-   is captured after dynamo.
+5. :func:`capture`: the failing check (or program) rerun with this pass's capture setting: the
+   level that fits the class first, then the next (:func:`capture_levels`), or after dynamo:
+   ``f.candidates``;
+6. :func:`reduce`: the worker (:mod:`reduce`) on each candidate until one reproduces, its findings in
+   the record: ``f.reduced`` (its final repro's verification begins while the bisector runs);
+7. :func:`verify`: that repro packaged and verified in fresh processes (:func:`bot.minify.verify.verify_final`):
+   ``f.verified``;
+8. :func:`package`: the verification into the record, the published repros written
+   (:func:`bot.minify.verify.record`): ``f.packaged``;
+9. :func:`trace`: the verified repro rerun with ``TORCH_TRACE``;
+10. :func:`next_capture`: the end of a capture pass: done with a repro (or a failure that did not
+    recur); else, when the pass's level was not the last, ``f.retry_capture(level)`` sends the runner
+    back to :func:`capture` (level 4, then every graph at level 3);
+11. :func:`localize_again`: a provisional stage (from a level-3 capture) is settled by localize when
+    no graph failed on its own;
+12. :func:`capture_after_dynamo`: a program none of whose graphs captured after AOT fails on its own
+    is captured after dynamo (``f.retry_capture(AFTER_DYNAMO)``: one more pass from :func:`capture`).
+
+Steps hand each other what they made through typed fields of the :class:`Failure` (``candidates``,
+``reduced``, ``verified``, ``packaged``); a step with nothing to work on returns at once. Only the
+runner moves between steps: a step may name the step it goes on at (``f.go_to``, set by
+:meth:`Failure.retry_capture`), and the runner records every step it enters, with its seconds, in the
+``steps:`` log line, once per pass through it.
 
 Steps never call one another (tests/test_minify_shape.py checks it); helpers (``_name``) are shared.
 The stage and the backend graphs are captured and judged with are decided in one place,
@@ -82,6 +97,28 @@ CANDIDATES = {3: 16, None: 8}   # launchers tried per program capture: level 3 d
 BUILT_CANDIDATES = 4
 CLEANED = ("minimized", "partial", "none", "not_reproduced")   # statuses whose work directory goes
 KEEP = object()   # Failure.settle: the backend is left as it is
+AFTER_DYNAMO = "dynamo"   # the capture setting of the after-dynamo pass (a program's dynamo graphs)
+MAX_ENTRIES = 64          # steps the runner enters for one failure at most (a retry that never ends is a bug)
+
+
+@dataclass
+class Candidates:
+    """The capture step's output, the reduce step's input: the graphs to reduce (most likely first),
+    the directory their work goes to, and the program capture that made them (which graph each is)."""
+
+    paths: list[str]
+    work: str
+    capture: cap.Capture | None = None
+
+
+@dataclass
+class Reduced:
+    """The reduce step's output, the verify step's input: the worker's result for the candidate that
+    reproduced, its job, and the verification of its final repro begun while its bisector ran."""
+
+    result: WorkerResult
+    job: MinifyJob
+    early: ver.EarlyVerify | None = None
 
 
 @dataclass
@@ -102,7 +139,18 @@ class Failure:
     stage_backend: str = "inductor"            # the backend graphs are captured and judged with: see settle()
     provisional: bool = False                  # the stage came from a level-3 capture: localize again if need be
     done: bool = False                         # settled: the runner runs no further step
-    step_seconds: dict = field(default_factory=dict)   # each step's seconds, in the order run
+    go_to: str | None = None                   # the step the runner enters next (else the one after)
+    step_seconds: list[tuple[str, float]] = field(default_factory=list)   # (step, seconds) of each step entered
+    # the capture passes: the settings to try in order (levels; AFTER_DYNAMO), and this pass's
+    levels: list = field(default_factory=list)
+    setting: int | str | None = None
+    after_aot: str | None = None               # why no graph captured after AOT failed (the after-dynamo pass)
+    # what each step of a capture pass hands the next
+    candidates: Candidates | None = None       # capture -> reduce
+    reduced: Reduced | None = None             # reduce -> verify
+    verified: ver.Verified | None = None       # verify -> package
+    packaged: bool = False                     # package -> trace
+    own_interpreters: bool = False             # the fork server is this failure's own (process() closes it)
 
     @property
     def id(self) -> str:
@@ -140,6 +188,24 @@ class Failure:
         if backend is not KEEP:
             self.stage_backend = backend
 
+    def retry_capture(self, setting: int | str) -> None:
+        """Capture again with ``setting`` (a level, or AFTER_DYNAMO): what the last pass handed on is
+        dropped and the runner goes back to the capture step."""
+        self.setting = setting
+        self.candidates, self.reduced, self.verified, self.packaged = None, None, None, False
+        self.go_to = capture.__name__
+
+    def fork_server(self) -> procs.Interpreters:
+        """The fork server the worker and each verification run are forked from: the caller's, else
+        the failure's own, started now (and closed by :func:`process`)."""
+        if self.interpreters is None:
+            self.interpreters, self.own_interpreters = procs.Interpreters(self.opts.verify_runs), True
+        return self.interpreters.start()
+
+    def target(self) -> ver.Target:
+        """Where verify.py verifies and records this failure's final repro."""
+        return ver.Target(self.rec, self.fdir, self.opts, self.say, self.log, self.fork_server())
+
     def stop(self, reason: str, status: str | None = None) -> None:
         """The failure is not minified (further): ``reason`` says why."""
         self.repro.reason = reason
@@ -175,9 +241,12 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
                           timings=rec.repro.timings)
         f.log(traceback.format_exc().rstrip())
         f.say(f"internal error: {type(exc).__name__}: {exc}")
+    finally:
+        if f.own_interpreters:
+            f.interpreters.close()
     if os.path.exists(f.log_path):
         rec.repro.log = rundir.MINIFIER_LOG
-    f.say("steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.step_seconds.items()))
+    f.say("steps: " + ", ".join(f"{k} {v:.1f} s" for k, v in f.step_seconds))
     timings = rec.repro.timings
     timings["total"] = round(time.time() - t0, 2)
     f.say("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
@@ -190,13 +259,14 @@ def process(row: CheckRow, settings: Settings, run_dir: str, opts: MinifyOptions
 
 
 def given_launcher(f: Failure) -> None:
-    """A launcher given (``--launcher``): reduced and verified as it is; nothing else runs."""
+    """A launcher given (``--launcher``) is the one candidate, reduced and verified as it is: the runner
+    goes on at :func:`reduce`."""
     if f.launcher is None:
         return
     f.settle("inductor")
     f.repro.capture = Capture(method="given")
-    _reduce_and_verify(f, [f.launcher], None, f.work)
-    f.done = True
+    f.candidates = Candidates([f.launcher], f.work)
+    f.go_to = reduce.__name__
 
 
 def screen(f: Failure) -> None:
@@ -220,54 +290,136 @@ def localize(f: Failure) -> None:
         f.done = True
 
 
-def capture_and_minify(f: Failure) -> None:
-    """Capture at the levels that fit the class, and for each capture reduce (the worker), verify and
-    trace (:func:`_capture_and_minify`); done unless no captured graph failed on its own."""
-    _capture_and_minify(f)
-    f.done = f.repro.status not in ("none", "not_reproduced") or bool(f.rec.flaky)
+def capture(f: Failure) -> None:
+    """Rerun the check (or the program) with this pass's capture setting, the first of
+    :func:`capture_levels` on the first pass: ``f.candidates`` (None, the reason set, when it saved no graph)."""
+    if f.setting is None:
+        f.levels = capture_levels(f.failure_class, f.opts)
+        if f.program:
+            f.levels = cap.shared_first(f.levels, f.row)
+        f.setting = f.levels[0]
+    if f.setting == AFTER_DYNAMO:
+        wk = os.path.join(f.work, "dynamo")
+        captured = _capture_program_dynamo(f, wk)
+    else:
+        wk = f.work if f.setting == f.levels[0] else os.path.join(f.work, f"level{f.setting}")
+        captured = _capture_program(f, wk, f.setting) if f.program else _capture_built(f, wk, f.setting)
+    f.candidates = Candidates(captured[0], wk, captured[1]) if captured is not None else None
+
+
+def reduce(f: Failure) -> None:
+    """The worker on each candidate until one reproduces (:mod:`reduce`), its findings into the record:
+    ``f.reduced`` when there is a repro to verify (else the reason is set)."""
+    if f.candidates is None:
+        return
+    result, job, progress = _reduce(f, f.candidates, f.fork_server())
+    if _take_result(f, result, job):
+        f.reduced = Reduced(result, job, progress.early)
+    elif progress.early is not None:
+        progress.early.discard()
+
+
+def verify(f: Failure) -> None:
+    """The worker's final repro packaged and verified in fresh processes, then the config fallbacks
+    (:func:`bot.minify.verify.verify_final`): ``f.verified``."""
+    if f.reduced is None:
+        return
+    r = f.reduced
+    f.verified = ver.verify_final(f.target(), r.result, r.early, _plain_job(f, r.result.judge, r.job.numerics))
+
+
+def package(f: Failure) -> None:
+    """The verification into the record: verified (status, signature, the standalone repro written
+    when random inputs reproduce, the plain repro) or not reproduced (:func:`bot.minify.verify.record`)."""
+    if f.verified is None:
+        return
+    ver.record(f.target(), f.reduced.result, f.verified)
+    f.packaged = True
+
+
+def trace(f: Failure) -> None:
+    """The verified repro rerun, traced (:func:`bot.minify.trace.trace_verified`: a fork of the fork
+    server where the trace can be turned on after import)."""
+    if not f.packaged:
+        return
+    if f.opts.no_trace:
+        f.say("trace: skipped (--no-trace)")
+    else:
+        tracemod.trace_verified(f.rec, f.fdir, f.say, interps=f.fork_server())   # a fork of the warm server
+
+
+def next_capture(f: Failure) -> None:
+    """The end of a capture pass: done with a repro, for a failure that did not recur, for a given
+    launcher and after the after-dynamo pass; else, when torch's level-4 accuracy check gave no graph
+    that fails on its own, every graph is captured at level 3 (``f.retry_capture``)."""
+    _pass_notes(f)
+    r = f.repro
+    if (f.launcher is not None or f.setting == AFTER_DYNAMO or r.status not in ("none", "not_reproduced")
+            or f.rec.flaky):
+        f.done = True
+        return
+    i = f.levels.index(f.setting)
+    if i < len(f.levels) - 1 and (r.capture or Capture()).repro_after == "aot":
+        following = f.levels[i + 1]
+        f.say(f"capture: no graph captured at level {f.setting} fails on its own; capturing at level "
+              f"{following}" + (" (every graph)" if following == 3 else ""))
+        f.retry_capture(following)
 
 
 def localize_again(f: Failure) -> None:
     """A provisional stage (from a level-3 capture) is settled by localize when no graph failed."""
     if f.provisional:
         _localize_after(f)
+        f.provisional = False
 
 
 def capture_after_dynamo(f: Failure) -> None:
-    """A program whose graphs captured after AOT do not fail on their own: captured after dynamo."""
-    if f.program and f.rec.stage not in ("eager", "dynamo") and (f.repro.capture or Capture()).repro_after == "aot":
-        _capture_after_dynamo(f)
+    """A program whose graphs captured after AOT do not fail on their own (a bug across the forward and
+    backward graphs, or one only the whole dynamo graph shows): one more pass from :func:`capture`,
+    the program's dynamo graphs judged with the first failing backend (a training step when the check
+    ran a backward)."""
+    if not (f.program and f.rec.stage not in ("eager", "dynamo")
+            and (f.repro.capture or Capture()).repro_after == "aot"):
+        return
+    f.after_aot = (f.repro.reason or "").rstrip(".")
+    f.say(f"capture: no graph captured after AOT fails on its own ({f.after_aot}); capturing after dynamo")
+    f.repro.status, f.repro.reason = None, None
+    f.retry_capture(AFTER_DYNAMO)
 
 
-STEPS: list[Callable[[Failure], None]] = [given_launcher, screen, reuse_known, localize, capture_and_minify,
-                                          localize_again, capture_after_dynamo]
+STEPS: list[Callable[[Failure], None]] = [given_launcher, screen, reuse_known, localize, capture, reduce, verify,
+                                          package, trace, next_capture, localize_again, capture_after_dynamo]
 
 
 def run(f: Failure, steps: list[Callable[[Failure], None]]) -> None:
-    """Each step in order, once, until the failure is done; each step's seconds in ``f.step_seconds``."""
-    for step in steps:
-        if f.done:
-            return
-        t = time.time()
+    """Each step in order until the failure is done; after a step that set ``f.go_to``, that step next
+    (a capture retried). Each step entered, with its seconds, in ``f.step_seconds``."""
+    names = [s.__name__ for s in steps]
+    i = 0
+    while i < len(steps) and not f.done:
+        if len(f.step_seconds) >= MAX_ENTRIES:
+            raise InfraError(f"the minify pipeline entered {MAX_ENTRIES} steps without settling the failure")
+        step, t = steps[i], time.time()
         try:
             step(f)
         finally:
-            f.step_seconds[step.__name__] = round(time.time() - t, 2)
+            f.step_seconds.append((step.__name__, round(time.time() - t, 2)))
+        i, f.go_to = (names.index(f.go_to) if f.go_to else i + 1), None
 
 
-def _capture_after_dynamo(f: Failure) -> None:
-    """No graph captured after AOT fails on its own (a bug across the forward and backward
-    graphs, or one only the whole dynamo graph shows): the program's dynamo graphs, judged with
-    the first failing backend (a training step when the check ran a backward)."""
-    before = (f.repro.reason or "").rstrip(".")
-    f.say(f"capture: no graph captured after AOT fails on its own ({before}); capturing after dynamo")
-    f.repro.status, f.repro.reason = None, None
-    captured = _capture_program_dynamo(f, os.path.join(f.work, "dynamo"))
-    if captured is not None:
-        _reduce_and_verify(f, captured[0], captured[1], os.path.join(f.work, "dynamo"))
-    f.repro.capture.add_note(f"after-AOT capture first: {before}")
-    if f.repro.status in ("none", "not_reproduced"):   # what neither capture could do, and why
-        f.repro.reason = f"after dynamo: {f.repro.reason}; after AOT: {before}"
+def _pass_notes(f: Failure) -> None:
+    """What a capture pass says of itself in the record's capture notes: every graph judged by the
+    predicate at level 3; the after-dynamo pass's after-AOT reason (and, with no repro, both reasons)."""
+    first = f.levels[0] if f.levels else None
+    if f.rec.failure_class == "accuracy" and f.setting == 3 and f.repro.capture is not None:
+        f.repro.capture.add_note(
+            "every graph was captured at level 3 and judged by minify-bot's predicate (fp64 reference, the "
+            "check's tolerance)" + (f", after torch's level-{first} accuracy check gave no graph that fails "
+                                    "on its own" if first != 3 else ""))
+    if f.setting == AFTER_DYNAMO:
+        f.repro.capture.add_note(f"after-AOT capture first: {f.after_aot}")
+        if f.repro.status in ("none", "not_reproduced"):   # what neither capture could do, and why
+            f.repro.reason = f"after dynamo: {f.repro.reason}; after AOT: {f.after_aot}"
 
 
 def _not_minified(f: Failure) -> bool:
@@ -336,30 +488,6 @@ def capture_levels(fclass: str | None, opts: MinifyOptions) -> list[int | None]:
         return [opts.repro_level]
     level = cap.level_for(fclass)
     return [level, 3] if level == 4 else [level]
-
-
-def _capture_and_minify(f: Failure) -> None:
-    """Capture, then reduce and verify; torch's level-4 accuracy check can miss a real accuracy
-    failure (it dumps nothing, or a graph that passes on its own): then every graph is captured at
-    level 3 and judged by the worker's own predicate."""
-    levels = capture_levels(f.failure_class, f.opts)
-    if f.program:
-        levels = cap.shared_first(levels, f.row)
-    for i, level in enumerate(levels):
-        wk = f.work if i == 0 else os.path.join(f.work, f"level{level}")
-        captured = _capture_program(f, wk, level) if f.program else _capture_built(f, wk, level)
-        if captured is not None:
-            _reduce_and_verify(f, captured[0], captured[1], wk)
-        if f.rec.failure_class == "accuracy" and level == 3 and f.repro.capture is not None:
-            f.repro.capture.add_note(
-                "every graph was captured at level 3 and judged by minify-bot's predicate (fp64 reference, the "
-                "check's tolerance)" + (f", after torch's level-{levels[0]} accuracy check gave no graph that fails "
-                                        "on its own" if i > 0 else ""))
-        if (f.repro.status not in ("none", "not_reproduced") or f.rec.flaky or i == len(levels) - 1
-                or (f.repro.capture or Capture()).repro_after != "aot"):
-            return
-        f.say(f"capture: no graph captured at level {level} fails on its own; capturing at level "
-              f"{levels[i + 1]}" + (" (every graph)" if levels[i + 1] == 3 else ""))
 
 
 def _capture_program(f: Failure, work: str, level: int | None) -> tuple[list[str], cap.Capture] | None:
@@ -535,25 +663,10 @@ class _Progress:
                                       _plain_job(f, e.judge, self.numerics))
 
 
-def _reduce_and_verify(f: Failure, candidates: list[str], c: cap.Capture | None, work: str) -> None:
-    # the fork server starts now (if it has not yet): the minify worker and each verification run
-    # are processes forked from it (each verification run still runs the repro and nothing else)
-    own = None if f.interpreters is not None else procs.Interpreters(f.opts.verify_runs)
-    interps = (f.interpreters or own).start()
-    try:
-        result, job, progress = _reduce(f, candidates, c, work, interps)
-        if _take_result(f, result, job):
-            _verify(f, result, job, progress.early, interps)
-        elif progress.early is not None:
-            progress.early.discard()
-    finally:
-        if own is not None:
-            own.close()
-
-
-def _reduce(f: Failure, candidates: list[str], c: cap.Capture | None, work: str, interps):
+def _reduce(f: Failure, cands: Candidates, interps):
     """The worker on each candidate in turn until one reproduces: (result, job, progress)."""
-    for i, cand in enumerate(candidates):
+    work, c = cands.work, cands.capture
+    for i, cand in enumerate(cands.paths):
         job = job_for(f, cand, os.path.join(work, f"minify{i}"))
         f.say(f"minify: {'isolated ' if job.isolate else ''}culprit search and reduction on "
               f"{os.path.relpath(cand, work) if cand.startswith(work) else os.path.basename(cand)}")
@@ -565,7 +678,7 @@ def _reduce(f: Failure, candidates: list[str], c: cap.Capture | None, work: str,
             f.repro.add_time(k, v)
         if c is not None and c.graph_of is not None:
             f.repro.capture.graph = c.graph_of.get(cand)
-        if result.status != "not_reproduced" or i == len(candidates) - 1:
+        if result.status != "not_reproduced" or i == len(cands.paths) - 1:
             return result, job, progress
     raise AssertionError("no candidate")
 
@@ -605,18 +718,7 @@ def _take_result(f: Failure, result: WorkerResult, job: MinifyJob) -> bool:
     return False
 
 
-# --- verify (bot/minify/verify.py) and trace ------------------------------------------------------
-
-
-def _verify(f: Failure, result: WorkerResult, job: MinifyJob, early: ver.EarlyVerify | None, interps) -> None:
-    """The worker's final repro packaged, verified in fresh processes and recorded
-    (:func:`bot.minify.verify.verify_final`); then traced."""
-    target = ver.Target(f.rec, f.fdir, f.opts, f.say, f.log, interps)
-    ver.verify_final(target, result, early, _plain_job(f, result.judge, job.numerics))
-    if f.opts.no_trace:
-        f.say("trace: skipped (--no-trace)")
-    else:
-        tracemod.trace_verified(f.rec, f.fdir, f.say, interps=interps)   # the verified repro rerun, traced
+# --- verify (bot/minify/verify.py) -----------------------------------------------------------------
 
 
 def _plain_job(f: Failure, judge: Judge | None, numerics: dict) -> plainmod.PlainJob:

@@ -3,10 +3,11 @@ and warmed torch: :class:`bot.minify.procs.Interpreters`) and count how many fai
 run it once more with random inputs (``run --no-save-dir``) to learn whether the saved inputs
 matter.
 
-The minify stage's verification of the worker's final repro is here too (:func:`verify_final`):
-the verification begun while the worker's bisector runs (:class:`EarlyVerify`), the plan it
-announces, packaging and verifying repro.py (then the config fallbacks), the plain and short
-repros (:func:`plain_and_verify`), and recording the outcome in the failure's record."""
+The minify stage's verification of the worker's final repro is here too: :func:`verify_final` (the
+pipeline's verify step) takes the verification begun while the worker's bisector runs
+(:class:`EarlyVerify`) or announces its plan, packages and verifies repro.py (then the config
+fallbacks) and the plain and short repros (:func:`plain_and_verify`); :func:`record` (the
+pipeline's package step) records the outcome in the failure's record and writes the standalone repro."""
 
 from __future__ import annotations
 
@@ -128,10 +129,20 @@ class Target:
     interps: Interpreters | None = None
 
 
-def verify_final(t: Target, result: WorkerResult, early: EarlyVerify | None, plain: plainmod.PlainJob) -> None:
+@dataclass
+class Verified:
+    """What the verification of the worker's final repro hands on (:func:`verify_final` to
+    :func:`record`): the runs that count, the config the repro was packaged with, the judge's lines."""
+
+    runs: VerifyRuns
+    config: list | None
+    judge_lines: list | None
+
+
+def verify_final(t: Target, result: WorkerResult, early: EarlyVerify | None, plain: plainmod.PlainJob) -> Verified:
     """Package the worker's final repro and verify it in fresh processes (taking the verification
-    begun while the bisector ran when it verified this very repro); then the config fallbacks; the
-    outcome goes into the record (:func:`record`)."""
+    begun while the bisector ran when it verified this very repro); then the config fallbacks. The
+    outcome is recorded by :func:`record`."""
     rec = t.rec
     sig, rnd_known = result.signature, result.random_inputs_reproduce
     judge_lines = (result.judge.config if result.judge else None) or None
@@ -154,13 +165,14 @@ def verify_final(t: Target, result: WorkerResult, early: EarlyVerify | None, pla
         if v.failed_same_way or (v.plain is not None and v.plain.reproduces):
             config = fallback
             rec.config.minimal = None
-    record(t, result, v, config, judge_lines)
+    return Verified(v, config, judge_lines)
 
 
-def record(t: Target, result: WorkerResult, v: VerifyRuns, config, judge_lines) -> None:
+def record(t: Target, result: WorkerResult, verified: Verified) -> None:
     """The verification into the failure's record: verified (status, signature, standalone and plain
     repros), or not reproduced (the worker's unproven culprit and bisection dropped)."""
     rec, r = t.rec, t.rec.repro
+    v, config, judge_lines = verified.runs, verified.config, verified.judge_lines
     r.verification = v.record
     r.path, r.inputs_dir = rundir.REPRO, rundir.INPUTS_DIR
     t.say(f"verify: {v.failed_same_way}/{v.runs} fresh runs fail the same way; random inputs "
