@@ -1,45 +1,20 @@
-"""Child processes: every one gets a timeout, its own working directory and a log file."""
+"""Child processes: every one gets a timeout, its own working directory and a log file.
+
+How a child's environment is made and how a fresh process runs logged are shared with the worker
+(:mod:`bot.minify.worker.child`, which the worker package may import and this module may not be);
+here: the forked children, the warm parent and the fork server (:class:`Interpreters`)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable
 
 from bot import proc
+from bot.minify.worker.child import REPO_ROOT, Outcome, child_env
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DROP_ENV = ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL", "TORCH_COMPILE_DEBUG_DIR",
-            "MINIFY_BOT_CAPTURE_DIR", "MINIFY_BOT_CAPTURE_BACKEND")
-
-
-def child_env(extra: dict | None = None, keep_hooks: bool = False) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in DROP_ENV}
-    if not keep_hooks:
-        env.pop("MINIFY_BOT_WORKER_CRASH_AFTER", None)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(extra or {})
-    return env
-
-
-# the result of a minify child process (one record for every child: bot.proc.Result)
-Outcome = proc.Result
-
-
-def _shown(cmd: list[str]) -> str:
-    return " ".join(os.path.basename(c) if os.path.isabs(c) else c for c in cmd)
-
-
-def run_logged(cmd: list[str], *, cwd: str, log_path: str, timeout: float, env: dict | None = None,
-               on_event: Callable[[dict], None] | None = None) -> Outcome:
-    """Run ``cmd`` in a fresh process; stdout+stderr appended to ``log_path``; lines ``@@ {json}`` are events."""
-    os.makedirs(cwd, exist_ok=True)
-    out = proc.run(cmd, cwd=cwd, env=env if env is not None else child_env(), timeout=max(1.0, timeout),
-                   log_path=log_path, announce=f"$ {_shown(cmd)}", events=True, on_event=on_event)
-    if out.error:  # cannot start: as if it exited at once
-        out.returncode, out.tail = 127, out.error
-    return out
+# the parent's children start as the worker's do (one definition: bot.minify.worker.child)
+from bot.minify.worker.child import python as python
+from bot.minify.worker.child import run_logged as run_logged
 
 
 def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, timeout: float,
@@ -66,10 +41,6 @@ def warm_parent() -> None:
 
         warm_up("cpu")
         _WARM["done"] = True
-
-
-def python() -> str:
-    return sys.executable
 
 
 def repro_env() -> dict:

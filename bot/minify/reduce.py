@@ -53,7 +53,7 @@ def _run_worker(job: MinifyJob, workdir: str, log_path: str, on_event, interpret
         if out is not None:
             return out
     # no server (or it is gone): forked from this process, warmed first
-    from bot.minify import worker
+    from bot.minify.worker import main as worker
 
     procs.warm_parent()
     return procs.fork_logged(lambda: worker.cmd_minify(path), name=f"minify worker {os.path.basename(path)}",

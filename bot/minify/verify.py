@@ -21,10 +21,10 @@ from typing import Callable
 from bot import proc, rundir
 from bot.failure import FailureRecord
 from bot.minify import package as pkg
-from bot.minify import plain as plainmod
 from bot.minify import procs
 from bot.minify.procs import Interpreters
 from bot.minify.records import Final, WorkerResult
+from bot.minify.worker import plain as plainmod
 from bot.options import MinifyOptions
 from bot.records import ConfigDiff, PlainRepro, Verification
 from bot.signature import Signature
