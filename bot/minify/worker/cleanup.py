@@ -113,7 +113,7 @@ def _drop_unused_inputs(st: State, oracle: Oracle) -> State:
     return drop_unused_inputs(st)
 
 
-# Passes 2-5, in the order the module docstring explains; :func:`cleanup` runs the list until a
+# Passes 2-5, in the order bot.minify.worker.passes explains; :func:`cleanup` runs the list until a
 # round changes nothing (a later pass can open a chance for an earlier one: a cut node can leave
 # an output dead).
 CLEANUP_PASSES: tuple[Callable[[State, Oracle], State], ...] = (

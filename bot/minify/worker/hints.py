@@ -14,8 +14,8 @@ from bot.minify.worker.graph import State, args_for, call_nodes, eager_values, i
 
 @dataclass
 class Hint:
-    """What is known before searching (see :func:`find_culprit`): a node to try compiled alone
-    first (the node a compile error names), and/or the range of call nodes the culprit lies in
+    """What is known before searching (see :func:`bot.minify.worker.search.find_culprit`): a node to
+    try compiled alone first (the node a compile error names), and/or the range of call nodes the culprit lies in
     (the first compiled intermediate that diverges from the fp64 run, and the last one before it
     that agrees). Unverified: a wrong hint costs one query, then the plain search runs."""
 

@@ -32,7 +32,8 @@ from bot.torch_adapter.fxutil import inline_subgraph_calls, subgraph_call
 
 def inline_subgraphs(st: State, oracle: Oracle, log=lambda m: None) -> State:
     """The graph with its subgraph calls (``cond``, ``invoke_subgraph``, ``tag_activation_checkpoint``,
-    ``wrap``) inlined (see the module's order), when it still fails; else the graph as it was."""
+    ``wrap``) inlined (see the order in :mod:`bot.minify.worker.passes`), when it still fails; else
+    the graph as it was."""
     calls = {n: c for n in call_nodes(st.gm) if (c := subgraph_call(n)) is not None}
     if not calls:
         return st
