@@ -1,8 +1,9 @@
 """Child processes: every one gets a timeout, its own working directory and a log file.
 
-How a child's environment is made and how a fresh process runs logged are shared with the worker
-(:mod:`bot.minify.worker.child`, which the worker package may import and this module may not be);
-here: the forked children, the warm parent and the fork server (:class:`Interpreters`)."""
+How a child's environment is made and how a fresh process runs logged are shared with the worker,
+which may not import this module: :mod:`bot.minify.worker.child` defines them and this module builds
+on it. Here: the forked children, the warm parent, a repro's environment and the fork server
+(:class:`Interpreters`)."""
 
 from __future__ import annotations
 
