@@ -1,5 +1,6 @@
-"""The shape of the minify worker's reduction (bot/minify/worker/problem.py): one ordered list of passes over
-one problem, every query through the one oracle, and a pass added as one function plus one line.
+"""The shape of the minify worker's reduction (bot/minify/worker/passes.py over bot/minify/worker/problem.py):
+one ordered list of passes over one problem, every query through the one oracle, and a pass added as one
+function plus one line; the worker package apart from the parent side; the parent side's one list of steps.
 
 Fast: the graphs are torch.fx.symbolic_trace'd tiny functions judged by a plain Python predicate;
 nothing is compiled."""
@@ -100,7 +101,7 @@ def test_the_reduction_runs_search_reach_back_and_fallback_only_where_they_apply
 
 
 # ------------------------------------------------------------------------------------------
-# fitness: only the oracle asks the evaluator; the worker side never imports the parent side
+# fitness: only the oracle asks the evaluator; the worker package never imports the parent side
 # ------------------------------------------------------------------------------------------
 
 EVALUATOR_CALLS = {"compile", "observe", "fails", "compile_aot", "compile_dynamo", "compile_backend"}
