@@ -125,7 +125,7 @@ def same_graph(c, capture: dict) -> str | None:
     """The launcher of the graph the bot minified: graph k of the run, and of the role the bot
     reported (a training step's forward and backward are the same graph k)."""
     try:
-        from bot.minify.worker import graph_role
+        from bot.minify.worker.main import graph_role
     except ImportError:  # the bot's layout moved: graph number only
         def graph_role(_source):
             return None

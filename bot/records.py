@@ -224,7 +224,7 @@ class ReadoutNode(Record):
 class Readout(Record):
     """failure.json's ``readout`` (accuracy failures): which op of the minimized graph first
     diverges from the fp64 reference, by how much, and whether the compiled graph is deterministic
-    (bot/minify/readout.py). ``nodes`` holds at most 30 rows; empty with a ``note`` when it could
+    (bot/minify/worker/readout.py). ``nodes`` holds at most 30 rows; empty with a ``note`` when it could
     not be made."""
 
     nodes: list[ReadoutNode] = field(default_factory=list)
@@ -355,7 +355,7 @@ class ConfigSetting(Record):
 
 @dataclass
 class ConfigEntry(Record):
-    """A config setting that differs from torch's default (bot.minify.configdiff.true_diff)."""
+    """A config setting that differs from torch's default (bot.minify.worker.configdiff.true_diff)."""
 
     key: str
     default: Any = None

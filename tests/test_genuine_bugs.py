@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.minify.package import clean_source
-from bot.minify.worker import query_bound
+from bot.minify.worker.main import query_bound
 from bot.records import ConfigEntry, ConfigSetting
 
 PROGRAM = Path(__file__).parent / "data" / "genuine" / "index_add_expanded.py"

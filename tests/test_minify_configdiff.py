@@ -1,10 +1,10 @@
-"""bot/minify/configdiff.py: the true config diff against torch's real defaults, and ddmin."""
+"""bot/minify/worker/configdiff.py: the true config diff against torch's real defaults, and ddmin."""
 
 from __future__ import annotations
 
 import itertools
 
-from bot.minify.configdiff import ddmin, true_diff
+from bot.minify.worker.configdiff import ddmin, true_diff
 from bot.records import ConfigEntry
 from bot.torch_adapter import config as tconfig
 

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from bot.minify.configdiff import ddmin, true_diff
 from bot.minify.package import clean_source
+from bot.minify.worker.configdiff import ddmin, true_diff
 from bot.records import CheckError, ConfigEntry
 from bot.signature import Signature, message_keys, signature_of_error_record
 

@@ -1,6 +1,7 @@
-"""bot/minify/procs.py: how minify starts its children. Each gets a log with the command it ran,
-its ``@@`` events, a time limit, and the environment it needs: minify-bot on the path of a worker,
-never on the path of a repro (which needs torch only), and never the capture settings of the run."""
+"""bot/minify/procs.py and bot/minify/worker/child.py: how minify starts its children. Each gets a log
+with the command it ran, its ``@@`` events, a time limit, and the environment it needs: minify-bot on
+the path of a worker, never on the path of a repro (which needs torch only), and never the capture
+settings of the run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import sys
 
 from bot.minify import procs
+from bot.minify.worker import child
 
 EVENT_SCRIPT = "import json, sys; print('hello'); print('@@ ' + json.dumps({'stage': 'x', 'n': 3})); sys.exit(4)"
 
@@ -17,21 +19,22 @@ def test_child_env_puts_the_checkout_first_and_drops_capture_settings(monkeypatc
     monkeypatch.setenv("MINIFY_BOT_CAPTURE_DIR", "/somewhere")
     monkeypatch.setenv("MINIFY_BOT_WORKER_CRASH_AFTER", "3")
     monkeypatch.setenv("PYTHONPATH", "/their/site")
-    env = procs.child_env({"EXTRA": "1"})
+    assert child.REPO_ROOT == os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # this checkout
+    env = child.child_env({"EXTRA": "1"})
     assert "TORCHDYNAMO_REPRO_AFTER" not in env and "MINIFY_BOT_CAPTURE_DIR" not in env
     assert "MINIFY_BOT_WORKER_CRASH_AFTER" not in env
-    assert procs.child_env(keep_hooks=True)["MINIFY_BOT_WORKER_CRASH_AFTER"] == "3"
-    assert env["PYTHONPATH"].split(os.pathsep) == [procs.REPO_ROOT, "/their/site"] and env["EXTRA"] == "1"
+    assert child.child_env(keep_hooks=True)["MINIFY_BOT_WORKER_CRASH_AFTER"] == "3"
+    assert env["PYTHONPATH"].split(os.pathsep) == [child.REPO_ROOT, "/their/site"] and env["EXTRA"] == "1"
     repro = procs.repro_env()
     assert repro["PYTHONPATH"] == "/their/site" and "TORCHDYNAMO_REPRO_AFTER" not in repro
-    monkeypatch.setenv("PYTHONPATH", procs.REPO_ROOT)
+    monkeypatch.setenv("PYTHONPATH", child.REPO_ROOT)
     assert "PYTHONPATH" not in procs.repro_env()
 
 
 def test_run_logged_logs_the_command_and_reads_events(tmp_path):
     log = tmp_path / "child.log"
     seen = []
-    out = procs.run_logged([sys.executable, "-c", EVENT_SCRIPT], cwd=str(tmp_path / "work"), log_path=str(log),
+    out = child.run_logged([sys.executable, "-c", EVENT_SCRIPT], cwd=str(tmp_path / "work"), log_path=str(log),
                            timeout=60, on_event=seen.append)
     assert out.returncode == 4
     assert out.events == seen == [{"stage": "x", "n": 3}]
@@ -42,13 +45,13 @@ def test_run_logged_logs_the_command_and_reads_events(tmp_path):
 
 
 def test_a_child_that_cannot_start_is_exit_127_with_why(tmp_path):
-    out = procs.run_logged([str(tmp_path / "no-such-program")], cwd=str(tmp_path), log_path=str(tmp_path / "l"),
+    out = child.run_logged([str(tmp_path / "no-such-program")], cwd=str(tmp_path), log_path=str(tmp_path / "l"),
                            timeout=10)
     assert out.returncode == 127 and out.tail
 
 
 def test_a_child_past_its_time_limit_is_stopped(tmp_path):
-    out = procs.run_logged([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path),
+    out = child.run_logged([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path),
                            log_path=str(tmp_path / "l"), timeout=1)
     assert out.timed_out and out.seconds < 30
 
@@ -71,7 +74,7 @@ def test_forked_children_exit_with_the_functions_code(tmp_path):
 def test_fork_server_runs_scripts_without_minify_bot_and_modules_with_it(tmp_path):
     script = tmp_path / "repro.py"
     script.write_text("import os, sys\n"
-                      f"print('checkout on the path:', {procs.REPO_ROOT!r} in [os.path.abspath(p) for p in sys.path])\n"
+                      f"print('checkout on the path:', {child.REPO_ROOT!r} in [os.path.abspath(p) for p in sys.path])\n"
                       "print('cwd:', os.getcwd())\n")
     interpreters = procs.Interpreters(preload=("json",))
     try:
@@ -84,7 +87,7 @@ def test_fork_server_runs_scripts_without_minify_bot_and_modules_with_it(tmp_pat
         assert "minify-verify-" in cwd and not os.path.exists(cwd)  # a fresh directory, removed after
         log = tmp_path / "w.log"
         out = interpreters.run_module("bot.safejson", [], cwd=str(tmp_path / "w"), log_path=str(log), timeout=60,
-                                      env=procs.child_env())
+                                      env=child.child_env())
         assert out is not None and out.returncode == 0, log.read_text()
         assert "-m bot.safejson" in log.read_text()
     finally:

@@ -1,5 +1,6 @@
-"""The shape of the minify worker's reduction (bot/minify/problem.py): one ordered list of passes over
-one problem, every query through the one oracle, and a pass added as one function plus one line.
+"""The shape of the minify worker's reduction (bot/minify/worker/passes.py over bot/minify/worker/problem.py):
+one ordered list of passes over one problem, every query through the one oracle, and a pass added as one
+function plus one line; the worker package apart from the parent side; the parent side's one list of steps.
 
 Fast: the graphs are torch.fx.symbolic_trace'd tiny functions judged by a plain Python predicate;
 nothing is compiled."""
@@ -14,17 +15,17 @@ import pytest
 import torch
 import torch.fx
 
-from bot.minify import passes as P
 from bot.minify import pipeline as pl
-from bot.minify import problem as PR
 from bot.minify.records import MinifyJob, PassStat, WorkerResult
-from bot.minify.worker import reduce_graph
-from tests.test_architecture import _imports
+from bot.minify.worker import graph as G
+from bot.minify.worker import passes as P
+from bot.minify.worker import problem as PR
+from bot.minify.worker.main import reduce_graph
+from tests.test_architecture import _import_statements
 
 BOT = Path(__file__).resolve().parent.parent / "bot"
-WORKER_SIDE = ("bot/minify/worker.py", "bot/minify/passes.py", "bot/minify/problem.py")
-PARENT_SIDE = ("bot.minify.pipeline", "bot.minify.verify", "bot.minify.package", "bot.minify.capture",
-               "bot.minify.localize")
+WORKER = BOT / "minify" / "worker"
+SHARED = "bot.minify.records"        # the typed records both sides read and write
 
 
 def _job(**kw) -> MinifyJob:
@@ -58,19 +59,19 @@ class _Predicate:
 
 def relu_alone(problem: PR.Problem) -> None:
     """A toy pass: the relu compiled alone, fed its real eager input, kept when it still fails."""
-    node = next(n for n in P.call_nodes(problem.state.gm) if n.target is torch.relu)
-    cand = P.alone_state(problem.state, node)
+    node = next(n for n in G.call_nodes(problem.state.gm) if n.target is torch.relu)
+    cand = G.alone_state(problem.state, node)
     if cand is not None and problem.oracle(cand):
         problem.state = cand
 
 
 def test_a_new_pass_is_one_function_and_one_line_and_its_statistics_reach_the_log_and_the_result(capsys):
     gm, args = _tiny()
-    n = len(P.call_nodes(gm))
-    stats = P.PassStats()
-    steps = [relu_alone, PR.cleanup]          # the one line: the toy pass in the list
+    n = len(G.call_nodes(gm))
+    stats = PR.PassStats()
+    steps = [relu_alone, P.cleanup]          # the one line: the toy pass in the list
     out, _, culprit = reduce_graph(_job(), gm, args, _Predicate(), lambda g, a: None, "/nonexistent", stats, steps)
-    assert [n.target for n in P.call_nodes(out)] == [torch.relu]
+    assert [n.target for n in G.call_nodes(out)] == [torch.relu]
     assert culprit.ops == ["relu"] and culprit.method == "graph"
     toy = next(s for s in stats.records() if s.name == "relu_alone")
     assert (toy.queries, toy.removed) == (1, n - 1) and toy.seconds >= 0
@@ -86,15 +87,15 @@ def test_a_new_pass_is_one_function_and_one_line_and_its_statistics_reach_the_lo
 
 def test_a_conditional_pass_is_skipped_and_gets_no_record():
     gm, args = _tiny()
-    problem = PR.Problem(P.State(gm, args), P.Oracle(_Predicate()), _job())
-    PR.run(problem, [PR.inline_subgraphs, PR.hint, relu_alone])      # no subgraph call; hints off
+    problem = PR.Problem(G.State(gm, args), PR.Oracle(_Predicate()), _job())
+    P.run(problem, [P.inline_subgraphs, P.hint, relu_alone])      # no subgraph call; hints off
     assert [s.name for s in problem.stats.records()] == ["relu_alone"]
 
 
 def test_the_reduction_runs_search_reach_back_and_fallback_only_where_they_apply():
     gm, args = _tiny()
-    problem = PR.Problem(P.State(gm, args), P.Oracle(_Predicate()), _job())
-    PR.run(problem, PR.REDUCTION)
+    problem = PR.Problem(G.State(gm, args), PR.Oracle(_Predicate()), _job())
+    P.run(problem, P.REDUCTION)
     names = [s.name for s in problem.stats.records()]
     # the relu fails compiled alone: the answer; no reach-back, no fx minifier
     assert names[0] == "culprit_search" and "reach_back" not in names and "fx_minifier" not in names, names
@@ -103,15 +104,28 @@ def test_the_reduction_runs_search_reach_back_and_fallback_only_where_they_apply
 
 
 # ------------------------------------------------------------------------------------------
-# fitness: only the oracle asks the evaluator; the worker side never imports the parent side
+# fitness: only the oracle asks the evaluator; the worker package never imports the parent side
 # ------------------------------------------------------------------------------------------
 
 EVALUATOR_CALLS = {"compile", "observe", "fails", "compile_aot", "compile_dynamo", "compile_backend"}
 EVALUATOR_NAMES = {"evaluator", "ev"}
-# the worker's steps other than the reduction (the sanity run, the config diff, the final repro, the
-# bisector) judge the graph with evaluators of their own
-NOT_REDUCTION = {"Run", "step_sanity", "static_first", "_static_first_dynamo", "step_config", "step_final",
-                 "step_bisect"}
+# what judges a candidate outside the reduction, each with its reason; every other call in the worker
+# package that asks an evaluator is in problem.py's Oracle
+NOT_THE_REDUCTION = {
+    # the evaluator itself: how a candidate is compiled and judged
+    "bot/minify/worker/predicate.py": "*",
+    # the worker's steps other than the reduction (the sanity run, the config diff, the final repro,
+    # the bisector) judge the captured or the final graph with evaluators of their own
+    "bot/minify/worker/main.py": frozenset({"Run", "step_sanity", "static_first", "_static_first_dynamo",
+                                            "step_config", "step_final", "step_bisect"}),
+    # the numerics readout compiles the final graph's prefixes after the reduction (no query of it)
+    "bot/minify/worker/readout.py": frozenset({"numerics_readout", "fused_divergence", "determinism"}),
+}
+
+
+def worker_modules() -> dict[str, str]:
+    """Every module of the worker package: {bot/... path: its source}."""
+    return {p.relative_to(BOT.parent).as_posix(): p.read_text(encoding="utf-8") for p in sorted(WORKER.rglob("*.py"))}
 
 
 def evaluator_calls(rel: str, source: str, skip: frozenset = frozenset()) -> list[str]:
@@ -140,22 +154,42 @@ def test_the_evaluator_call_checker_finds_a_compile_outside_the_oracle():
     assert evaluator_calls("m.py", src, skip=frozenset({"hint"})) == []
 
 
-def test_only_the_oracle_asks_the_evaluator_within_the_reduction():
-    found = []
-    for rel in ("bot/minify/passes.py", "bot/minify/problem.py"):
-        found += evaluator_calls(rel, (BOT.parent / rel).read_text())
-    rel = "bot/minify/worker.py"
-    found += evaluator_calls(rel, (BOT.parent / rel).read_text(), skip=frozenset(NOT_REDUCTION))
-    assert found == [], "the reduction asks the evaluator only through passes.Oracle:\n" + "\n".join(found)
+def test_only_the_oracle_asks_the_evaluator_in_the_worker_package():
+    modules = worker_modules()
+    assert {f"bot/minify/worker/{m}.py" for m in ("problem", "passes", "search", "cleanup")} <= set(modules)
+    assert set(NOT_THE_REDUCTION) <= set(modules), "an entry of NOT_THE_REDUCTION names no module"
+    found = [f for rel, src in modules.items() if NOT_THE_REDUCTION.get(rel) != "*"
+             for f in evaluator_calls(rel, src, skip=NOT_THE_REDUCTION.get(rel, frozenset()))]
+    assert found == [], "the worker asks the evaluator only through problem.Oracle:\n" + "\n".join(found)
+    # the oracle's own class does ask it: the checker would see it there
+    problem = modules["bot/minify/worker/problem.py"].replace("class Oracle:", "class NotTheOracle:")
+    assert evaluator_calls("bot/minify/worker/problem.py", problem)
 
 
-def test_the_worker_side_never_imports_the_parent_side():
-    found = []
-    for rel in WORKER_SIDE:
-        module = rel.removesuffix(".py").replace("/", ".")
-        found += [f"{rel} imports {name}" for name in _imports(BOT.parent / rel, module)
-                  if name.startswith(PARENT_SIDE)]
-    assert found == [], "\n".join(found)
+def parent_imports(rel: str, source: str) -> list[str]:
+    """The modules of the minify stage outside the worker package that ``rel`` (a module of the worker
+    package) imports, at any depth, the shared records excepted."""
+    module = rel.removesuffix(".py").replace("/", ".")
+    package = module.removesuffix(".__init__") if rel.endswith("__init__.py") else module.rpartition(".")[0]
+    names = set()
+    for target, taken in _import_statements(ast.parse(source), package):
+        names |= {target} | {f"{target}.{name}" for name in taken}   # `from bot.minify import procs`
+    return sorted(f"{rel} imports {name}" for name in names
+                  if name.startswith("bot.minify.") and not name.startswith(("bot.minify.worker", SHARED)))
+
+
+def test_the_parent_import_checker_finds_the_parent_side():
+    src = ("from bot.minify.records import Query\nfrom bot.minify.worker import graph\n"
+           "def f():\n    from bot.minify import procs\n    from .. import verify\n")
+    assert parent_imports("bot/minify/worker/x.py", src) == [
+        "bot/minify/worker/x.py imports bot.minify.procs", "bot/minify/worker/x.py imports bot.minify.verify"]
+
+
+def test_the_worker_package_never_imports_the_parent_side():
+    modules = worker_modules()
+    assert len(modules) >= 10
+    found = [f for rel, src in modules.items() for f in parent_imports(rel, src)]
+    assert found == [], "the worker package imports the parent side:\n" + "\n".join(found)
 
 
 # ------------------------------------------------------------------------------------------

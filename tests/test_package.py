@@ -245,7 +245,7 @@ def _no_input_graph():
 def test_a_graph_without_inputs_writes_a_repro_that_is_python_and_loads_back(tmp_path):
     import ast
 
-    from bot.minify.predicate import load_graph
+    from bot.minify.worker.predicate import load_graph
     from bot.torch_adapter import repro as R
 
     src = R.repro_source(_no_input_graph(), [], kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))

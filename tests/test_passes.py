@@ -1,4 +1,4 @@
-"""The reduction passes (bot/minify/passes.py) on real fx graphs of real torch models.
+"""The reduction passes (bot/minify/worker/passes.py) on real fx graphs of real torch models.
 
 The fast tests use a predicate that is a plain function of the graph ("still computes a relu"):
 they check the search and the passes themselves (query counts, 1-minimality, dead impure nodes)
@@ -14,9 +14,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bot.minify import passes as P
 from bot.minify.records import MinifyJob
-from bot.minify.worker import query_bound
+from bot.minify.worker import cleanup as C
+from bot.minify.worker import graph as G
+from bot.minify.worker import hints as H
+from bot.minify.worker import problem as PR
+from bot.minify.worker import search as S
+from bot.minify.worker.main import query_bound
 from bot.signature import bisect_words
 from bot.torch_adapter import fxutil
 
@@ -49,7 +53,7 @@ def _deep(layers: int, relu_at: int):
             return x
 
     x = torch.randn(2, 16)
-    return P.State(_trace(Deep().eval(), x), [x])
+    return G.State(_trace(Deep().eval(), x), [x])
 
 
 def _computes_relu(gm, args) -> bool:
@@ -61,8 +65,8 @@ def test_the_culprit_of_a_1000_node_graph_is_found_in_about_log2_n_queries(relu_
     st = _deep(100, relu_at)
     n = len(st.gm.graph.nodes)
     assert n >= 1000
-    oracle = P.Oracle(_computes_relu)
-    st2, culprit = P.find_culprit(st, oracle)
+    oracle = PR.Oracle(_computes_relu)
+    st2, culprit = S.find_culprit(st, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
     assert oracle.asked <= 2 * math.ceil(math.log2(n)) + 4, oracle.asked
     # exactly the culprit: its input placeholder(s), the op, the output
@@ -76,10 +80,10 @@ def test_the_search_compiles_graphs_that_shrink_with_every_query():
     a query is about its size), not a prefix that stays near the whole graph."""
     st = _deep(100, 92)
     sizes = []
-    oracle = P.Oracle(lambda g, a: sizes.append(len(P.call_nodes(g))) or _computes_relu(g, a))
-    _, culprit = P.find_culprit(st, oracle)
+    oracle = PR.Oracle(lambda g, a: sizes.append(len(G.call_nodes(g))) or _computes_relu(g, a))
+    _, culprit = S.find_culprit(st, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
-    n = len(P.call_nodes(st.gm))
+    n = len(G.call_nodes(st.gm))
     assert sizes[0] <= n // 2 + 1 and sizes[-1] == 1, sizes
     assert sum(sizes) < 1.2 * n, (sum(sizes), n, sizes)   # prefixes would compile about n/2 * log2(n)
 
@@ -95,22 +99,22 @@ def test_a_failure_that_needs_its_surroundings_is_found_by_the_prefix_search():
             return False
         return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
 
-    oracle = P.Oracle(needs_both)
-    found, culprit = P.find_culprit(st, oracle)
+    oracle = PR.Oracle(needs_both)
+    found, culprit = S.find_culprit(st, oracle)
     assert culprit.method == "graph" and culprit.ops == ["aten.relu.default"]
     assert needs_both(found.gm, found.args)
-    n = len(P.call_nodes(st.gm))
+    n = len(G.call_nodes(st.gm))
     assert oracle.asked <= 2 * math.ceil(math.log2(n)) + 4, oracle.asked
 
 
 def test_no_candidate_is_asked_twice():
     st = _deep(10, 4)
     seen = []
-    oracle = P.Oracle(lambda g, a: seen.append(P.fingerprint(P.State(g, a))) or _computes_relu(g, a))
-    st2, _ = P.find_culprit(st, oracle)
+    oracle = PR.Oracle(lambda g, a: seen.append(G.fingerprint(G.State(g, a))) or _computes_relu(g, a))
+    st2, _ = S.find_culprit(st, oracle)
     asked = oracle.asked
     assert oracle(st2) is True  # the culprit graph was asked during the search: answered from the cache
-    P.cleanup(st2, oracle)
+    C.cleanup(st2, oracle)
     assert oracle.hits >= 1 and oracle.asked == asked == len(seen) == len(set(seen))
 
 
@@ -127,20 +131,20 @@ def test_dead_attention_calls_fx_keeps_are_removed_and_the_result_is_1_minimal()
     gm = _trace(_Attn(), q, x)
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    names = [P.op_name(n) for n in P.call_nodes(gm)]
+    names = [G.op_name(n) for n in G.call_nodes(gm)]
     assert any("attention" in s for s in names), names  # FX keeps it: it looks impure
-    oracle = P.Oracle(_computes_relu)
-    st = P.cleanup(P.State(gm, [q, x]), oracle)
-    assert P.culprit_ops(st) == ["aten.relu.default"]
+    oracle = PR.Oracle(_computes_relu)
+    st = C.cleanup(G.State(gm, [q, x]), oracle)
+    assert G.culprit_ops(st) == ["aten.relu.default"]
     assert [n.op for n in st.gm.graph.nodes] == ["placeholder", "call_function", "output"]
     assert len(st.args) == 1 and st.args[0] is x  # the unused input is gone
-    assert P.is_one_minimal(st, oracle)
+    assert C.is_one_minimal(st, oracle)
 
 
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agrees():
-    from bot.minify.predicate import Evaluator
-    from bot.minify.predicate import bisect_probe as _bisect_probe
+    from bot.minify.worker.predicate import Evaluator
+    from bot.minify.worker.predicate import bisect_probe as _bisect_probe
     from bot.torch_adapter import bisect as B
 
     st = _deep(12, 9)
@@ -148,8 +152,8 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
         ev = Evaluator(_job(), "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
         assert ev.pinned is not None
-        oracle = P.Oracle(ev)
-        alone, culprit = P.find_culprit(st, oracle)
+        oracle = PR.Oracle(ev)
+        alone, culprit = S.find_culprit(st, oracle)
         assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
         assert oracle.asked <= 2 * math.ceil(math.log2(len(st.gm.graph.nodes))) + 4
         answers = {}
@@ -160,7 +164,7 @@ def test_with_the_real_injected_bug_the_search_names_relu_and_the_bisector_agree
     res = answers["backend"]
     assert res is not None and not res.incomplete, res
     assert (res.backend, res.subsystem, res.detail) == ("inductor", "lowerings", "relu"), res
-    assert P.agrees_with_bisect(culprit.ops, res) is True and bisect_words(res) == "lowerings: relu"
+    assert PR.agrees_with_bisect(culprit.ops, res) is True and bisect_words(res) == "lowerings: relu"
     # skipping the tracing changes nothing
     assert answers["dynamo"].replace(runs=None) == res.replace(runs=None), answers
 
@@ -197,7 +201,7 @@ def _symbolic_state():
     x = torch.randn(4, 5, 8)
     with torch.no_grad():
         gm = make_fx(f, decomposition_table=select_decomp_table(), tracing_mode="symbolic")(4, x, *weights)
-    return P.State(gm, [4, x, *weights])
+    return G.State(gm, [4, x, *weights])
 
 
 def _relu_with_symbolic_sizes(gm, args) -> bool:
@@ -211,11 +215,11 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
 
     st = _symbolic_state()
     assert R.symint_placeholders(st.gm) and fxutil.symbolic_placeholders(st.gm)
-    oracle = P.Oracle(_relu_with_symbolic_sizes)
-    alone, culprit = P.find_culprit(st, oracle)
+    oracle = PR.Oracle(_relu_with_symbolic_sizes)
+    alone, culprit = S.find_culprit(st, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
-    final = P.cleanup(alone, oracle)
-    assert P.culprit_ops(final) == ["aten.relu.default"]
+    final = C.cleanup(alone, oracle)
+    assert G.culprit_ops(final) == ["aten.relu.default"]
     # the batch size is still an input (a SymInt the relu's input size is made of), not a constant
     phs = [n for n in final.gm.graph.nodes if n.op == "placeholder"]
     assert len(phs) == 2 and isinstance(phs[0].meta["val"], torch.SymInt) and final.args[0] == 4
@@ -241,7 +245,7 @@ def test_a_symbolic_graph_is_reduced_to_the_culprit_with_its_size_input_kept(tmp
 
 
 def test_a_dynamic_capture_loads_static_with_its_captured_sizes_for_the_static_first_try(tmp_path):
-    from bot.minify.predicate import load_graph
+    from bot.minify.worker.predicate import load_graph
     from bot.torch_adapter import repro as R
 
     st = _symbolic_state()
@@ -282,7 +286,7 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
     import subprocess
     import sys
 
-    from bot.minify.predicate import Evaluator
+    from bot.minify.worker.predicate import Evaluator
     from bot.torch_adapter import repro as R
 
     st = _symbolic_state()
@@ -292,12 +296,12 @@ def test_a_failure_that_needs_symbolic_sizes_is_not_specialized_away(tmp_path):
                        "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
         assert ev.pinned is not None  # the symbolic graph compiles with dynamic shapes and fails
-        oracle = P.Oracle(lambda g, a: fxutil.symbolic_placeholders(g) and ev(g, a))
-        alone, culprit = P.find_culprit(st, oracle)
-        final = P.cleanup(alone, oracle)
+        oracle = PR.Oracle(lambda g, a: fxutil.symbolic_placeholders(g) and ev(g, a))
+        alone, culprit = S.find_culprit(st, oracle)
+        final = C.cleanup(alone, oracle)
         src = R.repro_source(final.gm, final.args, kind="aot", accuracy="accuracy", save_dir=str(tmp_path / "in"))
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
-    assert P.culprit_ops(final) == ["aten.relu.default"] and R.symint_placeholders(final.gm)
+    assert G.culprit_ops(final) == ["aten.relu.default"] and R.symint_placeholders(final.gm)
     path = tmp_path / "repro.py"
     path.write_text(src)
     # torch's launcher: minifier-query exits 1 when the graph fails; the kernel it compiled takes
@@ -320,22 +324,22 @@ def test_the_op_a_lowering_error_names_is_verified_with_one_query():
     st = _deep(100, 61)
     text = ("torch._inductor.exc.InductorError: LoweringException: RuntimeError: boom\n"
             "  target: aten.relu.default\n  args[0]: TensorBox(StorageBox(...))")
-    hint = P.error_hint(st.gm, text)
+    hint = H.error_hint(st.gm, text)
     assert hint is not None and hint.source == "error"
-    oracle = P.Oracle(_computes_relu)
-    alone, culprit = P.find_culprit(st, oracle, hint=hint)
+    oracle = PR.Oracle(_computes_relu)
+    alone, culprit = S.find_culprit(st, oracle, hint=hint)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
     assert oracle.asked == 1
-    assert P.error_hint(st.gm, "CppCompileError: C++ compile error\n error: 'compile' was not declared") is None
+    assert H.error_hint(st.gm, "CppCompileError: C++ compile error\n error: 'compile' was not declared") is None
 
 
 def _perturbed_relu(st):
     """What a compiled graph with a wrong relu kernel computes: every intermediate from the relu on
     is off (the relu's output by +1, as the injected bug)."""
-    vals, _ = P.eager_values(st.gm, st.args, lambda n: True)
+    vals, _ = G.eager_values(st.gm, st.args, lambda n: True)
     wrong = {}
     off = False
-    for n in P.call_nodes(st.gm):
+    for n in G.call_nodes(st.gm):
         v = vals.get(n.name)
         off = off or _computes_relu_node(n)
         if isinstance(v, torch.Tensor) and v.is_floating_point():
@@ -350,53 +354,54 @@ def _computes_relu_node(n) -> bool:
 def test_the_first_diverging_intermediate_narrows_the_search_to_a_few_queries():
     st = _deep(100, 61)
     n = len(st.gm.graph.nodes)
-    hint = P.divergence_hint(st.gm, st.args, _perturbed_relu(st), tol=1e-4)
-    calls = P.call_nodes(st.gm)
+    hint = H.divergence_hint(st.gm, st.args, _perturbed_relu(st), tol=1e-4)
+    calls = G.call_nodes(st.gm)
     relu_at = next(i for i, c in enumerate(calls) if _computes_relu_node(c))
     assert hint is not None and hint.lo <= relu_at < hint.hi
-    oracle = P.Oracle(_computes_relu)
-    _, culprit = P.find_culprit(st, oracle, hint=hint)
+    oracle = PR.Oracle(_computes_relu)
+    _, culprit = S.find_culprit(st, oracle, hint=hint)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
     assert oracle.asked <= 2
-    plain = P.Oracle(_computes_relu)
-    P.find_culprit(st, plain)
+    plain = PR.Oracle(_computes_relu)
+    S.find_culprit(st, plain)
     assert plain.asked >= math.ceil(math.log2(n)) - 2 > oracle.asked
 
 
 def test_a_wrong_hint_costs_its_queries_and_the_whole_search_still_finds_the_culprit():
     st = _deep(30, 20)
-    calls = P.call_nodes(st.gm)
-    wrong = P.Hint("divergence", node=calls[3].name, lo=0, hi=10)
-    oracle = P.Oracle(_computes_relu)
-    _, culprit = P.find_culprit(st, oracle, hint=wrong)
+    calls = G.call_nodes(st.gm)
+    wrong = H.Hint("divergence", node=calls[3].name, lo=0, hi=10)
+    oracle = PR.Oracle(_computes_relu)
+    _, culprit = S.find_culprit(st, oracle, hint=wrong)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
     assert oracle.asked <= 1 + math.ceil(math.log2(10)) + 1 + math.ceil(math.log2(len(calls))) + 1
 
 
 def test_the_analysis_graph_outputs_every_floating_point_intermediate():
     st = _deep(3, 1)
-    probe, names = P.all_outputs_state(st)
+    probe, names = H.all_outputs_state(st)
     outs = probe.gm(*probe.args)
-    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
+    vals, _ = G.eager_values(st.gm, st.args, lambda n: n.name in names)
     assert len(outs) == len(names) >= 3 * 3
     assert all(torch.allclose(o, vals[nm]) for o, nm in zip(outs, names))
 
 
 @pytest.mark.slow
 def test_with_the_real_injected_bug_the_fp64_divergence_points_at_the_relu(capsys):
-    from bot.minify.predicate import Evaluator
-    from bot.minify.problem import Problem, known_hint
+    from bot.minify.worker.passes import known_hint
+    from bot.minify.worker.predicate import Evaluator
+    from bot.minify.worker.problem import Problem
 
     st = _deep(12, 9)
     with torch._inductor.config.patch({"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}):
         ev = Evaluator(_job(), "aot", None)
         ev.pinned = ev.observe(st.gm, st.args)
-        hint = known_hint(Problem(st, P.Oracle(ev), _job()))
+        hint = known_hint(Problem(st, PR.Oracle(ev), _job()))
         assert ev.queries == 1                       # the analysis compile counts as a query, through the oracle
-        calls = P.call_nodes(st.gm)
+        calls = G.call_nodes(st.gm)
         assert hint is not None and any(_computes_relu_node(c) for c in calls[hint.lo:hint.hi]), hint
-        oracle = P.Oracle(ev)
-        _, culprit = P.find_culprit(st, oracle, hint=hint)
+        oracle = PR.Oracle(ev)
+        _, culprit = S.find_culprit(st, oracle, hint=hint)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
     # the analysis compile plus the search in the hinted range, against ~log2(N) without it
     with capsys.disabled():
@@ -431,7 +436,7 @@ def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(la
     """The failure needs the linear (addmm) whose result reaches the relu through the layer norm's
     ops: where it shows (the prefix search), how far back it reaches, then 1-minimal, within
     2*ceil(log2 N) + 2*(final nodes) + 4 queries, and no node of the chain is lost."""
-    from bot.minify.worker import reduce_graph
+    from bot.minify.worker.main import reduce_graph
 
     st = _deep(layers, relu_at)
     fails = _feeds_in_graph(torch.ops.aten.addmm.default, torch.ops.aten.relu.default)
@@ -450,25 +455,25 @@ def test_a_culprit_of_several_connected_nodes_costs_log_n_twice_plus_its_size(la
     final_nodes = len(gm.graph.nodes)
     n = len(st.gm.graph.nodes)
     assert fails(gm, args)
-    ops = P.culprit_ops(P.State(gm, args))
+    ops = G.culprit_ops(G.State(gm, args))
     assert "aten.addmm.default" in ops and "aten.relu.default" in ops, ops
     assert culprit.method == "graph"
     assert len(asked) <= query_bound(n, final_nodes), (len(asked), n, final_nodes)
     # 1-minimal: no single node can go
-    assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
+    assert C.is_one_minimal(G.State(gm, args), PR.Oracle(fails))
 
 
 def test_the_cleanup_passes_run_as_a_list_to_a_fixed_point_and_say_what_each_did():
     q, x = torch.randn(1, 2, 4, 8), torch.randn(4, 8)
     gm = _trace(_Attn(), q, x)
-    oracle = P.Oracle(_computes_relu)
-    stats = P.PassStats()
-    st = P.cleanup(P.State(gm, [q, x]), oracle, stats)
-    assert P.culprit_ops(st) == ["aten.relu.default"]
+    oracle = PR.Oracle(_computes_relu)
+    stats = PR.PassStats()
+    st = C.cleanup(G.State(gm, [q, x]), oracle, stats)
+    assert G.culprit_ops(st) == ["aten.relu.default"]
     assert list(stats.queries) == ["remove_dead", "drop_outputs", "remove_nodes", "drop_unused_inputs"]
     assert stats.removed["remove_dead"] >= 1                     # the dead attention call
     assert sum(stats.queries.values()) == oracle.asked          # every query is accounted to a pass
-    assert sum(stats.removed.values()) == len(P.call_nodes(gm)) - len(P.call_nodes(st.gm))
+    assert sum(stats.removed.values()) == len(G.call_nodes(gm)) - len(G.call_nodes(st.gm))
     assert stats.rounds == 2                                     # the second round removed nothing
 
 
@@ -501,11 +506,11 @@ def test_a_compile_error_that_needs_an_unrelated_node_compiled_beside_it_stays_w
     other's ancestor, so the relu's own output does not show it. The window search finds where it
     shows and how far back it reaches without the prefix search or torch's delta debugging:
     within 2*ceil(log2 N) + 2*(final nodes) + 4 queries, 1-minimal."""
-    from bot.minify.worker import reduce_graph
+    from bot.minify.worker.main import reduce_graph
 
     torch.manual_seed(0)
     x, y = torch.randn(4, 16), torch.randn(4, 16)
-    st = P.State(_trace(_TwoBranches(layers), x, y), [x, y])
+    st = G.State(_trace(_TwoBranches(layers), x, y), [x, y])
     fails = lambda g, a: _has(g, torch.ops.aten.exp.default) and _has(g, torch.ops.aten.relu.default)  # noqa: E731
     asked = []
 
@@ -520,9 +525,9 @@ def test_a_compile_error_that_needs_an_unrelated_node_compiled_beside_it_stays_w
                                      lambda g, a: None, "/nonexistent")
     n, final_nodes = len(st.gm.graph.nodes), len(gm.graph.nodes)
     assert fails(gm, args)
-    assert sorted(P.culprit_ops(P.State(gm, args))) == ["aten.exp.default", "aten.relu.default"]
+    assert sorted(G.culprit_ops(G.State(gm, args))) == ["aten.exp.default", "aten.relu.default"]
     assert len(asked) <= query_bound(n, final_nodes), (len(asked), n, final_nodes)
-    assert P.is_one_minimal(P.State(gm, args), P.Oracle(fails))
+    assert C.is_one_minimal(G.State(gm, args), PR.Oracle(fails))
 
 
 def test_drop_outputs_drops_one_output_after_another_when_no_single_output_shows_the_failure():
@@ -533,9 +538,9 @@ def test_drop_outputs_drops_one_output_after_another_when_no_single_output_shows
 
     gm = make_fx(lambda a, b, c: (torch.tanh(c), torch.relu(a), torch.exp(b)))(a, b, c)
     fails = lambda g, _: _has(g, torch.ops.aten.relu.default) and _has(g, torch.ops.aten.exp.default)  # noqa: E731
-    st = P.drop_outputs(P.State(gm, [a, b, c]), P.Oracle(fails))
-    assert sorted(P.culprit_ops(st)) == ["aten.exp.default", "aten.relu.default"]
-    assert len(P._outputs(st.gm)) == 2
+    st = C.drop_outputs(G.State(gm, [a, b, c]), PR.Oracle(fails))
+    assert sorted(G.culprit_ops(st)) == ["aten.exp.default", "aten.relu.default"]
+    assert len(G.outputs_of(st.gm)) == 2
 
 
 # ------------------------------------------------------------------------------------------
@@ -581,12 +586,12 @@ def test_a_culprit_inside_a_cond_branch_and_a_nested_region_is_reduced_to_the_op
 
     x, w, p = torch.randn(4, 4), torch.randn(4, 4), torch.tensor(take)
     gm = _aot_graph(f, x, w, p)
-    st = P.State(gm, [x, w, p])
+    st = G.State(gm, [x, w, p])
     targets = {str(n.target) for n in gm.graph.nodes}
     assert {"cond", "invoke_subgraph"} <= targets, targets   # what the search could not look inside
     logs = []
-    oracle = P.Oracle(_relu_anywhere)
-    flat = P.inline_subgraphs(st, oracle, log=logs.append)
+    oracle = PR.Oracle(_relu_anywhere)
+    flat = S.inline_subgraphs(st, oracle, log=logs.append)
     if not take:   # the branch the predicate took has no relu: the graph fails only as called
         assert flat is st and "does not fail" in logs[-1]
         return
@@ -596,7 +601,7 @@ def test_a_culprit_inside_a_cond_branch_and_a_nested_region_is_reduced_to_the_op
     assert ops >= {"aten.relu.default", "aten.tanh.default", "aten.sin.default"}, ops
     # the flat graph computes what the original did
     torch.testing.assert_close(flat.gm(*flat.args), gm(*st.args))
-    alone, culprit = P.find_culprit(flat, oracle)
+    alone, culprit = S.find_culprit(flat, oracle)
     assert culprit.ops == ["aten.relu.default"] and culprit.method == "compiled-alone"
 
 
@@ -607,7 +612,7 @@ def test_an_activation_checkpointed_region_captured_after_dynamo_loads_and_is_in
     reaches the culprit inside."""
     from torch.utils.checkpoint import checkpoint
 
-    from bot.minify.predicate import load_graph
+    from bot.minify.worker.predicate import load_graph
     from bot.torch_adapter import repro as R
 
     monkeypatch.setenv(R.CAPTURE_DIR_ENV, str(tmp_path))
@@ -624,11 +629,11 @@ def test_an_activation_checkpointed_region_captured_after_dynamo_loads_and_is_in
         torch._dynamo.reset()
     assert not list(tmp_path.glob("*.error")), [p.read_text() for p in tmp_path.glob("*.error")]
     _rf, gm, args = load_graph(str(tmp_path / "graph_0.py"))
-    oracle = P.Oracle(_relu_anywhere)
-    flat = P.inline_subgraphs(P.State(gm, args), oracle)
-    assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
+    oracle = PR.Oracle(_relu_anywhere)
+    flat = S.inline_subgraphs(G.State(gm, args), oracle)
+    assert not any(fxutil.subgraph_call(n) for n in flat.gm.graph.nodes)
     torch.testing.assert_close(flat.gm(*args), gm(*args))
-    alone, culprit = P.find_culprit(flat, oracle)
+    alone, culprit = S.find_culprit(flat, oracle)
     assert culprit.ops == ["relu"] and culprit.method == "compiled-alone", culprit
 
 
@@ -636,7 +641,7 @@ def test_a_graph_that_cannot_run_on_its_captured_strides_is_loaded_with_contiguo
     """A backward graph can receive a saved tensor in another layout than it was traced for
     (channels-last out of inductor's compiled forward): a view in it fails eagerly on those
     strides, so its inputs are made contiguous rather than the graph given up."""
-    from bot.minify.predicate import load_graph
+    from bot.minify.worker.predicate import load_graph
     from bot.torch_adapter import repro as R
 
     gm = _trace(lambda a: torch.nn.functional.avg_pool2d(a, 3, 2, ceil_mode=True).view(4, -1), torch.randn(4, 16, 8, 8))
@@ -678,12 +683,12 @@ def test_a_subgraph_fed_a_module_attribute_is_inlined_and_one_that_calls_a_modul
         call = g.call_function(invoke, (g.get_attr("body"), "subgraph_0", x, g.get_attr("const")))
         g.output((g.call_function(operator.getitem, (call, 0)),))
         gm = fx.GraphModule(root, g)
-        st = P.State(gm, [torch.randn(3, 4)])
+        st = G.State(gm, [torch.randn(3, 4)])
         logs = []
-        flat = P.inline_subgraphs(st, P.Oracle(_relu_anywhere), log=logs.append)
+        flat = S.inline_subgraphs(st, PR.Oracle(_relu_anywhere), log=logs.append)
         assert (flat is not st) == inlined, logs
         if inlined:
-            assert not any(P.subgraph_call(n) for n in flat.gm.graph.nodes)
+            assert not any(fxutil.subgraph_call(n) for n in flat.gm.graph.nodes)
             torch.testing.assert_close(flat.gm(*st.args), gm(*st.args))
             assert {n.name for n in flat.gm.graph.nodes} >= {"invoke_subgraph_relu"}   # named after the call
 
@@ -701,11 +706,11 @@ def test_a_dynamo_graphs_python_operators_are_named_as_torch_names_them():
         return F.conv2d(z[:, None], torch.ones(1, 1, 1, 1)), z @ y.T, torch.relu(z)
 
     gm = fx.symbolic_trace(f)
-    names = [P.op_name(n) for n in P.call_nodes(gm)]
+    names = [G.op_name(n) for n in G.call_nodes(gm)]
     assert names[:5] == ["mul", "div", "floor_divide", "sub", "add"]
     assert "getitem" in names and "conv2d" in names and "matmul" in names and "relu" in names
     assert [o.op for o in graph_ops(gm)] == names
-    assert not any("operator" in n for n in P.culprit_ops(P.State(gm, [])))
+    assert not any("operator" in n for n in G.culprit_ops(G.State(gm, [])))
 
 
 def _stretch_graph():
@@ -718,27 +723,27 @@ def _stretch_graph():
 
     torch.manual_seed(0)
     args = [torch.randint(16, 240, (4, 32), dtype=torch.uint8), torch.randn(32, 8)]
-    return P.State(_trace(f, *args), args)
+    return G.State(_trace(f, *args), args)
 
 
 def test_a_wrong_integer_value_computed_from_integers_is_the_first_divergence_and_says_so():
     st = _stretch_graph()
-    probe, names = P.all_outputs_state(st, integers=True)
-    vals, _ = P.eager_values(st.gm, st.args, lambda n: n.name in names)
-    calls = P.call_nodes(st.gm)
-    amin = next(i for i, c in enumerate(calls) if "amin" in P.op_name(c))
+    probe, names = H.all_outputs_state(st, integers=True)
+    vals, _ = G.eager_values(st.gm, st.args, lambda n: n.name in names)
+    calls = G.call_nodes(st.gm)
+    amin = next(i for i, c in enumerate(calls) if "amin" in G.op_name(c))
     wrong = dict(vals)
     wrong[calls[amin].name] = torch.zeros_like(vals[calls[amin].name])   # the compiled uint8 amin's 0
     for c in calls[amin + 1:]:   # and everything computed from it
         if isinstance(wrong.get(c.name), torch.Tensor) and c.name in names:
             wrong[c.name] = wrong[c.name] + 1 if wrong[c.name].is_floating_point() else wrong[c.name] ^ 1
-    hint = P.divergence_hint(st.gm, st.args, wrong, tol=1e-4)
+    hint = H.divergence_hint(st.gm, st.args, wrong, tol=1e-4)
     assert hint is not None and hint.integers and hint.lo <= amin < hint.hi == amin + 1
     only_argmax = dict(vals)
-    arg = next(c for c in calls if "argmax" in P.op_name(c))
+    arg = next(c for c in calls if "argmax" in G.op_name(c))
     only_argmax[arg.name] = vals[arg.name] + 1   # an integer computed from floats: ties may differ, not judged
-    assert P.divergence_hint(st.gm, st.args, only_argmax, tol=1e-4) is None
-    assert P.divergence_hint(st.gm, st.args, vals, tol=1e-4) is None
+    assert H.divergence_hint(st.gm, st.args, only_argmax, tol=1e-4) is None
+    assert H.divergence_hint(st.gm, st.args, vals, tol=1e-4) is None
 
 
 def test_ops_that_only_transform_the_culprits_output_are_removed_indexing_included():
@@ -753,9 +758,9 @@ def test_ops_that_only_transform_the_culprits_output_are_removed_indexing_includ
 
     gm = fx.symbolic_trace(f)
     torch.manual_seed(0)
-    st = P.State(gm, [torch.randn(4, 8), torch.randn(4, 8)])
-    oracle = P.Oracle(lambda g, a: any("amin" in P.op_name(n) for n in P.call_nodes(g)))
-    final = P.cleanup(st, oracle)
-    assert P.culprit_ops(final) == ["amin"], P.culprit_ops(final)
+    st = G.State(gm, [torch.randn(4, 8), torch.randn(4, 8)])
+    oracle = PR.Oracle(lambda g, a: any("amin" in G.op_name(n) for n in G.call_nodes(g)))
+    final = C.cleanup(st, oracle)
+    assert G.culprit_ops(final) == ["amin"], G.culprit_ops(final)
     tup = fx.symbolic_trace(lambda x: torch.max(x, 1)[0])   # the element of a tuple goes with its op
-    assert P._multi_output_source(next(n for n in tup.graph.nodes if n.target is operator.getitem)) is not None
+    assert G.multi_output_source(next(n for n in tup.graph.nodes if n.target is operator.getitem)) is not None

@@ -1,4 +1,4 @@
-"""bot/minify/plain.py: the plain repro (repro_plain.py), public torch APIs only.
+"""bot/minify/worker/plain.py: the plain repro (repro_plain.py), public torch APIs only.
 
 Fast tier (nothing compiled): the inputs' inline encoding comes back bit for bit when the generated
 code runs (integer edges, nan / inf / -0.0 / denormals, bf16, complex, views with offsets and
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from bot import rundir
-from bot.minify import plain
+from bot.minify.worker import plain, plaincode
 from bot.records import ConfigEntry, PlainRepro
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,9 +110,9 @@ def test_the_inputs_hash_is_the_same_before_and_after_and_changes_with_one_bit()
 def test_an_input_that_is_no_tensor_and_no_literal_is_refused():
     import torch
 
-    with pytest.raises(plain.NotPlain, match="Generator"):
+    with pytest.raises(plaincode.NotPlain, match="Generator"):
         plain.encode_inputs([torch.Generator()])
-    assert plain.literal([1, (2,), float("-inf"), torch.float16]) == "[1, (2,), float('-inf'), torch.float16]"
+    assert plaincode.literal([1, (2,), float("-inf"), torch.float16]) == "[1, (2,), float('-inf'), torch.float16]"
 
 
 def _final_repro(tmp_path: Path, fn, args, *, config: dict | None = None) -> str:
@@ -293,7 +293,7 @@ def test_a_graph_that_calls_private_or_unknown_code_is_not_written_as_a_plain_re
     mine = fx.Graph()
     y = mine.placeholder("x")
     mine.output((mine.call_function(_private_uses, (y,)),))   # a function of its own module: not torch
-    with pytest.raises(plain.NotPlain, match="not public torch API only"):
+    with pytest.raises(plaincode.NotPlain, match="not public torch API only"):
         plain.graph_function(fx.GraphModule(torch.nn.Module(), mine))
     assert plain._not_public("def fn(x):\n    return torch._C._nn.gelu(torch.ops.higher_order.foo(x))\n") == [
         "torch._C._nn.gelu", "torch.ops.higher_order.foo"]
@@ -474,7 +474,7 @@ def test_an_error_repro_of_a_gpu_graph_waits_for_the_device_before_it_says_nothi
     """A CUDA kernel's fault (an illegal address, a device-side assert) is reported at the next
     synchronizing call: the repro of an error on the GPU synchronizes before it concludes that the
     compiled run passed; a CPU repro carries no such line."""
-    from bot.minify.plain import Parts, plain_source
+    from bot.minify.worker.plain import Parts, plain_source
 
     fn = "def fn(arg0_1):\n    relu = torch.ops.aten.relu.default(arg0_1)\n    return (relu,)"
     gpu = "def make_inputs():\n    return [_rand((4,), (1,), torch.float32, 'cuda:0')]"

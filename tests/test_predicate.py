@@ -1,4 +1,4 @@
-"""bot/minify/predicate.py: how a candidate graph is loaded, compiled and judged ("fails the same
+"""bot/minify/worker/predicate.py: how a candidate graph is loaded, compiled and judged ("fails the same
 way"). The fast tests compile nothing: the judge a repro carries, the config a query runs with, a
 query past the budget, and the errors for files that are not launchers. The slow tests judge real
 graphs with inductor's C++ backend under its injected bugs (relu accuracy / runtime_error /
@@ -17,8 +17,8 @@ import torch._inductor.config as inductor_config
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from bot.errors import UsageError
-from bot.minify import predicate as P
 from bot.minify.records import Judge, MinifyJob, Query, parse_event
+from bot.minify.worker import predicate as P
 from bot.records import CheckError, ConfigSetting
 from bot.signature import Signature
 from bot.torch_adapter import repro as R
@@ -233,7 +233,7 @@ def test_an_inductor_compile_error_raised_at_the_first_call_is_a_compile_error()
     the compiled code is not."""
     from torch._inductor.exc import CppCompileError
 
-    from bot.minify.predicate import _phase
+    from bot.minify.worker.predicate import _phase
 
     try:
         try:
@@ -344,8 +344,8 @@ def test_compile_options_torch_refuses_or_that_only_debug_are_dropped_from_the_j
     leave the job (so no config diff or repro line names them)."""
     import torch._inductor.config as ic
 
-    from bot.minify.predicate import apply_compile_options
     from bot.minify.records import MinifyJob
+    from bot.minify.worker.predicate import apply_compile_options
     from bot.torch_adapter import repro as R
 
     job = MinifyJob(repro="r.py", workdir=".", failure_class="accuracy", budget=1.0, compile_options={
@@ -381,7 +381,7 @@ def _dynamo_graph_of_a_training_step():
 def test_a_training_graph_differentiates_what_required_grad_in_the_program_never_its_buffers():
     import torch
 
-    from bot.minify.predicate import Evaluator, differentiable
+    from bot.minify.worker.predicate import Evaluator, differentiable
     from bot.torch_adapter.minifier import grad_mask, train_step
 
     gm, args = _dynamo_graph_of_a_training_step()

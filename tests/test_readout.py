@@ -1,4 +1,4 @@
-"""bot/minify/readout.py: the numerics readout of an accuracy failure's minimized graph (each op
+"""bot/minify/worker/readout.py: the numerics readout of an accuracy failure's minimized graph (each op
 compiled and eager against fp64, the first diverging op, determinism), its record in failure.json
 and its table in the issue. The slow tests compile real graphs with inductor's injected relu bug."""
 
@@ -14,7 +14,7 @@ import torch
 from bot import rundir
 from bot.errors import UsageError
 from bot.failure import FailureRecord
-from bot.minify import readout as RO
+from bot.minify.worker import readout as RO
 from bot.options import ReportOptions
 from bot.records import Readout, ReadoutNode
 from bot.render import Renderer
@@ -171,8 +171,8 @@ def _relu_graph():
 def _readout(inject: bool) -> Readout:
     import torch
 
-    from bot.minify.predicate import Evaluator
     from bot.minify.records import MinifyJob
+    from bot.minify.worker.predicate import Evaluator
 
     gm, args = _relu_graph()
     job = MinifyJob(repro="", workdir="", failure_class="accuracy", budget=60)
@@ -227,8 +227,8 @@ def test_a_genuine_integer_bug_that_only_a_fused_kernel_shows_is_found_by_prefix
     repro fuses them and names the op where the wrong values first appear."""
     import torch
 
-    from bot.minify.predicate import Evaluator
     from bot.minify.records import MinifyJob
+    from bot.minify.worker.predicate import Evaluator
 
     gm, args = _int32_overflow_graph()
     ev = Evaluator(MinifyJob(repro="", workdir="", failure_class="accuracy", budget=60), "aot", None)
@@ -301,8 +301,8 @@ def _wrong_grad_backend(gm, example_inputs):
 def test_a_training_failure_in_the_gradients_is_not_read_as_a_fused_kernel_bug(tmp_path):
     """The readout measures forward values: for a failure judged on a training step whose forward
     agrees it says so, instead of suggesting that a fused kernel hides the bug."""
-    from bot.minify.predicate import Evaluator
     from bot.minify.records import MinifyJob
+    from bot.minify.worker.predicate import Evaluator
 
     gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) * 2)
     job = MinifyJob(repro=str(tmp_path / "graph.py"), workdir=str(tmp_path), failure_class="accuracy",

@@ -16,9 +16,9 @@ import pytest
 
 from bot import proc
 from bot.minify import reduce as red
-from bot.minify.predicate import CRASH_HOOK_ENV
 from bot.minify.records import Checkpoint, Loaded, MinifyJob, Query
-from bot.minify.worker import BISECT_CRASH_ENV
+from bot.minify.worker.main import BISECT_CRASH_ENV
+from bot.minify.worker.predicate import CRASH_HOOK_ENV
 
 RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
 

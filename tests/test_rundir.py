@@ -135,7 +135,7 @@ def test_csv_import_with_every_status_word_goes_through_merge_and_report(tmp_pat
 JSON_READERS = {
     "bot/rundir.py": "the run directory",
     "bot/safejson.py": "the bounded parser that untrusted JSON (payloads, artifacts) goes through",
-    "bot/minify/worker.py": "the worker's pinned signature and judge (minify-work/)",
+    "bot/minify/worker/main.py": "the worker's pinned signature and judge (minify-work/)",
     "bot/minify/records.py": "the worker's job and result files (minify-work/)",
     "bot/minify/reduce.py": "the worker's signature file (minify-work/)",
     "bot/minify/capture.py": "the capture check's row file (minify-work/)",
@@ -147,7 +147,7 @@ JSON_READERS = {
     "bot/gha.py": "the GitHub event payload",
     "bot/fingerprint.py": "the issue-body marker",
     "bot/tracker/local.py": "the local tracker's issue files",
-    "bot/minify/plain.py": "the plain repro writer's job and result files (a temporary directory)",
+    "bot/minify/worker/plain.py": "the plain repro writer's job and result files (a temporary directory)",
 }
 RUN_DIR_FILES = {rundir.RESULTS, rundir.FAILURE, rundir.REPORT, rundir.MERGE}
 

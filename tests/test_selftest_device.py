@@ -16,8 +16,8 @@ def test_a_device_without_an_injectable_code_generator_is_a_usage_error():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_injection_key_is_validated_diffed_and_written_like_any_config(device):
-    from bot.minify.configdiff import true_diff
     from bot.minify.package import clean_source
+    from bot.minify.worker.configdiff import true_diff
     from bot.torch_adapter.config import parse_overrides
 
     key = injection_key(device)

@@ -1,4 +1,4 @@
-"""bot/minify/short.py: the short repro (repro_short.py), the failing graph as a person writes it.
+"""bot/minify/worker/short.py: the short repro (repro_short.py), the failing graph as a person writes it.
 
 Fast tier (nothing compiled): aten calls become public names only where eager values stay the same
 bit for bit; inputs are written as torch.randn / zeros with their layout (memory_format, as_strided)
@@ -12,7 +12,7 @@ import ast
 
 import pytest
 
-from bot.minify import plain, short
+from bot.minify.worker import plain, short
 from bot.records import ConfigEntry
 
 torch = pytest.importorskip("torch")

@@ -1,4 +1,4 @@
-"""bot/minify/worker.py, the parts a failure record shows that need no compile: which graph
+"""bot/minify/worker/main.py (the worker process), the parts a failure record shows that need no compile: which graph
 AOTAutograd handed the compiler (from repros torch writes for real forward, backward and inference
 graphs), the minimal config diff (delta debugging with a predicate that is a plain function of the
 settings), and the culprit record (the ops and the bisector's answer, only for a finished
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.minify import passes as P
-from bot.minify import worker
+from bot.minify.worker import main as worker
+from bot.minify.worker import problem as PR
 from bot.records import Culprit, GraphBisect
 
 RELU = "inductor.cpp.inject_relu_bug_TESTING_ONLY"
@@ -104,14 +104,14 @@ def test_one_setting_is_decided_by_one_query_without_it():
 
 
 def test_the_culprit_record_sorts_the_ops_and_words_the_bisectors_answer():
-    found = P.Culprit(["aten.relu.default", "aten.add.Tensor"], "graph", "relu")
+    found = PR.Culprit(["aten.relu.default", "aten.add.Tensor"], "graph", "relu")
     bisect = GraphBisect(backend="inductor", subsystem="lowerings", bisect_number=3, detail="lowering relu")
     assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(
         ["aten.add.Tensor", "aten.relu.default"], "lowerings: lowering relu", "graph")
 
 
 def test_a_culprit_the_bisector_disagrees_with_is_kept_and_the_disagreement_logged(capsys):
-    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    found = PR.Culprit(["aten.relu.default"], "compiled-alone")
     bisect = GraphBisect(backend="inductor", subsystem="lowerings", detail="log1p")
     assert worker.culprit_record(None, found, bisect, "minimized") == Culprit(["aten.relu.default"], "lowerings: log1p",
                                                                              "compiled-alone")
@@ -119,7 +119,7 @@ def test_a_culprit_the_bisector_disagrees_with_is_kept_and_the_disagreement_logg
 
 
 def test_without_a_bisect_answer_the_culprit_has_ops_only(capsys):
-    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    found = PR.Culprit(["aten.relu.default"], "compiled-alone")
     assert worker.culprit_record(None, found, None, "minimized") == Culprit(["aten.relu.default"], None,
                                                                            "compiled-alone")
     incomplete = GraphBisect(subsystem="lowerings", detail="relu", incomplete=True)
@@ -129,7 +129,7 @@ def test_without_a_bisect_answer_the_culprit_has_ops_only(capsys):
 
 @pytest.mark.parametrize("status", ["partial", "not_reproduced"])
 def test_an_unfinished_minimization_proves_no_culprit(status):
-    found = P.Culprit(["aten.relu.default"], "compiled-alone")
+    found = PR.Culprit(["aten.relu.default"], "compiled-alone")
     assert worker.culprit_record(None, found, None, status) is None
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from bot import rundir
 from bot.check.one import CheckRequest, launch
 from bot.check.settings import Settings
-from bot.minify import procs
+from bot.minify.worker import child
 from bot.records import CheckRow, Launcher, RerunCapture
 from bot.suites import source_of
 from bot.suites.command import capture_env  # one definition, shared with the check's rerun
@@ -51,7 +51,7 @@ def level_for(failure_class: str) -> int:
 
 def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300) -> str | None:
     """None when TORCHDYNAMO_REPRO_AFTER=dynamo works on a clean graph here, else the reason."""
-    res = procs.run_logged([procs.python(), "-m", "bot.minify.worker", "probe-dynamo", backend],
+    res = child.run_logged([child.python(), "-m", "bot.minify.worker", "probe-dynamo", backend],
                            cwd=os.path.join(workdir, "probe"), log_path=log_path, timeout=timeout)
     from bot.minify.records import Probe, parse_event
 
@@ -106,7 +106,7 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
         method, repro_after = "project", "dynamo"
     env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
     cap_row, res = launch(CheckRequest(row.spec, s), cwd=capdir, log_path=log_path, timeout=max(1.0, timeout),
-                          env=procs.child_env(env_extra), python=procs.python(), events=True)
+                          env=child.child_env(env_extra), python=child.python(), events=True)
     if method == "project":
         cands = sorted(glob.glob(os.path.join(capdir, "graphs", "graph_*.py")),
                        key=lambda p: int(os.path.basename(p)[6:-3]))

@@ -55,7 +55,6 @@ from bot.errors import InfraError
 from bot.failure import FailureRecord
 from bot.minify import capture as cap
 from bot.minify import localize as loc
-from bot.minify import plain as plainmod
 from bot.minify import procs, reuse
 from bot.minify import reduce as red
 from bot.minify import trace as tracemod
@@ -71,6 +70,7 @@ from bot.minify.records import (
     Pinned,
     WorkerResult,
 )
+from bot.minify.worker import plain as plainmod
 from bot.options import MinifyOptions
 from bot.records import Capture, CheckRow, ConfigDiff, Repro
 from bot.signature import ABORT_TYPE, MINIFIABLE_CLASSES, Signature, short_type

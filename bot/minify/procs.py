@@ -1,50 +1,22 @@
-"""Child processes: every one gets a timeout, its own working directory and a log file."""
+"""Child processes: every one gets a timeout, its own working directory and a log file.
+
+How a child's environment is made and how a fresh process runs logged are shared with the worker,
+which may not import this module: :mod:`bot.minify.worker.child` defines them and this module builds
+on it. Here: the forked children, the warm parent, a repro's environment and the fork server
+(:class:`Interpreters`)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable
 
 from bot import proc
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DROP_ENV = ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL", "TORCH_COMPILE_DEBUG_DIR",
-            "MINIFY_BOT_CAPTURE_DIR", "MINIFY_BOT_CAPTURE_BACKEND")
-
-
-def child_env(extra: dict | None = None, keep_hooks: bool = False) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in DROP_ENV}
-    if not keep_hooks:
-        env.pop("MINIFY_BOT_WORKER_CRASH_AFTER", None)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(extra or {})
-    return env
-
-
-# the result of a minify child process (one record for every child: bot.proc.Result)
-Outcome = proc.Result
-
-
-def _shown(cmd: list[str]) -> str:
-    return " ".join(os.path.basename(c) if os.path.isabs(c) else c for c in cmd)
-
-
-def run_logged(cmd: list[str], *, cwd: str, log_path: str, timeout: float, env: dict | None = None,
-               on_event: Callable[[dict], None] | None = None) -> Outcome:
-    """Run ``cmd`` in a fresh process; stdout+stderr appended to ``log_path``; lines ``@@ {json}`` are events."""
-    os.makedirs(cwd, exist_ok=True)
-    out = proc.run(cmd, cwd=cwd, env=env if env is not None else child_env(), timeout=max(1.0, timeout),
-                   log_path=log_path, announce=f"$ {_shown(cmd)}", events=True, on_event=on_event)
-    if out.error:  # cannot start: as if it exited at once
-        out.returncode, out.tail = 127, out.error
-    return out
+from bot.minify.worker.child import REPO_ROOT, Outcome, child_env
 
 
 def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, timeout: float,
                 on_event: Callable[[dict], None] | None = None) -> Outcome:
-    """Like :func:`run_logged`, but ``fn()`` runs in a child *forked* from this process (which has
+    """Like :func:`bot.minify.worker.child.run_logged`, but ``fn()`` runs in a child *forked* from this process (which has
     imported and warmed torch once), in its own session and working directory. The exit
     code is ``fn``'s return value, 70 for an exception, ``-signal`` when the child was killed.
 
@@ -66,10 +38,6 @@ def warm_parent() -> None:
 
         warm_up("cpu")
         _WARM["done"] = True
-
-
-def python() -> str:
-    return sys.executable
 
 
 def repro_env() -> dict:
@@ -153,7 +121,7 @@ class Interpreters(proc.Closing):
     def run_module(self, module: str, args: list[str], *, cwd: str, log_path: str, timeout: float,
                    env: dict, on_event: Callable[[dict], None] | None = None) -> Outcome | None:
         """``python -m module args`` in a fork of the server, with this repository first on its path
-        and ``env`` as its environment; logged and evented like :func:`run_logged`."""
+        and ``env`` as its environment; logged and evented like :func:`bot.minify.worker.child.run_logged`."""
         if self.start()._server is None:
             return None
         os.makedirs(cwd, exist_ok=True)

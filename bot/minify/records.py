@@ -116,7 +116,7 @@ class MinifyJob(_File):
 
 @dataclass
 class PassStat(Record):
-    """What one reduction pass did (``bot.minify.problem.REDUCTION``; the cleanup's passes summed
+    """What one reduction pass did (``bot.minify.worker.passes.REDUCTION``; the cleanup's passes summed
     over its rounds): the queries it asked, the call nodes it removed (0 for one that adds nodes, as
     inlining a subgraph does), the seconds it took."""
 
@@ -155,7 +155,7 @@ class WorkerResult(_File):
     random_inputs_reproduce: bool | None = None
     bisect: GraphBisect | None = None
     culprit: Culprit | None = None
-    readout: Readout | None = None   # accuracy failures: the final graph's numerics per op (bot.minify.readout)
+    readout: Readout | None = None   # accuracy failures: the final graph's numerics per op (bot.minify.worker.readout)
     # how it ran
     isolated: bool = False           # every query in a fresh process
     timings: dict[str, float] = field(default_factory=dict)

@@ -16,6 +16,7 @@ import time
 from bot import rundir
 from bot.minify import procs
 from bot.minify.records import EXIT_POISONED, Event, Loaded, MinifyJob, Query, WorkerResult, parse_event
+from bot.minify.worker import child
 from bot.signature import Signature
 
 GRACE_S = 30.0
@@ -49,11 +50,11 @@ def _run_worker(job: MinifyJob, workdir: str, log_path: str, on_event, interpret
         # forked from the command's fork server, which imported and warmed torch while this
         # process did other work: as `python -m bot.minify.worker minify job.json` would run
         out = interpreters.run_module("bot.minify.worker", ["minify", path], cwd=workdir, log_path=log_path,
-                                      timeout=timeout, env=procs.child_env(keep_hooks=True), on_event=on_event)
+                                      timeout=timeout, env=child.child_env(keep_hooks=True), on_event=on_event)
         if out is not None:
             return out
     # no server (or it is gone): forked from this process, warmed first
-    from bot.minify import worker
+    from bot.minify.worker import main as worker
 
     procs.warm_parent()
     return procs.fork_logged(lambda: worker.cmd_minify(path), name=f"minify worker {os.path.basename(path)}",

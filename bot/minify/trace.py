@@ -27,6 +27,7 @@ from typing import Callable
 from bot import extra_hint, proc, rundir
 from bot.failure import FailureRecord
 from bot.minify import procs
+from bot.minify.worker import child
 from bot.records import Repro, Trace
 from bot.torch_adapter import trace as ttrace
 
@@ -114,7 +115,7 @@ def _traced_run(script: str, tdir: str, cwd: str, log_path: str, timeout: float,
         if res is not None and not ttrace.cannot_trace_here(res.returncode):
             return res
         shutil.rmtree(tdir, ignore_errors=True)
-    return proc.run([procs.python(), *ttrace.traced_command(tdir, script)], cwd=cwd,
+    return proc.run([child.python(), *ttrace.traced_command(tdir, script)], cwd=cwd,
                     env={**procs.repro_env(), **ttrace.trace_env(tdir)}, timeout=timeout, log_path=log_path,
                     announce=f"$ (traced) python {name}")
 

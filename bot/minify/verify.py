@@ -22,10 +22,11 @@ from typing import Callable
 from bot import proc, rundir
 from bot.failure import FailureRecord
 from bot.minify import package as pkg
-from bot.minify import plain as plainmod
 from bot.minify import procs
 from bot.minify.procs import Interpreters
 from bot.minify.records import Final, WorkerResult
+from bot.minify.worker import child
+from bot.minify.worker import plain as plainmod
 from bot.options import MinifyOptions
 from bot.records import ConfigDiff, PlainRepro, Verification
 from bot.signature import Signature
@@ -41,7 +42,7 @@ def run_repro(path: str, *, random_inputs: bool = False, timeout: float = 600,
     if res is None:  # no server, or it is gone: a cold interpreter
         with tempfile.TemporaryDirectory(prefix="minify-verify-") as cwd:
             cmd = [os.path.abspath(path), *args]
-            res = proc.run(build.command(cmd, cwd=cwd) if build else [procs.python(), *cmd], cwd=cwd,
+            res = proc.run(build.command(cmd, cwd=cwd) if build else [child.python(), *cmd], cwd=cwd,
                            env={**procs.repro_env(), **(build.env if build else {})},
                            timeout=timeout, capture=procs.REPRO_CAPTURE)
     if res.timed_out:

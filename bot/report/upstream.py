@@ -41,7 +41,7 @@ from bot.tracker.base import Issue
 UPSTREAM_REPO = "pytorch/pytorch"
 MAX_QUERIES = 3
 MAX_RELATED = 5
-# the plain repro (bot/minify/plain.py: public torch APIs only), preferred when a failure has one
+# the plain repro (bot/minify/worker/plain.py: public torch APIs only), preferred when a failure has one
 REPRO_PLAIN = getattr(rundir, "PLAIN", None)
 TRACEBACK_LIMIT = 6000
 COLLECT_ENV_LIMIT = 12000

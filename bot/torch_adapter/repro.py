@@ -545,7 +545,7 @@ def _dynamo_repro_fixed(source: str, *, autocast: bool) -> str:
     float64 reference fails ("Could not generate fp64 outputs") and its ``same`` passes a mismatch
     it cannot judge without one under ``repro_ignore_non_fp``; a traced ``mod`` instead loses its
     compilation when ``run_fwd_maybe_bwd`` deep-copies the optimized module (torch 2.13). Such a
-    repro does not verify, and the plain repro (bot.minify.plain) is the verified one."""
+    repro does not verify, and the plain repro (bot.minify.worker.plain) is the verified one."""
     call = source.rfind("run_repro(")
     flag = source.find("autocast=False", call) if autocast and call >= 0 else -1
     if flag >= 0:

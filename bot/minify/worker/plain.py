@@ -8,7 +8,7 @@ bit-exact, so that it runs from
 a copy-paste of the issue. Larger inputs go to ``inputs/plain_inputs.pt`` (``torch.save`` of a
 list), named by the sha256 of their storages, which the repro checks when it loads them.
 
-The file is written in a process that has torch (``python -m bot.minify.plain JOB``: a fork of
+The file is written in a process that has torch (``python -m bot.minify.worker.plain JOB``: a fork of
 the minify command's fork server, :func:`write_plain` in the parent) from the worker's final
 torch-format repro; the parent verifies it in fresh processes like ``repro.py``. Its parts:
 
@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import ast
 import base64
-import builtins
 import json
-import math
 import os
 import sys
 import zlib
@@ -40,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from string import Template
 
 from bot import rundir
+from bot.minify.worker.plaincode import PREAMBLE, NotPlain, free_names, literal
 from bot.records import ConfigEntry, PlainRepro, Record
 
 # characters of base64 (of the zlib-compressed storages) the inputs may take inline, together: with
@@ -237,18 +236,9 @@ def main():
     print("the compiled $run ran without error: the failure did not reproduce")
 '''
 
-# globals FX's code for a graph may read, and the line that defines each (any other is refused)
-PREAMBLE = {"torch": None, "math": None, "operator": None, "device": "from torch import device",
-            "inf": "inf = float('inf')", "nan": "nan = float('nan')", "NoneType": "NoneType = type(None)"}
-
-
-class NotPlain(Exception):
-    """The graph or its inputs cannot be written as a plain program (the message says why)."""
-
-
 @dataclass
 class PlainJob(Record):
-    """What the writer needs (``python -m bot.minify.plain JOB RESULT``): the worker's final repro,
+    """What the writer needs (``python -m bot.minify.worker.plain JOB RESULT``): the worker's final repro,
     where to write, and how the failure is compiled and judged."""
 
     final: str = ""                   # the worker's final torch-format repro (its inputs beside it)
@@ -298,7 +288,7 @@ def graph_function(gm) -> tuple[str, list, bool]:
     body = [ast.unparse(st) for st in forward.body if not _frees(st)]
     src = f"def fn({', '.join(params + (['*', 'fp64=False'] if fp64 else []))}):\n" + "".join(
         f"    {line}\n" for st in body for line in st.splitlines())
-    problems = _not_public(src) + [f"reads {n!r}" for n in _free_names(src) if n not in PREAMBLE]
+    problems = _not_public(src) + [f"reads {n!r}" for n in free_names(src) if n not in PREAMBLE]
     if problems:
         raise NotPlain("the graph's code is not public torch API only: " + "; ".join(problems[:5]))
     return src, constants, fp64
@@ -384,16 +374,6 @@ def _not_public(src: str) -> list[str]:
     return sorted(set(found))
 
 
-def _free_names(src: str) -> list[str]:
-    """The names the function reads that it does not bind and Python does not define."""
-    tree = ast.parse(src)
-    fn = tree.body[0]
-    bound = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    read = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-    return sorted({n for n in read if n not in bound and not hasattr(builtins, n)})
-
-
 # --- the inputs -------------------------------------------------------------------------------------
 
 
@@ -469,22 +449,6 @@ def encode_inputs(args) -> Encoded | None:
         refs.append(index[key])
         views.append((tuple(a.shape), tuple(a.stride()), a.dtype, str(a.device), a.requires_grad))
     return Encoded(storages, items, refs, views)
-
-
-def literal(value) -> str:
-    """The source of a non-tensor input (an int of a symbolic size, a float, a dtype...)."""
-    import torch
-
-    if value is None or isinstance(value, (bool, int, str)):
-        return repr(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float({str(value)!r})"
-    if isinstance(value, (torch.dtype, torch.device)):
-        return str(value) if isinstance(value, torch.dtype) else f"torch.device({str(value)!r})"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(literal(v) for v in value) + ("," if isinstance(value, tuple) and len(value) == 1 else "")
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-    raise NotPlain(f"an input is a {type(value).__name__}")
 
 
 def inline_inputs_source(enc: Encoded, made: set[int] | None = None) -> str:
@@ -583,7 +547,7 @@ def plain_source(p: Parts) -> str:
         if p.accuracy
         else [f"# The failing graph as a plain function, compiled with torch.compile(backend={p.backend!r}) and",
               f"# run as a {run}: the error propagates, as in the check. Public torch APIs only."])
-    used = set(_free_names(p.fn))
+    used = set(free_names(p.fn))
     carried = p.inline and "_storage(" in p.inputs
     std = {"base64": carried, "zlib": carried, "hashlib": not p.inline, "math": p.accuracy or "math" in used,
            "operator": "operator" in used, "os": not p.inline, "sys": p.accuracy or not p.inline}
@@ -633,7 +597,7 @@ def write(job: PlainJob, written=None) -> PlainRepro:
     (its eager runs of the graph could take the process down: the plain repro stands then)."""
     import torch
 
-    from bot.minify.predicate import load_graph
+    from bot.minify.worker.predicate import load_graph
 
     rf, gm, args = load_graph(job.final)
     try:
@@ -682,12 +646,12 @@ def write(job: PlainJob, written=None) -> PlainRepro:
 
 
 def write_short(job: PlainJob, parts: Parts, args, enc: Encoded | None, made: set[int]) -> str | None:
-    """Write failures/<id>/repro_short.py (bot/minify/short.py) beside the plain repro: the inputs
+    """Write failures/<id>/repro_short.py (bot/minify/worker/short.py) beside the plain repro: the inputs
     made from the seed where the plain repro makes them (every floating one when random inputs fail
     the same way), the others written out when small. Its file name; None when it does not apply."""
     import torch
 
-    from bot.minify import short
+    from bot.minify.worker import short
 
     stale = os.path.join(job.out_dir, rundir.SHORT)
     if os.path.exists(stale):   # an earlier attempt's (the plain repro written again with the saved inputs)
@@ -718,7 +682,7 @@ def write_plain(job: PlainJob, interpreters=None, timeout: float = 300) -> Plain
     one with a reason (and no path) when it could not be written."""
     import tempfile
 
-    from bot.minify import procs
+    from bot.minify.worker import child
 
     with tempfile.TemporaryDirectory(prefix="minify-plain-") as tmp:
         job_path, result_path, log_path = (os.path.join(tmp, n) for n in ("job.json", "result.json", "writer.log"))
@@ -726,9 +690,9 @@ def write_plain(job: PlainJob, interpreters=None, timeout: float = 300) -> Plain
             json.dump(job.to_json(), fh)
         args = [job_path, result_path]
         out = (interpreters.run_module(MODULE, args, cwd=tmp, log_path=log_path, timeout=timeout,
-                                       env=procs.child_env()) if interpreters is not None else None)
+                                       env=child.child_env()) if interpreters is not None else None)
         if out is None:   # no server, or it is gone
-            out = procs.run_logged([procs.python(), "-m", MODULE, *args], cwd=tmp, log_path=log_path, timeout=timeout)
+            out = child.run_logged([child.python(), "-m", MODULE, *args], cwd=tmp, log_path=log_path, timeout=timeout)
         try:
             with open(result_path, encoding="utf-8") as fh:
                 return PlainRepro.from_json(json.load(fh))
@@ -738,11 +702,11 @@ def write_plain(job: PlainJob, interpreters=None, timeout: float = 300) -> Plain
                                      f"({'timed out' if out.timed_out else f'exit {out.returncode}'}): {tail}")
 
 
-MODULE = "bot.minify.plain"
+MODULE = "bot.minify.worker.plain"
 
 
 def main(argv: list[str]) -> int:
-    """``python -m bot.minify.plain JOB RESULT``: write the plain repro; its record to RESULT."""
+    """``python -m bot.minify.worker.plain JOB RESULT``: write the plain repro; its record to RESULT."""
     import traceback
 
     job_path, result_path = argv

@@ -5,7 +5,7 @@ bitwise the same outputs twice.
 
 How compiled intermediates are observed: inductor fuses, so a node's compiled value exists only
 where the compiled graph returns it. The graph is compiled **once** with every floating-point op
-node as an extra output (:func:`bot.minify.passes.all_outputs_state`, the culprit search's hint
+node as an extra output (:func:`bot.minify.worker.hints.all_outputs_state`, the culprit search's hint
 uses the same probe). One compile rather than one per node (the graph with node k as an extra
 output, for each k): on a CPU an inductor compile of even a small graph costs seconds (a C++
 compile each), so 30 of them would take most of a minute, and each of them changes the fusion
@@ -37,7 +37,7 @@ def step_readout(run: Any) -> None:
     """The worker's step after the final repro (a :class:`bot.minify.worker.Run`): the readout of
     an accuracy failure's reduced graph into ``run.result.readout``; not for other classes, nor
     for isolated runs (every compile of those runs in a fresh process; this one would not)."""
-    from bot.minify.predicate import log
+    from bot.minify.worker.predicate import log
 
     if run.job.failure_class != "accuracy" or run.status not in ("minimized", "partial"):
         return
@@ -65,11 +65,12 @@ def step_readout(run: Any) -> None:
 def numerics_readout(evaluator, gm, args, *, budget: float = BUDGET) -> Readout:
     """The readout of ``gm`` on ``args``, compiled as ``evaluator`` compiles a candidate (its kind
     and backend) and judged by its tolerance."""
-    from bot.minify import passes as P
+    from bot.minify.worker.graph import State
+    from bot.minify.worker.hints import all_outputs_state
     from bot.torch_adapter import minifier as M
 
     deadline = time.time() + budget
-    probe, names = P.all_outputs_state(P.State(gm, list(args)), integers=True)
+    probe, names = all_outputs_state(State(gm, list(args)), integers=True)
     if not names:
         return Readout(note="not made: the graph has no op with a tensor result")
     if len(names) > MAX_NODES:
@@ -117,16 +118,17 @@ def fused_divergence(evaluator, gm, args, eager: dict, fp64: dict, deadline: flo
     they are in the repro), for the shortest that diverges; its last op's row, measured there.
     log2(ops) + 1 compiles; None when the whole graph does not diverge this way either or the time
     runs out."""
-    from bot.minify import passes as P
+    from bot.minify.worker import graph as G
+    from bot.minify.worker.search import bisect_cuts
     from bot.torch_adapter import minifier as M
 
-    calls = P.call_nodes(gm)
-    _, kinds = P.eager_values(gm, args, lambda n: False)
+    calls = G.call_nodes(gm)
+    _, kinds = G.eager_values(gm, args, lambda n: False)
     nodes = {n.name: n for n in gm.graph.nodes}
     rows: dict[int, ReadoutNode] = {}
 
     def prefix(k: int):
-        st = P.prefix_state(P.State(gm, list(args)), k, kinds)
+        st = G.prefix_state(G.State(gm, list(args)), k, kinds)
         return None if st is None else (k, st)
 
     def diverges(cand) -> bool:
@@ -148,7 +150,7 @@ def fused_divergence(evaluator, gm, args, eager: dict, fp64: dict, deadline: flo
         return None
     # the shortest diverging prefix: a diverging one moves the upper end down (the search the
     # culprit search uses; a cut that cannot be made is stepped over, not taken as passing)
-    _, hi, _ = P.bisect_cuts(0, len(calls), prefix, diverges, fails_move="hi")
+    _, hi, _ = bisect_cuts(0, len(calls), prefix, diverges, fails_move="hi")
     return rows[hi]
 
 

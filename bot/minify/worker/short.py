@@ -1,6 +1,6 @@
 """The short repro, ``repro_short.py``: the failing graph as a person writes it in a bug report.
 
-The plain repro (``bot/minify/plain.py``) carries everything a failure could need: its inputs bit
+The plain repro (``bot/minify/worker/plain.py``) carries everything a failure could need: its inputs bit
 for bit, a judge for every corner of torch's accuracy rule, a training step. Most minimized bugs
 need none of that, and upstream's own reports of them are a few lines. This is that form:
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 import math
+
+from bot.minify.worker.plaincode import PREAMBLE, NotPlain, free_names, literal
 
 SMALL_VALUES = 16         # elements of an input whose values are written out when it is not made from a seed
 INTEGER_VALUES = 64       # ... of an integer or bool input (ids, indices: the values a failure hangs on)
@@ -260,7 +262,6 @@ def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str
     grad = {k for k in floats if args[k].requires_grad} or floats if training else \
         {k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad}
 
-    from bot.minify.plain import NotPlain, literal
 
     out = []
     for k, a in enumerate(args):
@@ -287,7 +288,7 @@ def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str
 
 
 # a training step: the outputs, then the gradients of the inputs that require grad, for the loss
-# that sums the floating outputs in float64 (as the plain repro's step; bot/minify/plain.py)
+# that sums the floating outputs in float64 (as the plain repro's step; bot/minify/worker/plain.py)
 _TRAINING_STEP = [
     "def step(f, inputs):  # forward and backward: {name: value} of the outputs and the inputs' gradients",
     "    outs, leaves = list(f(*inputs)), [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]",
@@ -383,7 +384,7 @@ def called(src: str) -> list[str]:
 
 
 def short_source(p, inputs: list[str]) -> str | None:
-    """The text of repro_short.py for the plain repro's parts ``p`` (bot.minify.plain.Parts) and
+    """The text of repro_short.py for the plain repro's parts ``p`` (bot.minify.worker.plain.Parts) and
     its inputs as written (:func:`input_lines`); None where the short form does not apply (a user's
     registered backend)."""
     from bot.torch_adapter import numerics
@@ -402,9 +403,8 @@ def short_source(p, inputs: list[str]) -> str | None:
     lines += [f"import {MODULES[x]}" for x in MODULES if x in prefixes]
     settings = [config_line(e.key, e.value) for e in p.config] + numerics.lines(p.numerics)
     lines += [""] + settings if settings else []
-    from bot.minify.plain import PREAMBLE, _free_names
 
-    used = set(_free_names(p.fn))
+    used = set(free_names(p.fn))
     pre = [PREAMBLE[n] for n in PREAMBLE if n in used and PREAMBLE[n]] + (["import math"] if "math" in used else []) \
         + (["import operator"] if "operator" in used else [])
     lines += [""] + pre if pre else []

@@ -289,7 +289,7 @@ def _observe_exec(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str
     no forked child could use. Returns proc's Result, with the signature file's record as
     ``value`` when the query ran to the end."""
     from bot import proc
-    from bot.minify import procs
+    from bot.minify.worker import child
     from bot.torch_adapter import repro as R
 
     os.makedirs(qdir, exist_ok=True)
@@ -303,7 +303,7 @@ def _observe_exec(job: MinifyJob, kind: str, gm, args, timeout: float, qdir: str
     job.replace(deadline=None, isolate=True).write(os.path.join(qdir, "job.json"))
     QueryJob(kind, list(config) if config is not None else None).write(os.path.join(qdir, "query.json"))
     res = proc.run([sys.executable, "-m", "bot.minify.worker", "query", qdir], timeout=timeout, cwd=job.workdir,
-                   env=procs.child_env(), log_path=os.path.join(qdir, "query.log"), log_mode="w", capture=20000,
+                   env=child.child_env(), log_path=os.path.join(qdir, "query.log"), log_mode="w", capture=20000,
                    grace=0.0)
     try:
         res.value = QueryAnswer.read(os.path.join(qdir, QUERY_SIGNATURE)).signature

@@ -1,58 +1,71 @@
 """The reduction as one ordered list of passes over one problem.
 
-A :class:`Problem` holds everything the reduction knows: the current graph and inputs (``state``),
-the one cached :class:`~bot.minify.passes.Oracle` every query goes through, the hint, the culprit
-found so far, the job's flags, and ``done``: the failing window is found (the culprit compiled
-alone, or reach-back's window), so the fallback does not run. Every step is a function
-``step(problem) -> None`` that mutates it, in one list, :data:`REDUCTION`, with an ``applies``
-condition where it is conditional (:func:`when`); :func:`run` runs the list and records, for every
-step that ran, the queries it asked (an analysis compile included: the hint's), the call nodes it
-removed and its seconds
+Every step of the reduction is a pass ``pass_(problem) -> None`` that changes one
+:class:`~bot.minify.worker.problem.Problem` (:mod:`bot.minify.worker.problem`: the state, the one
+cached oracle every query goes through, the hint, the culprit, ``done``), in one list,
+:data:`REDUCTION`, with an ``applies`` condition where it is conditional (:func:`when`); :func:`run`
+runs the list and records, for every pass that ran, the queries it asked (an analysis compile
+included: the hint's), the call nodes it removed and its seconds
 (:class:`bot.minify.records.PassStat`), which reach the ``reduce:`` log line and the worker's
-``result.json``. The cleanup's passes (``passes.CLEANUP_PASSES``, state -> state, repeated until a
-round removes nothing) record their own, one record each.
+``result.json``. The cleanup's passes (``cleanup.CLEANUP_PASSES``, state -> state, repeated until a
+round removes nothing) record their own, one record each. What the passes do to a graph is in
+:mod:`bot.minify.worker.search` (the culprit search, reach-back), :mod:`bot.minify.worker.cleanup`,
+:mod:`bot.minify.worker.hints` and :mod:`bot.minify.worker.graph`; every candidate they build is
+asked of ``problem.oracle`` only.
 
 Adding a pass: write ``def my_pass(problem) -> None`` (ask only ``problem.oracle``; decorate it with
 ``@when(condition)`` when it is conditional) and put it in :data:`REDUCTION` where it belongs, with
 the reason next to it. Its statistics appear in the log and the result with no further code.
+
+The order, and why:
+
+0. :func:`search.inline_subgraphs` - control flow and subgraph calls as straight-line code: a ``cond``
+   becomes the branch its predicate took on these inputs, an ``invoke_subgraph`` (a nested compile
+   region) its subgraph's nodes. Every later pass sees only the nodes of one graph, so a culprit
+   inside a branch is otherwise out of reach (the whole ``cond`` is one node). One query, and only
+   for a graph that has such a call; kept when the flat graph still fails the pinned way.
+1. :func:`search.find_culprit` - a binary search for the culprit node (``ceil(log2 N)`` queries on an
+   N-node graph), then one query on that node compiled alone, fed its real eager inputs. When that
+   fails, the repro *is* the culprit op plus its inputs and output: nothing else can be removed.
+   The search first compiles only the half of the range still in question, fed the eager values
+   it reads (:func:`graph.window_state`: compiles that shrink with every query); when the node it ends on
+   does not fail alone (a failure that needs its surroundings), it searches over graph prefixes,
+   which holds for any failure that shows at a prefix's outputs, then :func:`search.reach_back` finds
+   how far back from there it reaches (log N again). Errors and crashes skip the window search:
+   their cost is the number of compiles, and a miss would add log N to the two searches (the
+   bound is 2*ceil(log2 N) + 2*(final nodes) + 4 queries in all). This runs first because it is
+   the only step whose cost grows with log N rather than N; everything after it works on a graph
+   that is already small.
+2. :func:`cleanup.remove_dead` - drop call nodes whose results nobody uses, including those FX keeps
+   because it treats them as impure (``_scaled_dot_product_flash_attention_for_cpu`` with unused
+   outputs): they are deleted explicitly, not through ``eliminate_dead_code``. One query for all.
+3. :func:`cleanup.drop_outputs` - keep only the outputs the failure needs (each dropped output makes more
+   nodes dead, so :func:`cleanup.remove_dead` follows it).
+4. :func:`cleanup.remove_nodes` - turn single call nodes into inputs (their eager value becomes a
+   placeholder) while the failure keeps, last to first, to a fixpoint: the result is 1-minimal
+   (no single node can be removed and still fail).
+5. :func:`cleanup.drop_unused_inputs` - placeholders nobody reads; no query needed.
+
+Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
+take a different kernel path and fail differently).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-from bot.minify import passes as P
-from bot.minify.passes import Culprit, Hint, Oracle, PassStats, State
-from bot.minify.records import MinifyJob
+from bot.minify.worker import cleanup as C
+from bot.minify.worker import graph as G
+from bot.minify.worker import hints as H
+from bot.minify.worker import search as S
+from bot.minify.worker.graph import State
+from bot.minify.worker.hints import Hint
+from bot.minify.worker.problem import Culprit, Problem
+from bot.torch_adapter.fxutil import subgraph_call
 
 NO_HINTS_ENV = "MINIFY_BOT_NO_SEARCH_HINTS"        # =1: culprit search without hints (benchmarks compare)
-
-
-def _quiet(msg: str) -> None:
-    pass
-
-
-@dataclass
-class Problem:
-    """One reduction: what the passes read and change (see the module's docstring)."""
-
-    state: State
-    oracle: Oracle
-    job: MinifyJob                             # the flags the passes read (culprit_search, use_hints, ...)
-    workdir: str = "."
-    checkpoint_to: Callable[[Any, list], None] = lambda gm, args: None   # writes a checkpoint repro
-    log: Callable[[str], None] = _quiet
-    hint: Hint | None = None
-    culprit: Culprit | None = None
-    done: bool = False                         # the failing window is found: no fallback needed
-    stats: PassStats = field(default_factory=PassStats)
-
-    def checkpoint(self) -> None:
-        """The current state as a checkpoint (the smallest is kept should a later pass die)."""
-        self.checkpoint_to(self.state.gm, self.state.args)
 
 
 def when(condition: Callable[[Problem], bool]):
@@ -74,11 +87,11 @@ def run(problem: Problem, steps) -> Problem:
         if not applies(step, problem):
             continue
         oracle = problem.oracle
-        n0, q0, r0, t0 = len(P.call_nodes(problem.state.gm)), oracle.asked + oracle.analyzed, \
+        n0, q0, r0, t0 = len(G.call_nodes(problem.state.gm)), oracle.asked + oracle.analyzed, \
             problem.stats.recorded, time.monotonic()
         step(problem)
         if problem.stats.recorded == r0:
-            removed = n0 - len(P.call_nodes(problem.state.gm))
+            removed = n0 - len(G.call_nodes(problem.state.gm))
             problem.stats.record(step.__name__, oracle.asked + oracle.analyzed - q0, max(removed, 0),  # inlining adds
                                  time.monotonic() - t0)
     return problem
@@ -89,17 +102,17 @@ def run(problem: Problem, steps) -> Problem:
 # ------------------------------------------------------------------------------------------
 
 
-@when(lambda p: any(P.subgraph_call(n) is not None for n in p.state.gm.graph.nodes))
+@when(lambda p: any(subgraph_call(n) is not None for n in p.state.gm.graph.nodes))
 def inline_subgraphs(problem: Problem) -> None:
-    """Subgraph calls (cond, nested compile regions) as straight-line code (passes.inline_subgraphs)."""
-    problem.state = P.inline_subgraphs(problem.state, problem.oracle, log=problem.log)
+    """Subgraph calls (cond, nested compile regions) as straight-line code (search.inline_subgraphs)."""
+    problem.state = S.inline_subgraphs(problem.state, problem.oracle, log=problem.log)
 
 
 @when(lambda p: p.job.culprit_search and p.job.use_hints and os.environ.get(NO_HINTS_ENV) != "1")
 def hint(problem: Problem) -> None:
     """What is known before the culprit search (:func:`known_hint`); unverified, so a hint that
     cannot be had only leaves the search without it."""
-    from bot.minify.predicate import BudgetExceeded, ProcessPoisoned
+    from bot.minify.worker.predicate import BudgetExceeded, ProcessPoisoned
 
     try:
         problem.hint = known_hint(problem)
@@ -111,13 +124,13 @@ def hint(problem: Problem) -> None:
 
 @when(lambda p: p.job.culprit_search)
 def culprit_search(problem: Problem) -> None:
-    """The binary search for the culprit (passes.find_culprit); a culprit that fails compiled alone
+    """The binary search for the culprit (search.find_culprit); a culprit that fails compiled alone
     is the answer. A search that fails for another reason than the budget leaves the fallback to it."""
-    from bot.minify.predicate import BudgetExceeded, ProcessPoisoned
+    from bot.minify.worker.predicate import BudgetExceeded, ProcessPoisoned
 
     t, oracle = time.time(), problem.oracle
     try:
-        found = P.find_culprit(problem.state, oracle, log=problem.log, hint=problem.hint,
+        found = S.find_culprit(problem.state, oracle, log=problem.log, hint=problem.hint,
                                windows=problem.job.failure_class == "accuracy")
     except (BudgetExceeded, ProcessPoisoned):
         raise
@@ -136,8 +149,8 @@ def culprit_search(problem: Problem) -> None:
 @when(lambda p: p.culprit is not None and not p.done)
 def reach_back(problem: Problem) -> None:
     """A culprit of several connected nodes: how far back from where it shows the failure reaches
-    (passes.reach_back); its window, when it fails, is the answer."""
-    window = P.reach_back(problem.state, problem.oracle, problem.culprit.node, log=problem.log)
+    (search.reach_back); its window, when it fails, is the answer."""
+    window = S.reach_back(problem.state, problem.oracle, problem.culprit.node, log=problem.log)
     if window is not None:
         problem.state, problem.done = window, True
         problem.checkpoint()   # should the cleanup die
@@ -159,16 +172,16 @@ def fx_minifier(problem: Problem) -> None:
 
 
 def cleanup(problem: Problem) -> None:
-    """The cleanup passes (passes.CLEANUP_PASSES, each recording its statistics) to a 1-minimal
+    """The cleanup passes (cleanup.CLEANUP_PASSES, each recording its statistics) to a 1-minimal
     graph; then the checkpoint and, unless the culprit failed compiled alone, the culprit is the
     remaining graph's ops."""
     n = len(problem.state.gm.graph.nodes)
-    problem.state = P.cleanup(problem.state, problem.oracle, problem.stats)
+    problem.state = C.cleanup(problem.state, problem.oracle, problem.stats)
     if problem.done or len(problem.state.gm.graph.nodes) < n:
         problem.checkpoint()
     found = problem.culprit
     if found is None or found.method != "compiled-alone":
-        problem.culprit = Culprit(P.culprit_ops(problem.state), "graph", found.node if found else None)
+        problem.culprit = Culprit(G.culprit_ops(problem.state), "graph", found.node if found else None)
 
 
 # The order, and why: control flow first (every later step sees one graph's nodes); what is known
@@ -186,7 +199,7 @@ def known_hint(problem: Problem) -> Hint | None:
     job, oracle, st, log = problem.job, problem.oracle, problem.state, problem.log
     if job.failure_class != "accuracy":
         texts = [(job.original_error.message if job.original_error else None) or "", oracle.last_error]
-        found = P.error_hint(st.gm, "\n".join(t for t in texts if t))
+        found = H.error_hint(st.gm, "\n".join(t for t in texts if t))
         if found is not None:
             log(f"hint: the error names {found.node}")
         return found
@@ -196,15 +209,15 @@ def known_hint(problem: Problem) -> Hint | None:
 
 
 def _divergence(problem: Problem) -> Hint | None:
-    from bot.minify.predicate import BudgetExceeded
     from bot.minify.records import Query, emit
+    from bot.minify.worker.predicate import BudgetExceeded
 
     job, oracle, st, log = problem.job, problem.oracle, problem.state, problem.log
     t = time.time()
     try:
-        probe, names = P.all_outputs_state(st, integers=True)
+        probe, names = H.all_outputs_state(st, integers=True)
         outputs = oracle.compiled_outputs(probe)
-        found = P.divergence_hint(st.gm, st.args, dict(zip(names, outputs)), tol=oracle.tolerance)
+        found = H.divergence_hint(st.gm, st.args, dict(zip(names, outputs)), tol=oracle.tolerance)
         if found is not None and found.integers and oracle.compare_integers():
             # the failure shows in integers: the search compares integer and bool outputs (value and
             # dtype) too, so it may end on the integer op; the repro's judge does the same

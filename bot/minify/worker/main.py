@@ -1,4 +1,4 @@
-"""The minify worker: runs in a process of its own, started by :mod:`bot.minify.reduce`.
+"""The minify worker's process: its commands and its steps (started by :mod:`bot.minify.reduce`).
 
     python -m bot.minify.worker minify JOB.json     reduce a captured graph (fast path: in-process
                                                      queries; or --isolate: one forked process per query)
@@ -15,11 +15,11 @@ Normally :func:`cmd_minify` runs in a child forked from the minify command's for
 reduce.py); the command line is the fresh-process variant. JOB.json is written by the parent.
 The steps, in order, each a function over one :class:`Run`: :func:`step_sanity` (does the captured
 graph fail on its own, the way the check did), :func:`step_reduce` (the culprit search and the
-reduction passes: :data:`bot.minify.problem.REDUCTION`), :func:`step_config` (the minimal config
+reduction passes: :data:`bot.minify.worker.passes.REDUCTION`), :func:`step_config` (the minimal config
 diff), :func:`step_final` (the repro,
-announced so the parent verifies it while) :func:`bot.minify.readout.step_readout` (accuracy
+announced so the parent verifies it while) :func:`bot.minify.worker.readout.step_readout` (accuracy
 failures: each op against fp64) and :func:`step_bisect` (torch's bisector) run. How a
-candidate is judged is :mod:`bot.minify.predicate`'s.
+candidate is judged is :mod:`bot.minify.worker.predicate`'s.
 """
 
 from __future__ import annotations
@@ -34,7 +34,20 @@ from typing import Any
 
 from bot import rundir
 from bot.errors import InfraError
-from bot.minify.predicate import (
+from bot.minify.records import (
+    EXIT_POISONED,
+    Checkpoint,
+    Done,
+    Final,
+    Judge,
+    Loaded,
+    MinifyJob,
+    Pinned,
+    Probe,
+    WorkerResult,
+    emit,
+)
+from bot.minify.worker.predicate import (
     BudgetExceeded,
     Evaluator,
     IsolatedEvaluator,
@@ -53,20 +66,7 @@ from bot.minify.predicate import (
     sanity,
     with_config,
 )
-from bot.minify.readout import step_readout
-from bot.minify.records import (
-    EXIT_POISONED,
-    Checkpoint,
-    Done,
-    Final,
-    Judge,
-    Loaded,
-    MinifyJob,
-    Pinned,
-    Probe,
-    WorkerResult,
-    emit,
-)
+from bot.minify.worker.readout import step_readout
 from bot.records import Culprit, GraphBisect
 from bot.signature import Signature, bisect_words
 from bot.torch_adapter import fxutil
@@ -95,7 +95,7 @@ class Run:
     nodes_before: int
     pinned: Signature | None = None
     status: str = "minimized"
-    culprit: Any = None           # passes.Culprit
+    culprit: Any = None           # problem.Culprit
     queries: int = 0
     result: WorkerResult = field(default_factory=WorkerResult)
 
@@ -276,9 +276,9 @@ def _static_first_dynamo(run: Run) -> tuple[Signature | None, str]:
 
 
 def step_reduce(run: Run) -> None:
-    """2. The culprit search and the reduction passes (:data:`bot.minify.problem.REDUCTION`);
+    """2. The culprit search and the reduction passes (:data:`bot.minify.worker.passes.REDUCTION`);
     checkpoints as the graph shrinks (the smallest is kept when the budget runs out)."""
-    from bot.minify.passes import PassStats
+    from bot.minify.worker.problem import PassStats
     from bot.torch_adapter import minifier as M
     from bot.torch_adapter import repro as R
 
@@ -330,7 +330,7 @@ def _judge_learned(run: Run) -> None:
 
 def step_config(run: Run) -> None:
     """3. The minimal config diff, by delta debugging over the non-default keys."""
-    from bot.minify.configdiff import true_diff
+    from bot.minify.worker.configdiff import true_diff
     from bot.torch_adapter import repro as R
 
     with run.timed("config"):
@@ -411,18 +411,19 @@ def step_bisect(run: Run, bisects: bool) -> None:
 
 
 def reduce_graph(job: MinifyJob, gm, args, evaluator, dump_state, workdir: str, stats=None, steps=None):
-    """Reduce ``gm``: :data:`bot.minify.problem.REDUCTION` (or ``steps``) over one problem, every
+    """Reduce ``gm``: :data:`bot.minify.worker.passes.REDUCTION` (or ``steps``) over one problem, every
     query through one cached oracle over ``evaluator``; logs the ``reduce:`` line (queries against
     the bound, and each pass's queries, removed call nodes and seconds). Returns (gm, args,
-    passes.Culprit | None); ``stats`` (passes.PassStats) gets each pass's record."""
-    from bot.minify import passes as P
-    from bot.minify import problem as PR
+    problem.Culprit | None); ``stats`` (problem.PassStats) gets each pass's record."""
+    from bot.minify.worker import passes as P
+    from bot.minify.worker import problem as PR
+    from bot.minify.worker.graph import State, call_nodes
 
-    problem = PR.Problem(P.State(gm, list(args)), P.Oracle(evaluator), job, workdir=workdir, checkpoint_to=dump_state,
-                         log=log, stats=stats if stats is not None else P.PassStats())
-    n0, g0 = len(P.call_nodes(gm)), len(gm.graph.nodes)
-    PR.run(problem, PR.REDUCTION if steps is None else steps)
-    n1, g1, asked = len(P.call_nodes(problem.state.gm)), len(problem.state.gm.graph.nodes), problem.oracle.asked
+    problem = PR.Problem(State(gm, list(args)), PR.Oracle(evaluator), job, workdir=workdir, checkpoint_to=dump_state,
+                         log=log, stats=stats if stats is not None else PR.PassStats())
+    n0, g0 = len(call_nodes(gm)), len(gm.graph.nodes)
+    P.run(problem, P.REDUCTION if steps is None else steps)
+    n1, g1, asked = len(call_nodes(problem.state.gm)), len(problem.state.gm.graph.nodes), problem.oracle.asked
     bound = query_bound(g0, g1)
     log(f"reduce: {n0} -> {n1} call nodes ({g0} -> {g1} graph nodes) in {asked} queries "
         f"({'within' if asked <= bound else 'OVER'} the bound 2*ceil(log2 N) + 2*final + 4 = {bound}); "
@@ -443,12 +444,12 @@ def query_bound(n: int, final: int) -> int:
 def culprit_record(gm, culprit, bisect: GraphBisect | None, status: str) -> Culprit | None:
     """failure.json's "culprit": the op(s) that fail compiled alone (or the reduced graph's ops),
     and the bisector's one-line answer."""
-    from bot.minify import passes as P
+    from bot.minify.worker.problem import agrees_with_bisect
 
     if culprit is None or status != "minimized":
         return None  # a partial reduction proves no culprit
     ops, method = sorted(culprit.ops), culprit.method
-    agree = P.agrees_with_bisect(ops, bisect)
+    agree = agrees_with_bisect(ops, bisect)
     if agree is False:
         log(f"culprit {', '.join(ops)} does not match the bisector's answer {bisect_words(bisect)!r}")
     return Culprit(ops, bisect_words(bisect), method)
@@ -473,7 +474,7 @@ def minimal_config(keys: dict, fails) -> list[str]:
 
     The minimized graph fails with the full diff (it was minimized under it), so that is not
     queried again; with one key, a single query (does it fail without it?) decides."""
-    from bot.minify.configdiff import ddmin
+    from bot.minify.worker.configdiff import ddmin
 
     names = list(keys)
     if fails({}):
@@ -515,6 +516,3 @@ def main(argv=None) -> int:
     print(f"unknown worker command {cmd}", file=sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
