@@ -16,8 +16,8 @@ from bot.minify.worker.child import REPO_ROOT, Outcome, child_env
 
 def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, timeout: float,
                 on_event: Callable[[dict], None] | None = None) -> Outcome:
-    """Like :func:`bot.minify.worker.child.run_logged`, but ``fn()`` runs in a child *forked* from this process (which has
-    imported and warmed torch once), in its own session and working directory. The exit
+    """Like :func:`bot.minify.worker.child.run_logged`, but ``fn()`` runs in a child *forked* from
+    this process (which has imported and warmed torch once), in its own session and working directory. The exit
     code is ``fn``'s return value, 70 for an exception, ``-signal`` when the child was killed.
 
     Only fork from a process that has not started OpenMP or compile-worker pools (see
