@@ -1,8 +1,8 @@
 """Shared test setup.
 
 Tiers. A test is in the fast tier unless it is marked ``slow``; the fast tier compiles nothing, so
-``pytest -m "not slow" -n 4`` costs about 5 CPU-minutes (its tests mostly wait on
-subprocesses, so more workers than cores help). That is checked, not hoped: a fast-tier test
+``pytest -m "not slow" -n 4`` takes 7-8 minutes on 2 cores (its tests mostly start and wait on
+subprocesses, so more workers than cores help; README). That is checked, not hoped: a fast-tier test
 gets an empty inductor cache directory of its own (inherited by every subprocess it starts), and
 fails if anything compiled into it. The ``slow`` tier compiles real graphs; pytest-xdist runs its
 files in parallel (``-n auto --dist loadfile`` in pyproject.toml).
