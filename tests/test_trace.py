@@ -109,9 +109,20 @@ def test_output_code_comes_from_the_traces_inductor_output_code_payloads():
     assert len(cut[0].source) <= 200
 
 
-def test_trace_env_turns_the_trace_on_and_the_caches_off():
-    env = ttrace.trace_env("/x/trace")
-    assert env == {"TORCH_TRACE": "/x/trace", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+def test_the_traced_runner_turns_the_trace_on_and_the_caches_off_before_torch_is_imported(tmp_path):
+    """In a fresh interpreter the runner sets the environment torch reads at import (the fork-server
+    way, after import, is the slow test below), then runs the script as ``python script args``."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text("import os, sys\nprint(sys.argv[1:], 'torch' in sys.modules, os.environ['TORCH_TRACE'],\n"
+                      "      os.environ['TORCHINDUCTOR_FX_GRAPH_CACHE'], os.environ['TORCHINDUCTOR_AUTOGRAD_CACHE'])\n"
+                      "raise SystemExit(3)\n")
+    runner, *args = ttrace.traced_command(str(tmp_path / "trace"), str(script))
+    out = subprocess.run([sys.executable, runner, *args, "--flag"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out.stderr
+    assert out.stdout.split() == ["['--flag']", "False", str(tmp_path / "trace"), "0", "0"], out.stdout
 
 
 def test_the_kernel_excerpt_keeps_the_kernels_not_the_boilerplate():

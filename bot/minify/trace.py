@@ -110,13 +110,14 @@ def _traced_run(script: str, tdir: str, cwd: str, log_path: str, timeout: float,
     os.makedirs(cwd, exist_ok=True)
     name = os.path.basename(script)
     if interps is not None:
-        res = interps.run_script(ttrace.TRACED_SCRIPT, [tdir, script], timeout=timeout, cwd=cwd, log_path=log_path,
+        runner, *args = ttrace.traced_command(tdir, script)
+        res = interps.run_script(runner, args, timeout=timeout, cwd=cwd, log_path=log_path,
                                  announce=f"$ (traced, forked from the fork server) python {name}")
         if res is not None and not ttrace.cannot_trace_here(res.returncode):
             return res
         shutil.rmtree(tdir, ignore_errors=True)
     return proc.run([child.python(), *ttrace.traced_command(tdir, script)], cwd=cwd,
-                    env={**procs.repro_env(), **ttrace.trace_env(tdir)}, timeout=timeout, log_path=log_path,
+                    env=procs.repro_env(), timeout=timeout, log_path=log_path,
                     announce=f"$ (traced) python {name}")
 
 

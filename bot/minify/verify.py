@@ -279,7 +279,7 @@ def plain_and_verify(job: plainmod.PlainJob, sig: Signature, opts: MinifyOptions
         return verify(os.path.join(fdir, rel), sig, opts.verify_runs, log=lambda m: vlog(f"{name}: {m}"),
                       random_known=False, interpreters=interps)
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool:   # the short runs; the plain ones in this thread
         short = pool.submit(runs_of, rec.short_path, "short repro") if rec.short_path else None
         pv = runs_of(rec.path, "plain repro")
         sv = short.result() if short is not None else None

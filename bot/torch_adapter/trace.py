@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from bot import safejson
 
 # the one definition of how a run is traced (the runner script, which imports nothing of minify-bot)
-from bot.torch_adapter.traced import EXIT_CANNOT_TRACE_HERE, NO_CACHES, TRACE_VAR
+from bot.torch_adapter.traced import EXIT_CANNOT_TRACE_HERE
 
 TRACED_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "traced.py")
 OUTPUT_CODE_KEY = "inductor_output_code"
@@ -25,15 +25,10 @@ _KERNEL_PATH = re.compile(r"^(\s*# kernel path: ).*/", re.MULTILINE)
 MAX_HEADER_CHARS = 100_000
 
 
-def trace_env(trace_dir: str) -> dict:
-    """The environment that makes a run write its structured trace into ``trace_dir`` and
-    generate every module afresh."""
-    return {TRACE_VAR: trace_dir, **NO_CACHES}
-
-
 def traced_command(trace_dir: str, script: str) -> list[str]:
     """The arguments after ``python`` that run ``script`` traced into ``trace_dir``: in a fresh
-    interpreter, or in a fork of one that imported torch already (see traced.py)."""
+    interpreter, or in a fork of one that imported torch already. traced.py is the one place that
+    turns the trace and the cache switches on, either way."""
     return [TRACED_SCRIPT, trace_dir, script]
 
 
