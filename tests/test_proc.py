@@ -324,14 +324,21 @@ def test_the_verification_preload_names_functions_this_torch_has():
 @pytest.mark.slow
 def test_the_warm_up_builds_inductors_pattern_tables_even_when_its_graph_is_cached(tmp_path):
     """A process that warms up and then forks compiling children (the check parent, the fork
-    server) must leave them nothing of a first compile to pay. Inductor builds its pattern tables
+    server) must leave them nothing of a first compile to pay: nor the hash of torch's sources that
+    keys inductor's caches (about 1 s per child). Inductor builds its pattern tables
     (about 2 s) in the graph passes of a process's first compile, and a compiled-graph cache hit
     skips those passes: the warm-up's own tiny graph is cached after its first run on a machine,
     so from then on the warm-up must still run the passes."""
     probe = ("from bot.torch_adapter.prewarm import compile_once_on_cpu\n"
+             "from torch._inductor import codecache\n"
              "from torch._inductor.fx_passes import joint_graph, post_grad\n"
              "compile_once_on_cpu()\n"
-             "print(joint_graph.lazy_init.cache_info().currsize, post_grad.lazy_init.cache_info().currsize)\n")
+             "print(joint_graph.lazy_init.cache_info().currsize, post_grad.lazy_init.cache_info().currsize)\n"
+             # the hash of torch's sources that keys every cache lookup: computed, not left to each child
+             "def rehash(*a, **k):\n"
+             "    raise SystemExit('torch_key hashed torch sources again')\n"
+             "codecache.build_code_hash = rehash\n"
+             "codecache.torch_key()\n")
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
            "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     for attempt in ("cold cache", "its graph cached"):

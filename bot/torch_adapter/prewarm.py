@@ -1,7 +1,8 @@
 """Inductor's one-time costs, paid once in a process that will fork others that compile.
 
-Two costs every new process pays at its first compile: learning the CPU's vector ISAs
-(:func:`learn_cpu_isa`) and the rest of a first compile (:func:`compile_once`).
+Three costs every new process pays at its first compile: learning the CPU's vector ISAs
+(:func:`learn_cpu_isa`), the rest of a first compile (:func:`compile_once`), and the hash of torch's
+sources that keys inductor's caches (:func:`code_cache_key`).
 
 Inductor's first compile in a process costs about 0.9 s that no later compile pays again: lazy
 imports, pattern-matcher registration, code-cache set-up. A process that forks many compiling
@@ -86,6 +87,7 @@ def compile_once() -> None:
     import torch
 
     if torch.backends.cuda.is_built():
+        code_cache_key()   # reads files only: safe before a fork on any build
         return
     compile_once_on_cpu()
 
@@ -122,6 +124,25 @@ def compile_once_on_cpu() -> None:
         with inductor_config.patch(compile_threads=1, **_no_graph_cache(inductor_config)), _no_autograd_cache():
             torch.compile(f, backend="inductor")(torch.randn(4, 4))
         torch._dynamo.reset()
+        code_cache_key()
     finally:
         torch.set_num_threads(threads)
         forget_compile_pools()
+
+
+def code_cache_key() -> None:
+    """Compute inductor's hash of torch's own source files (``codecache.torch_key``, private:
+    feature-detected), part of every compiled-graph cache key. torch computes it once per process, at
+    the first cache lookup, by reading and hashing every file of the torch package: about 1 s, paid
+    again by every forked child whose parent never needed it (the warm-up compile above runs without
+    the cache). Computed here, the children inherit it."""
+    try:
+        from torch._inductor import codecache
+    except ImportError:  # pragma: no cover
+        return
+    key = getattr(codecache, "torch_key", None)
+    if callable(key):
+        try:
+            key()
+        except Exception:  # noqa: BLE001 - a child that needs it computes it as before
+            pass

@@ -311,7 +311,9 @@ def warm_up(device: str = "cpu") -> None:
         if gpu:
             # A compile here would initialize CUDA (dynamo saves the CUDA RNG state around every
             # compile when a GPU is visible), and CUDA does not survive a fork: every forked check
-            # would fail with "Cannot re-initialize CUDA in forked subprocess". Imports only.
+            # would fail with "Cannot re-initialize CUDA in forked subprocess". Imports, and the
+            # hash of torch's sources (files only).
+            prewarm.code_cache_key()
             return
         if "job" in _ISA:
             _ISA["job"].wait()
