@@ -94,3 +94,29 @@ def test_fork_server_runs_scripts_without_minify_bot_and_modules_with_it(tmp_pat
         interpreters.close()
     assert interpreters.run_script(str(script), [], timeout=60) is None  # closed: the caller starts its own
     assert procs.Interpreters(runs=0).run_script(str(script), [], timeout=60) is None
+
+
+def test_a_server_started_ahead_is_the_one_the_next_stage_takes(tmp_path):
+    """`run` starts its minify stage's fork server during the check (at its first failure): the stage
+    then takes that server, already warm, and the next stage starts its own."""
+    script = tmp_path / "pid.py"
+    # the job's parent is the server's waiter for it; the waiter's parent is the server
+    script.write_text("import os\nprint('server', open(f'/proc/{os.getppid()}/stat').read().split()[3])\n")
+    procs.start_ahead(1, preload=("json",))
+    procs.start_ahead(1, preload=("json",))   # one server ahead, however many failures ask
+    taken = procs.Interpreters.for_stage(1)
+    try:
+        first = taken.run_script(str(script), [], timeout=60)
+        again = taken.run_script(str(script), [], timeout=60)
+        assert first is not None and again is not None
+        server = str(taken._server.proc.pid)
+        assert first.output.split()[-1] == again.output.split()[-1] == server   # both forked from it
+        fresh = procs.Interpreters.for_stage(1)
+        assert fresh is not taken and fresh._server is None   # nothing ahead any more: started when needed
+    finally:
+        taken.close()
+    procs.close_ahead()   # nothing ahead: nothing to close
+    procs.start_ahead(1, preload=("json",))
+    ahead = procs._AHEAD["servers"]
+    procs.close_ahead()   # a server no stage took is stopped
+    assert ahead.run_script(str(script), [], timeout=60) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,24 @@ def test_run_ends_with_what_it_filed_and_the_next_step(tmp_path):
         f"next: read {url}12; the failure's repro, logs and inputs are in {tmp_path}/failures/"]
     rundir.write_report(tmp_path, ReportDoc("run-2", "local", actions=[]))
     assert what_was_filed(str(tmp_path), "local") == ["next: nothing to read; no bug issue was filed or updated"]
+
+
+def test_the_checks_first_failure_starts_what_minify_needs_and_only_a_compiler_failure_does(tmp_path):
+    """The sweep tells `run` of a check's first failing attempt (before its reruns), so that the
+    minify stage's fork server starts while the check goes on; a program that fails eagerly is not
+    a compiler failure and starts nothing. In-process, with programs that compile nothing."""
+    from bot.check import sweep
+    from bot.options import CheckOptions, call_stage
+
+    (tmp_path / "bad.py").write_text("import sys\nprint('Accuracy failed: compiled differs')\nsys.exit(1)\n")
+    (tmp_path / "good.py").write_text("print('ok')\n")
+    seen = []
+    sweep.ON_FIRST_FAILURE.append(lambda row: seen.append((row.status, row.reruns)))
+    try:
+        for name in ("good", "bad"):
+            rc = call_stage(CheckOptions(command=f"{sys.executable} {tmp_path / name}.py", name=name,
+                                         out=str(tmp_path / name), reruns=1))
+            assert rc == (1 if name == "bad" else 0)
+    finally:
+        sweep.ON_FIRST_FAILURE.clear()
+    assert seen == [("fail_accuracy", None)]   # once, for the failing program, before its rerun

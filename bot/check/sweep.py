@@ -77,6 +77,13 @@ def _on_term(signum, frame):
     raise _Terminated()
 
 
+# Called with a check's first failing attempt, before its reruns and the checks after it: the `run`
+# command starts what its minify stage will need then (bot.commands.run), so that it overlaps the rest
+# of the check. Not for a failure that minify has nothing to do with.
+ON_FIRST_FAILURE: list[Callable[[CheckRow], None]] = []
+NOT_COMPILER_FAILURES = ("eager_error", "setup_error")
+
+
 def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: RunSettings, baseline=None,
               memory_limit_mb: int | None = None, warm: bool = True, progress=_say, reruns: int = 1,
               retry=frozenset(), deadline: float | None = None) -> ResultsWriter:
@@ -153,6 +160,9 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
     t0 = time.perf_counter()
 
     def reruns_for(first: CheckRow) -> int:
+        if first.failure_class and first.failure_class not in NOT_COMPILER_FAILURES:
+            for hook in ON_FIRST_FAILURE:
+                hook(first)
         retried = cid in retry or _final_id(m, settings, first) in retry
         return max(reruns, RETRY_RERUNS) if retried else reruns
 

@@ -72,15 +72,17 @@ def preflight(servers) -> dict:
     """Fail early (exit 3) on a torch without what minify needs; returns version facts. What torch
     offers is learned in a fork of the command's fork server (``servers``), which imports torch
     anyway: this process does not import it (a second import beside the server's would take a
-    core for some 3 s). Without a server, here."""
+    core for some 3 s). Without a server, or where this process imported torch already, here."""
     from bot.torch_adapter import repro as R
     from bot.torch_adapter import versions
 
     version = versions.torch_build()["torch"]
     if version is not None:
         R.check_repro_api(version, [])  # too old: no need to wait for the server
-    facts = servers.facts()
-    if facts is None:  # no server, or torch failed it: here, to say why
+    # torch imported here already (`run` checked in this process): asking here costs nothing, and the
+    # server's warm-up goes on while the first failure is localized
+    facts = None if "torch" in sys.modules else servers.facts()
+    if facts is None:  # torch here already, no server, or torch failed it: here, to say why
         try:
             from bot.torch_adapter.facts import gather
 
@@ -109,8 +111,9 @@ def execute(args) -> int:
     from bot.minify.procs import Interpreters
 
     # one fork server for all the failures of this command (the minify workers and the
-    # verification runs fork from it), started once there is something to minify
-    servers = Interpreters(args.verify_runs)
+    # verification runs fork from it), started once there is something to minify (or already
+    # started by `run` while its check went on)
+    servers = Interpreters.for_stage(args.verify_runs)
     try:
         return _run(args, os.path.abspath(args.out), servers)
     finally:

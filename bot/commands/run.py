@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -115,7 +116,8 @@ def run(args) -> int:
     check.retry = list(dict.fromkeys(retry))
     _stage("check")
     started = time.time()
-    rc_check = stage(check)
+    with _minify_server_ahead(args, in_process=stage is call_stage, verify_runs=minify.verify_runs):
+        rc_check = stage(check)
     if rc_check == EXIT_INTERRUPTED:
         return _interrupted(out, "check")
     # a program that never ran is bad input (exit 2 at the end); the sweep's other checks go on
@@ -134,6 +136,7 @@ def run(args) -> int:
             return _interrupted(out, "minify")
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
+    _close_minify_server_ahead()
 
     if (args.build or args.builds_file) and not args.no_minify and _has_failures(out):
         from bot.options import BisectOptions
@@ -174,6 +177,34 @@ def run(args) -> int:
         print("exit 2: a program of the sweep never ran (the error above)", file=sys.stderr)
         return EXIT_USAGE
     return rc_check
+
+
+@contextlib.contextmanager
+def _minify_server_ahead(args, *, in_process: bool, verify_runs: int):
+    """While the check runs in this process: at its first failure, start the minify stage's fork
+    server (bot.minify.procs.start_ahead), so that its import of torch and warm-up overlap the rest
+    of the check instead of following it. Not when the stages run in processes of their own (this
+    one holds a secret), nor when nothing will be minified."""
+    if not in_process or args.no_minify or args.list:
+        yield
+        return
+    from bot.check import sweep
+    from bot.minify import procs
+
+    def hook(_row) -> None:
+        procs.start_ahead(verify_runs)
+
+    sweep.ON_FIRST_FAILURE.append(hook)
+    try:
+        yield
+    finally:
+        sweep.ON_FIRST_FAILURE.remove(hook)
+
+
+def _close_minify_server_ahead() -> None:
+    from bot.minify import procs
+
+    procs.close_ahead()
 
 
 def _never_ran(out: str, since: float) -> bool:

@@ -28,16 +28,12 @@ def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, ti
                      announce=f"$ (forked) {name}", events=True, on_event=on_event, **fork_hooks(name))
 
 
-_WARM = {"done": False}
-
-
 def warm_parent() -> None:
-    """Import and warm torch once in this process, so children forked from it start fast."""
-    if not _WARM["done"]:
-        from bot.torch_adapter.runtime import warm_up
+    """Import and warm torch once in this process (once: a process the check warmed is not warmed
+    again), so children forked from it start fast."""
+    from bot.torch_adapter.runtime import warm_up
 
-        warm_up("cpu")
-        _WARM["done"] = True
+    warm_up("cpu")
 
 
 def repro_env() -> dict:
@@ -74,6 +70,13 @@ class Interpreters(proc.Closing):
         self._wanted = runs > 0
         self._preload = preload
         self._server: proc.ForkServer | None = None
+
+    @classmethod
+    def for_stage(cls, runs: int) -> "Interpreters":
+        """The minify stage's fork server: the one :func:`start_ahead` started, else a new one
+        (started when first needed)."""
+        ahead = _AHEAD.pop("servers", None)
+        return ahead if ahead is not None else cls(runs)
 
     def start(self) -> "Interpreters":
         if self._wanted and self._server is None:
@@ -139,3 +142,22 @@ class Interpreters(proc.Closing):
 
 
 REPRO_CAPTURE = 1_000_000  # bytes of a repro run's output kept for the same-failure check
+
+
+_AHEAD: dict = {}
+
+
+def start_ahead(runs: int, preload: tuple[str, ...] | None = None) -> None:
+    """Start the next minify stage's fork server now, ahead of the stage: the `run` command calls
+    this when its check sees a first failure, so that the server's import of torch and its warm-up
+    overlap the rest of the check (its reruns, the checks after it) instead of following it. The
+    server is the one :meth:`Interpreters.for_stage` would start: same environment, same preload."""
+    if "servers" not in _AHEAD:
+        _AHEAD["servers"] = Interpreters(runs, preload).start()
+
+
+def close_ahead() -> None:
+    """Stop a server started ahead that no stage took (the check was interrupted, nothing to minify)."""
+    ahead = _AHEAD.pop("servers", None)
+    if ahead is not None:
+        ahead.close()

@@ -296,11 +296,20 @@ def learn_cpu_isa_in_background() -> None:
     _ISA["job"] = proc.background(run, name="cpu-isa-detection")
 
 
+_WARMED: set = set()
+
+
 def warm_up(device: str = "cpu") -> None:
     """Pay the one-time costs (lazy imports, CPU ISA detection, first C++ compile) once, in a
-    process that will fork the checks, without starting thread pools or touching CUDA."""
+    process that will fork the checks, without starting thread pools or touching CUDA. Once per
+    process: `run`'s check warms the process its minify stage then forks from."""
     from bot.torch_adapter import prewarm
     from bot.torch_adapter.device import cuda_device_count
+
+    if device in _WARMED:
+        after_fork()
+        return
+    _WARMED.add(device)
 
     gpu = cuda_device_count() > 0
     learn_cpu_isa_in_background()
