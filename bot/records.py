@@ -513,6 +513,22 @@ class FirstAttempt(Record):
         return cls(attempts, log, row.status, row.failure_class, row.error, row.accuracy)
 
 
+@dataclass
+class Chosen(Record):
+    """How a time-bounded fuzz campaign chose a program among its window of candidates
+    (bot.fuzz.choose): its static features (from the generator), its novelty score then (unseen
+    static features + its families whose latest program reached unseen generated code), how many
+    lower-index candidates it was chosen before (0: it was the next in order), and what the choice
+    cost."""
+
+    features: list[str] = field(default_factory=list)
+    novelty: int = 0
+    unseen: int = 0
+    hot: int = 0
+    passed_over: int = 0
+    choose_s: float = 0.0           # what choosing it cost (generating candidates, mostly)
+
+
 CONFIGURATION_FIELDS = ("backend", "mode", "dtype", "device", "dynamic", "config")
 
 
@@ -584,6 +600,7 @@ class CheckRow(Configuration, _Named):
     deterministic: bool | None = None   # a rerun failed the same way, to the number
     capture: RerunCapture | None = None
     flaky: FirstAttempt | None = None   # passed on a rerun: the first attempt
+    chosen: Chosen | None = None        # a time-bounded fuzz campaign: why this program was next
     log: str | None = None
     baseline: str | None = None         # new / known / fixed against the baseline
     baseline_status: str | None = None

@@ -60,12 +60,35 @@ def test_programs_hitting_one_bug_end_in_one_minimal_verified_issue_and_a_rerun_
 
 
 @pytest.mark.slow
-def test_a_time_bounded_campaign_stops_when_its_time_is_spent(bot, workdir):
+def test_a_time_bounded_campaign_stops_when_its_time_is_spent_and_chooses_for_novelty(bot, workdir):
+    """Programs until the time is spent (the warm-up counts: one or a few here); the first is the one
+    of the first window with the most static features (nothing is seen yet; a tie goes to the lowest
+    index), every row says why it was chosen, and the summary reports coverage growth and the choice."""
+    from bot.check.settings import Settings
+    from bot.check.sweep import varied
+    from bot.fuzz.choose import WINDOW, static_features
+    from bot.fuzz.generate import generate, parse_name
+    from bot.suites.fuzz import fuzz_model
+
     out = workdir / "timed"
-    proc = bot("check", "--out", out, "--suite", "fuzz", "--seed", "5", "--fuzz-time", "1", "--backend", "eager",
+    proc = bot("check", "--out", out, "--suite", "fuzz", "--seed", "5", "--fuzz-time", "15", "--backend", "eager",
                env=ENV)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
-    assert len(results["checks"]) == 1 and results["complete"] is True   # one program, then the time is spent
-    assert results["settings"]["models"] == ["fuzz-s5-i000000"]
-    assert "time budget spent" in proc.stderr and "fuzz campaign: 1 program in" in proc.stdout
+    checks = results["checks"]
+    assert 1 <= len(checks) < 30 and results["complete"] is True
+    assert results["settings"]["models"] == [c["model"] for c in checks]
+    assert "time budget spent" in proc.stderr and f"fuzz campaign: {len(checks)} program" in proc.stdout
+
+    settings = [varied(fuzz_model(5, k), Settings(backend="eager")) for k in range(WINDOW)]
+    counts = [len(static_features(generate(5, k), s.mode, s.dynamic)) for k, s in enumerate(settings)]
+    first = max(range(WINDOW), key=lambda k: (counts[k], -k))
+    assert checks[0]["model"] == f"fuzz-s5-i{first:06d}"
+    assert checks[0]["chosen"]["passed_over"] == first and checks[0]["chosen"]["novelty"] == counts[first]
+    for c in checks:                                  # a row's features are its program's, regenerated
+        seed, index = parse_name(c["model"])
+        assert c["chosen"]["features"] == static_features(generate(seed, index), c["mode"], c["dynamic"])
+    novel = sum(1 for c in checks if c["chosen"]["passed_over"])
+    static = set().union(*(c["chosen"]["features"] for c in checks))
+    assert f"choice: {novel} program{'s' if novel != 1 else ''} chosen for novelty" in proc.stdout
+    assert f"coverage growth: {len(static)} static features" in proc.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -14,10 +15,11 @@ from typing import Callable
 from bot import rundir
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
-from bot.records import CheckRow, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
+from bot.records import CheckRow, Chosen, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
 from bot.signature import Signature
 from bot.suites import source_of
 from bot.suites.classify import is_never_ran
+from bot.suites.source import Chooser
 
 RETRY_RERUNS = 3  # reruns for a check whose retry box is ticked on the dashboard
 
@@ -90,7 +92,9 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
     """Run the checks; returns the writer (its rows are in results.json whatever happens). ``settings``
     may be a list (a settings matrix, one device): every model is checked under each. ``deadline``
     (``time.monotonic()``): no check but the first starts after it (a time-bounded campaign); the
-    run is complete then, and its settings list the models it checked."""
+    run is complete then, and its settings list the models it checked. In a time-bounded sweep the
+    models' source may choose which check runs next from the rows so far (:meth:`Source.chooser`:
+    the fuzzer prefers programs with unseen features); otherwise they run in the order given."""
     matrix = settings if isinstance(settings, list) else [settings]
     settings = matrix[0]
     plan = [(m, varied(m, s)) for s in matrix for m in models]
@@ -115,17 +119,23 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
             runner = ForkRunner(settings.device, warm=warm, memory_limit_mb=memory_limit_mb)
             progress(f"ready in {runner.warm_seconds:.1f}s")
         given = [check_id(m.name, s) for m, s in plan]
-        for k, (m, settings) in enumerate(plan, 1):
+        pending = list(range(total))   # positions in plan of the checks not yet run, in order
+        chooser = source_of(models[0].spec).chooser(models) if deadline is not None and models else None
+        for k in range(1, total + 1):
             if deadline is not None and k > 1 and time.monotonic() >= deadline:
                 progress(f"time budget spent: {len(writer.rows)} of {total} checks run")
                 writer.doc.settings.models = list(dict.fromkeys(r.model for r in writer.rows))
                 break
-            taken = set(given[:k - 1] + given[k:]) | {r.id for r in writer.rows}
+            j, chosen = _next(pending, plan, chooser, writer.rows)
+            m, settings = plan[j]
+            say = functools.partial(_numbered, progress, f"[{k}/{total}] {m.name}")
+            if chosen is not None and chosen.passed_over:
+                say(f"chosen for novelty ({_why(chosen)}; {chosen.passed_over} lower-index candidates later)")
+            taken = set(given[:j] + given[j + 1:]) | {r.id for r in writer.rows}
             with heartbeat(f"[{k}/{total}] {m.name}", settings.timeout):
-                row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken,
-                                 say=lambda msg, k=k, m=m: progress(f"[{k}/{total}] {m.name}: {msg}"))
+                row = _check_one(m, settings, runner, out_dir, reruns=reruns, retry=retry, taken=taken, say=say)
             mark_baseline(row, baseline)
-            writer.add(row)
+            writer.add(row.replace(chosen=chosen) if chosen is not None else row)
         complete = True
     except (_Terminated, KeyboardInterrupt):
         progress(f"interrupted: {len(writer.rows)} of {total} checks recorded in {out_dir}/results.json")
@@ -134,6 +144,25 @@ def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_
         signal.signal(signal.SIGTERM, old)
         writer.finish(complete)
     return writer
+
+
+def _numbered(progress, label: str, msg: str) -> None:
+    progress(f"{label}: {msg}")
+
+
+def _next(pending: list[int], plan: list, chooser: Chooser | None, rows: list[CheckRow]) -> tuple[int, Chosen | None]:
+    """The plan position of the next check (taken out of ``pending``), and why, when a source's
+    chooser picked it (a time-bounded sweep); without one, the next in order."""
+    if chooser is None:
+        return pending.pop(0), None
+    pos, chosen = chooser.pick([plan[j] for j in pending], rows)
+    if not 0 <= pos < len(pending):
+        raise ValueError(f"the source's chooser picked position {pos} of {len(pending)} pending checks")
+    return pending.pop(pos), chosen
+
+
+def _why(chosen: Chosen) -> str:
+    return f"novelty {chosen.novelty}: {chosen.unseen} unseen features, {chosen.hot} productive families"
 
 
 def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retry, say,

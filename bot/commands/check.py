@@ -66,7 +66,8 @@ def add_common_check_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fuzz-count", type=int, default=None, metavar="N",
                    help="check programs 0..N-1 of the seed (--suite fuzz)")
     g.add_argument("--fuzz-time", type=float, default=None, metavar="SECONDS",
-                   help="check programs of the seed until this much time is spent (--suite fuzz)")
+                   help="check programs of the seed until this much time is spent, each next one chosen "
+                        "for the coverage it adds (--suite fuzz)")
     g.add_argument("--accuracy-pattern", action="append", default=[], metavar="REGEX",
                    help="output that means an accuracy failure (--suite command/harness; repeatable)")
     g.add_argument("--error-pattern", action="append", default=[], metavar="REGEX",

@@ -6,7 +6,10 @@ differ from the generator's): the sweep records it as skipped ("invalid program"
 ``discard``), so nothing files it, and it is counted here apart, as invalid. Coverage is
 what inductor generated over the campaign (its own metrics, summed over the programs' rows:
 kernels, vectorized kernels, IR nodes before fusion, parallel and nested reductions, loop
-reorderings) and how many programs reached each.
+reorderings) and how many programs reached each; then how it grew (:func:`growth`): the distinct
+static features of the programs (bot.fuzz.choose) and the generated-code features (each metric at a
+magnitude), what each quarter of the campaign added, and how many programs a time-bounded campaign
+chose for novelty rather than in order.
 """
 
 from __future__ import annotations
@@ -30,6 +33,54 @@ def coverage(rows: list[CheckRow]) -> tuple[Counter, Counter]:
                 total[name] += value
                 programs[name] += 1
     return total, programs
+
+
+def magnitude(value: int) -> str:
+    """A metric's value as a power-of-two range: 1, 2-3, 4-7, 8-15, ..."""
+    low = 1 << (value.bit_length() - 1)
+    return str(low) if low == 1 else f"{low}-{2 * low - 1}"
+
+
+def codegen_features(row: CheckRow) -> set[str]:
+    """What a check's compile generated, as features: each non-zero codegen metric with its
+    magnitude (``generated_kernel_count:2-3``); the coverage the fuzzer's choice looks for."""
+    cov = row.stats.get("codegen") if isinstance(row.stats, dict) else None
+    if not isinstance(cov, dict):
+        return set()
+    return {f"{name}:{magnitude(value)}" for name, value in cov.items()
+            if isinstance(name, str) and type(value) is int and value > 0}
+
+
+def growth(rows: list[CheckRow], parts: int = 4) -> list[str]:
+    """Coverage growth over the campaign: distinct static features (the generator's) and generated-code
+    features (metric and magnitude) and metric kinds, what each quarter of the programs added, and how
+    the programs were chosen (for novelty, passing over lower indices, or in order)."""
+    static: set[str] = set()
+    code: set[str] = set()
+    added: list[tuple[int, int]] = []
+    bounds = [round(len(rows) * (k + 1) / parts) for k in range(parts)]
+    start = 0
+    for end in bounds:
+        s0, c0 = len(static), len(code)
+        for row in rows[start:end]:
+            static.update(row.chosen.features if row.chosen else ())
+            code |= codegen_features(row)
+        added.append((len(static) - s0, len(code) - c0))
+        start = end
+    chosen = [r for r in rows if r.chosen is not None]
+    if not chosen and not code:
+        return []
+    kinds = {f.rpartition(":")[0] for f in code}
+    lines = [f"coverage growth: {len(static)} static features, {len(code)} generated-code features "
+             f"({len(kinds)} metric kinds); new per quarter of the programs: static "
+             + " ".join(f"+{s}" for s, _ in added) + ", generated code " + " ".join(f"+{c}" for _, c in added)]
+    if chosen:
+        novel = sum(1 for r in chosen if r.chosen.passed_over)
+        cost = sum(r.chosen.choose_s for r in chosen)
+        lines.append(f"choice: {novel} program{'s' if novel != 1 else ''} chosen for novelty (before lower "
+                     f"indices), {len(chosen) - novel} in order; choosing took {cost:.1f} s "
+                     f"({1000 * cost / len(chosen):.0f} ms a program)")
+    return lines
 
 
 def summary(rows: list[CheckRow], elapsed_s: float) -> str:
@@ -57,6 +108,7 @@ def summary(rows: list[CheckRow], elapsed_s: float) -> str:
     if total:
         lines.append(f"coverage: {len(total)} kinds of generated code reached: "
                      + ", ".join(f"{k} {total[k]} in {programs[k]}" for k in sorted(total)))
+    lines += growth(rows)
     return "\n".join(lines)
 
 

@@ -3,8 +3,9 @@
 A check's model name is its seed and index (``fuzz-s<seed>-i<index>``), so any finding regenerates
 exactly: ``--models fuzz-s3-i000042`` checks that program again, ``python -m bot.fuzz.program 3 42``
 prints it. A campaign is ``--seed S`` with ``--fuzz-count N`` (indices 0..N-1) or ``--fuzz-time
-SECONDS`` (the sweep stops starting programs when the time is spent); ``--shard I/N`` takes every
-N-th index, so the shards of a matrix split the seed's programs between them.
+SECONDS`` (the sweep stops starting programs when the time is spent, and chooses each next program
+for the coverage it adds: bot/fuzz/choose.py); ``--shard I/N`` takes every N-th index, so the
+shards of a matrix split the seed's programs between them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 from bot.errors import UsageError
 from bot.records import CheckRow, Spec
-from bot.suites.source import ListRequest, Model, Reproduce, Source
+from bot.suites.source import Chooser, ListRequest, Model, Reproduce, Source
 
 # programs listed for a time-bounded campaign, per second of budget: more than any machine runs
 # (a program compiles for seconds), so the time budget, not the list, ends the campaign
@@ -63,6 +64,13 @@ class Fuzz(Source):
         if req.fuzz_count is not None:
             return min(req.fuzz_count, MAX_PROGRAMS)
         return min(MAX_PROGRAMS, max(1, int(req.fuzz_time * PROGRAMS_PER_SECOND)))
+
+    def chooser(self, models: list[Model]) -> Chooser:
+        """A time-bounded campaign checks next the pending program (of this shard) with the most
+        unseen coverage, among the next few (bot.fuzz.choose)."""
+        from bot.fuzz.choose import Novelty
+
+        return Novelty()
 
     def build(self, spec: Spec, batch_size: int | None):
         from bot.fuzz.program import build, source

@@ -5,7 +5,8 @@ registry (``bot.suites.REGISTRY``, one line). Nothing else in the project compar
 name: it asks the source (``bot.suites.source_of(spec)``). A check's spec is a
 :class:`bot.records.Spec` and its row a :class:`bot.records.CheckRow`.
 
-- the sweep: its models (:meth:`Source.models`), whether a check runs in a forked process that
+- the sweep: its models (:meth:`Source.models`), in a time-bounded sweep which one to check next
+  from what the checks so far found (:meth:`Source.chooser`), whether a check runs in a forked process that
   builds the model (:meth:`Source.build`) or as a program of its own (``program``, :meth:`Source.run`),
   or is imported, not run (``imported``);
 - minify: for a program, what to call it in the log (:meth:`Source.describe`), where it runs
@@ -18,10 +19,10 @@ name: it asks the source (``bot.suites.source_of(spec)``). A check's spec is a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, Sequence
 
 from bot.errors import UsageError
-from bot.records import CheckRow, Spec
+from bot.records import CheckRow, Chosen, Spec
 
 
 @dataclass
@@ -58,6 +59,16 @@ class ListRequest:
     fuzz_time: float | None = None   # --fuzz-time (--suite fuzz)
 
 
+class Chooser(Protocol):
+    """Picks a time-bounded sweep's next check (:meth:`Source.chooser`)."""
+
+    def pick(self, pending: Sequence[tuple[Model, Any]], checked: Sequence[CheckRow]) -> tuple[int, Chosen | None]:
+        """The position in ``pending`` (the checks not yet run, in the source's order, each a model
+        and the settings it is checked under) of the one to run next, and why (for its row), given
+        the rows ``checked`` so far, in the order they ran."""
+        ...
+
+
 @dataclass
 class Reproduce:
     """A source's part of "Reproduce locally": lines before the `minify-bot check` line, that
@@ -82,6 +93,11 @@ class Source:
 
     def models(self, req: ListRequest) -> list[Model]:
         raise NotImplementedError
+
+    def chooser(self, models: list[Model]) -> Chooser | None:
+        """What picks the next model of a time-bounded sweep (``--fuzz-time``) from the results so
+        far, or None: the models run in the order :meth:`models` listed them."""
+        return None
 
     def build(self, spec: Spec, batch_size: int | None) -> tuple[Any, tuple, int | None]:
         """(model, example inputs, batch size), in the check's own process."""
