@@ -97,6 +97,7 @@ def _file_commands(args) -> list[str]:
 
 def run(args) -> int:
     from bot.commands.check import resolve_source
+    from bot.minify import procs
 
     resolve_source(args)  # a flag of another source: exit 2 before anything runs
     out = args.out
@@ -105,15 +106,12 @@ def run(args) -> int:
     render.preload(args.templates)   # the report's templates, read before any model code runs
     token = os.environ.get("GITHUB_TOKEN")
     held = _says_what_it_trusts(args)
-    tracker = args.tracker
-    if tracker is None:
-        tracker = "github" if (token and args.repo and not args.dry_run) else "local"
+    tracker = args.tracker or ("github" if (token and args.repo and not args.dry_run) else "local")
     stage = call_stage if not held else _stage_without_secrets
     check, minify, report = stage_options(args, tracker)
     report.token = token if tracker == "github" else None
     args.token = report.token
-    retry = list(args.retry) + ([] if args.no_report or args.list else _dashboard_retry(args, tracker))
-    check.retry = list(dict.fromkeys(retry))
+    check.retry = _retries(args, tracker)
     _stage("check")
     started = time.time()
     with _minify_server_ahead(args, in_process=stage is call_stage, verify_runs=minify.verify_runs):
@@ -136,7 +134,7 @@ def run(args) -> int:
             return _interrupted(out, "minify")
         if rc_minify not in (EXIT_OK, EXIT_FAILURES):
             print("minify failed; reporting the failures without repros", file=sys.stderr)
-    _close_minify_server_ahead()
+    procs.close_ahead()   # a server started ahead that no minify stage took
 
     if (args.build or args.builds_file) and not args.no_minify and _has_failures(out):
         from bot.options import BisectOptions
@@ -179,6 +177,12 @@ def run(args) -> int:
     return rc_check
 
 
+def _retries(args, tracker: str) -> list[str]:
+    """The checks to rerun more: --retry's, and the dashboard's ticked retry boxes."""
+    retry = list(args.retry) + ([] if args.no_report or args.list else _dashboard_retry(args, tracker))
+    return list(dict.fromkeys(retry))
+
+
 @contextlib.contextmanager
 def _minify_server_ahead(args, *, in_process: bool, verify_runs: int):
     """While the check runs in this process: at its first failure, start the minify stage's fork
@@ -199,12 +203,6 @@ def _minify_server_ahead(args, *, in_process: bool, verify_runs: int):
         yield
     finally:
         sweep.ON_FIRST_FAILURE.remove(hook)
-
-
-def _close_minify_server_ahead() -> None:
-    from bot.minify import procs
-
-    procs.close_ahead()
 
 
 def _never_ran(out: str, since: float) -> bool:
