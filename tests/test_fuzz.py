@@ -334,3 +334,20 @@ def test_programs_propose_training_and_dynamic_shapes_where_the_run_keeps_the_de
     s = varied(fuzz_model(SEED, plain), Settings())
     assert (s.mode, s.dynamic) == ("inference", False) and s.config == gen.CONFIG
     assert varied(fuzz_model(SEED, plain), Settings(mode="training")).mode == "training"
+
+
+def test_the_campaigns_last_line_counts_new_and_known_bugs_and_findings_not_filed():
+    from bot.fuzz.campaign import bugs
+    from bot.records import ReportAction, ReportDoc
+
+    why = "no verified repro (a generated program's failure is filed only with a repro that fails on its own)"
+    doc = ReportDoc(run_id="r", tracker="local", actions=[
+        ReportAction("created", issue=1, checks=["a", "b"]), ReportAction("created", issue=2, checks=["c"]),
+        ReportAction("updated", issue=3, checks=["d"]),
+        ReportAction("skipped", checks=["e", "f"], reason=f"{why}; not filed"),
+        ReportAction("skipped", checks=["g"], reason="flaky: passed on rerun; not filed")])
+    assert bugs(doc) == ("fuzz bugs: 2 new issues, 1 known (updated, unchanged or reopened); 2 failing programs "
+                         "without a verified repro, not filed (their programs and logs are in the artifacts)")
+    empty = ReportDoc(run_id="r", tracker="local")
+    assert bugs(empty) == "fuzz bugs: 0 new issues, 0 known (updated, unchanged or reopened)"
+    assert bugs(None) == "fuzz bugs: no report"

@@ -448,3 +448,34 @@ def test_artifacts_that_say_a_check_passes_close_nothing_on_the_commit_and_build
         assert where.report(passing_run(tmp_path / f"new{day}", started=f"2026-11-{day}T03:00:00Z")) == 0
     [issue] = where.records()
     assert issue["state"] == "closed"
+
+
+def test_a_generated_programs_failure_without_a_verified_repro_is_not_filed(where, tmp_path):
+    """A fuzz finding is filed only with a repro that failed the same way on its own: one whose
+    captured graph passed alone (or whose repro never failed in a fresh process) is no issue, and
+    report.json says why. A verified finding of the same campaign is filed, and so is a user's own
+    model without a verified repro (its failure is theirs to see)."""
+    fuzz = {"source": "fuzz", "model": ""}
+    rows = {}
+    for name in ("fuzz-s3-i000001", "fuzz-s3-i000002", "fuzz-s3-i000003"):
+        rows[name] = dict(check_row(name), spec=dict(fuzz, model=name))
+    users = check_row("mlp_relu")
+    failed_never = failure_record(rows["fuzz-s3-i000003"], graph=[{"op": "aten.any.dim", "dtypes": ["uint8"],
+                                                                   "ranks": [2]}])
+    failed_never["repro"]["verification"] = {"runs": 3, "failed_same_way": 0, "random_inputs_reproduce": False}
+    passed_alone = failure_record(rows["fuzz-s3-i000002"], graph=[], repro_status="not_reproduced")
+    passed_alone["repro"]["verification"] = None
+    run = write_run(tmp_path / "run", [*rows.values(), users],
+                    {"fuzz-s3-i000001-inductor-inference-float32-cpu": failure_record(rows["fuzz-s3-i000001"]),
+                     rows["fuzz-s3-i000002"]["id"]: passed_alone,
+                     rows["fuzz-s3-i000003"]["id"]: failed_never,
+                     users["id"]: failure_record(users, graph=[{"op": "aten.log1p.default", "dtypes": ["float32"],
+                                                                "ranks": [2]}], repro_status="not_reproduced")})
+    where.report(run)
+    rep = json.loads((run / "report.json").read_text())
+    skipped = {c: a["reason"] for a in rep["actions"] if a["action"] == "skipped" for c in a["checks"]}
+    why = ("no verified repro (a generated program's failure is filed only with a repro that fails on its own); "
+           "not filed")
+    assert skipped == {rows["fuzz-s3-i000002"]["id"]: why, rows["fuzz-s3-i000003"]["id"]: why}, rep["actions"]
+    filed = {c for a in rep["actions"] if a["action"] == "created" for c in a["checks"]}
+    assert filed == {rows["fuzz-s3-i000001"]["id"], users["id"]}

@@ -119,4 +119,10 @@ def bugs(report: ReportDoc | None) -> str:
     actions = Counter(a.action for a in report.actions or [])
     new = actions.get("created", 0)
     known = sum(actions.get(k, 0) for k in ("updated", "unchanged", "reopened"))
-    return f"fuzz bugs: {new} new issue{'s' if new != 1 else ''}, {known} known (updated, unchanged or reopened)"
+    unverified = sum(len(a.checks or []) for a in report.actions or []
+                     if a.action == "skipped" and "no verified repro" in (a.reason or ""))
+    text = f"fuzz bugs: {new} new issue{'s' if new != 1 else ''}, {known} known (updated, unchanged or reopened)"
+    if unverified:
+        text += (f"; {unverified} failing program{'s' if unverified != 1 else ''} without a verified repro, "
+                 "not filed (their programs and logs are in the artifacts)")
+    return text

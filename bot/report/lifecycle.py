@@ -29,6 +29,7 @@ from bot.report.state import (
     not_compiler,
     read,
     sign_known,
+    unverified,
     with_passing_run,
 )
 from bot.tracker.base import Issue, Tracker
@@ -160,6 +161,10 @@ class Lifecycle:
             why = not_compiler(group)
             if why:
                 self.record("skipped", group, None, f"{why}: not a torch.compile failure")
+                continue
+            why = unverified(group)
+            if why:
+                self.record("skipped", group, None, f"{why}; not filed")
                 continue
             if is_flaky(group) and not self.opts.file_flaky:
                 self.record("skipped", group, None, "flaky: passed on rerun; not filed")

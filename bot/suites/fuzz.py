@@ -37,6 +37,11 @@ class Fuzz(Source):
     # faster than a pool of compile workers started for each check (an interpreter each, importing
     # torch) could. The generated code is the same either way.
     check_config = {"inductor.compile_threads": 1}
+    # A generated program's failure whose captured graph did not fail on its own (or could not be
+    # minified) is no issue: nobody runs that program, and an issue without a repro that fails cannot
+    # show its bug, nor be told apart from one already filed. Its program, logs and capture stay in the
+    # run's artifacts; the campaign's summary counts it.
+    files_only_verified = True
 
     def models(self, req: ListRequest) -> list[Model]:
         from bot.fuzz.generate import parse_name

@@ -87,6 +87,9 @@ class Source:
     program: ClassVar[bool] = False                    # run as a program of its own (a subprocess)
     imported: ClassVar[bool] = False                   # results imported from a file, never run
     localizes_without_compile: ClassVar[bool] = False  # localize also reruns it with no torch.compile at all
+    # a failure is filed only with a repro that failed the same way on its own (verified): a program
+    # nobody wrote (a fuzzer's) is worth no issue that cannot show its bug
+    files_only_verified: ClassVar[bool] = False
     # compiler settings a check of this source starts from in its own process, before the run's
     # --config (which wins): how it compiles, never what it generates
     check_config: ClassVar[dict] = {}
