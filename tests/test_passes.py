@@ -764,3 +764,39 @@ def test_ops_that_only_transform_the_culprits_output_are_removed_indexing_includ
     assert G.culprit_ops(final) == ["amin"], G.culprit_ops(final)
     tup = fx.symbolic_trace(lambda x: torch.max(x, 1)[0])   # the element of a tuple goes with its op
     assert G.multi_output_source(next(n for n in tup.graph.nodes if n.target is operator.getitem)) is not None
+
+
+def test_a_failure_at_the_last_node_that_needs_its_surroundings_is_reached_back_not_delta_debugged():
+    """The culprit is the graph's last node and fails only with the tanh before it: every shorter
+    prefix passes, so the smallest failing prefix is the whole graph. The search still names the
+    last node, and reach-back finds the piece the failure needs, within the query bound, instead
+    of handing the whole graph to torch's delta debugging (a fuzz finding took 46 queries that way,
+    against a bound of 24)."""
+    from bot.minify.worker.main import reduce_graph
+
+    st = _deep(24, 23)
+
+    def needs_both(g, a) -> bool:
+        targets = [n.target for n in g.graph.nodes if n.op == "call_function"]
+        if torch.ops.aten.relu.default not in targets:
+            return False
+        return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
+
+    calls = G.call_nodes(st.gm)
+    assert calls[-1].target is torch.ops.aten.relu.default
+    found, culprit = S.find_culprit(st, PR.Oracle(needs_both), windows=False)
+    assert culprit.method == "graph" and culprit.ops == ["aten.relu.default"] and found is st
+    asked = []
+
+    class Ev:
+        kind, deadline, queries = "aot", None, 0
+
+        def __call__(self, g, a):
+            return asked.append(1) or needs_both(g, a)
+
+    gm, args, culprit = reduce_graph(_job("error", use_hints=False), st.gm, st.args, Ev(),
+                                     lambda g, a: None, "/nonexistent")
+    assert needs_both(gm, args) and culprit.method == "graph"
+    ops = G.culprit_ops(G.State(gm, args))
+    assert "aten.tanh.default" in ops and "aten.relu.default" in ops and len(ops) < len(calls) // 4, ops
+    assert len(asked) <= query_bound(len(st.gm.graph.nodes), len(gm.graph.nodes)), len(asked)

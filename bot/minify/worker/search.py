@@ -63,8 +63,8 @@ def find_culprit(st: State, oracle: Oracle, log=lambda m: None, hint: Hint | Non
     Prefix ``k`` fails iff it contains the culprit (one bug, the failure shows at the frontier),
     so with ``lo`` (empty, passes) and ``hi`` (the whole graph, fails) the search halves the range
     each query. Returns (the culprit-alone state, Culprit) when the node fails compiled alone, or
-    (the smallest failing prefix, Culprit(method="graph")) when it does not; None when no prefix
-    short of the whole graph could be cut.
+    (the smallest failing prefix, Culprit(method="graph")) when it does not (the whole graph when
+    only the whole graph fails: the failure shows at its last node); None when no prefix could be cut.
 
     ``hint`` (what is known before searching) goes first: its node is tried compiled alone (one
     query), and its range [lo, hi) replaces the whole graph as the search range. When the search
@@ -154,9 +154,11 @@ def _search(st: State, oracle: Oracle, log, calls, lo: int, hi: int, asked0: int
     alone = alone_state(st, node)
     if alone is not None and oracle(alone):
         return alone, Culprit([op_name(node)], "compiled-alone", node.name, queries)
-    if best_prefix is None:
+    if best_prefix is None and hi < len(calls):
         return None
-    return best_prefix, Culprit([op_name(node)], "graph", node.name, queries)
+    # the smallest failing prefix, the whole graph when its last node is where the failure shows
+    # (every shorter prefix passes): reach-back then looks back from there, as from any other end
+    return best_prefix or st, Culprit([op_name(node)], "graph", node.name, queries)
 
 
 def bisect_cuts(lo: int, hi: int, build, oracle: Oracle, *, fails_move: str):
