@@ -60,6 +60,14 @@ def _computes_relu(gm, args) -> bool:
     return any(n.op == "call_function" and n.target is torch.ops.aten.relu.default for n in gm.graph.nodes)
 
 
+def _tanh_then_relu(gm, args) -> bool:
+    """A bug that shows only when the relu and a tanh before it are compiled together."""
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    if torch.ops.aten.relu.default not in targets:
+        return False
+    return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
+
+
 @pytest.mark.parametrize("relu_at", [3, 98])
 def test_the_culprit_of_a_1000_node_graph_is_found_in_about_log2_n_queries(relu_at):
     st = _deep(100, relu_at)
@@ -93,16 +101,10 @@ def test_a_failure_that_needs_its_surroundings_is_found_by_the_prefix_search():
     fails alone, so the window search's answer does not count and the prefix search decides."""
     st = _deep(30, 20)
 
-    def needs_both(g, a) -> bool:
-        targets = [n.target for n in g.graph.nodes if n.op == "call_function"]
-        if torch.ops.aten.relu.default not in targets:
-            return False
-        return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
-
-    oracle = PR.Oracle(needs_both)
+    oracle = PR.Oracle(_tanh_then_relu)
     found, culprit = S.find_culprit(st, oracle)
     assert culprit.method == "graph" and culprit.ops == ["aten.relu.default"]
-    assert needs_both(found.gm, found.args)
+    assert _tanh_then_relu(found.gm, found.args)
     n = len(G.call_nodes(st.gm))
     assert oracle.asked <= 2 * math.ceil(math.log2(n)) + 4, oracle.asked
 
@@ -776,15 +778,9 @@ def test_a_failure_at_the_last_node_that_needs_its_surroundings_is_reached_back_
 
     st = _deep(24, 23)
 
-    def needs_both(g, a) -> bool:
-        targets = [n.target for n in g.graph.nodes if n.op == "call_function"]
-        if torch.ops.aten.relu.default not in targets:
-            return False
-        return torch.ops.aten.tanh.default in targets[:targets.index(torch.ops.aten.relu.default)]
-
     calls = G.call_nodes(st.gm)
     assert calls[-1].target is torch.ops.aten.relu.default
-    found, culprit = S.find_culprit(st, PR.Oracle(needs_both), windows=False)
+    found, culprit = S.find_culprit(st, PR.Oracle(_tanh_then_relu), windows=False)
     assert culprit.method == "graph" and culprit.ops == ["aten.relu.default"] and found is st
     asked = []
 
@@ -792,11 +788,11 @@ def test_a_failure_at_the_last_node_that_needs_its_surroundings_is_reached_back_
         kind, deadline, queries = "aot", None, 0
 
         def __call__(self, g, a):
-            return asked.append(1) or needs_both(g, a)
+            return asked.append(1) or _tanh_then_relu(g, a)
 
     gm, args, culprit = reduce_graph(_job("error", use_hints=False), st.gm, st.args, Ev(),
                                      lambda g, a: None, "/nonexistent")
-    assert needs_both(gm, args) and culprit.method == "graph"
+    assert _tanh_then_relu(gm, args) and culprit.method == "graph"
     ops = G.culprit_ops(G.State(gm, args))
     assert "aten.tanh.default" in ops and "aten.relu.default" in ops and len(ops) < len(calls) // 4, ops
     assert len(asked) <= query_bound(len(st.gm.graph.nodes), len(gm.graph.nodes)), len(asked)
