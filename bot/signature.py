@@ -122,6 +122,18 @@ def message_keys(message: str | None) -> list[str]:
     return [normalize_line(first)] if first else []
 
 
+def first_compiler_error(message: str | None) -> str | None:
+    """The first ``error:`` line of a compiler's output in ``message``, as the compiler wrote it
+    after ``error:`` (``fatal error: ...`` kept whole; no file and position): what a person quotes
+    of a C++ compile error. None when the message holds no compiler error line."""
+    for line in (message or "").splitlines():
+        m = re.search(r"\b((?:fatal )?error): (.*)$", line)
+        if m and m.group(2).strip() and not line.lstrip().startswith(("Command", "Output")):
+            said = m.group(2).strip().translate(_QUOTES)
+            return said if m.group(1) == "error" else f"{m.group(1)}: {said}"
+    return None
+
+
 def short_type(name: str | None) -> str | None:
     return name.rsplit(".", 1)[-1] if name else name
 

@@ -155,9 +155,25 @@ def test_an_error_shows_its_type_first_line_and_full_message(tmp_path):
     title, body = issue(tmp_path, (row, rundirs.failure(row, ops=("aten.convolution.default",))))
     assert "compile error" in title and "(float32, cpu)" in title
     failure = section(body, "Failure")
-    assert "`CppCompileError`: C\\+\\+ compile error" in failure     # markdown-escaped: reads C++
+    # the compiler's own first error line, not only the wrapper's "C++ compile error": in the failure
+    # line and the body's headline (without the file and position g++ writes before it)
+    assert "`CppCompileError`: C\\+\\+ compile error: `'x' was not declared`" in failure, failure
     assert "Full error message" in failure and "error: 'x' was not declared" in failure
     assert "CppCompileError: boom" in failure
+    assert body.startswith("**CppCompileError: 'x' was not declared ·"), body[:200]
+
+
+def test_the_first_compiler_error_is_quoted_as_the_compiler_wrote_it():
+    from bot.signature import first_compiler_error
+
+    out = ("C++ compile error\n\nCommand:\ng++ k.cpp -o k.so\n\nOutput:\n"
+           "k.cpp: In function \u2018void kernel(const int16_t*)\u2019:\n"
+           "k.cpp:48:51: error: no matching function for call to \u2018max_propagate_nan(int&, short int&)\u2019\n"
+           "k.cpp:50:1: error: expected \u2018;\u2019 before \u2018}\u2019 token\n")
+    assert first_compiler_error(out) == "no matching function for call to 'max_propagate_nan(int&, short int&)'"
+    assert first_compiler_error("x.cpp:1:10: fatal error: Python.h: No such file or directory") == \
+        "fatal error: Python.h: No such file or directory"
+    assert first_compiler_error("C++ compile error") is None and first_compiler_error(None) is None
 
 
 # --------------------------------------------------------------------------- configuration and versions

@@ -342,6 +342,9 @@ def _error_context(error: CheckError) -> dict:
     text = str(error.traceback or "")
     errors = _ERROR_LINE.findall(text[-20000:]) if program else []
     return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
+            # a compile error's first line is the wrapper's ("C++ compile error"): the compiler's own
+            # first error line is what the failure is (its output is in the full message)
+            "compiler_error": (sg.first_compiler_error(rest) or "")[:500] or None,
             "message_rest": bool(rest.strip()) or len(first) > 500,
             "program_output": program,
             "last_error_line": errors[-1].strip()[:500] if errors else None,
@@ -481,7 +484,7 @@ def headline(parts: dict, accuracy: dict | None, err: dict | None, readout: dict
             return f"wrong results: max error {rounded(accuracy['max_abs_diff'])}"
         return "wrong results"
     if err and not err.get("program_output"):
-        return f"{md(err['type'])}: {md(_cut(err['message_first_line']))}"
+        return f"{md(err['type'])}: {md(_cut(err.get('compiler_error') or err['message_first_line']))}"
     if err and err.get("last_error_line"):
         return md(_cut(err["last_error_line"]))
     return md(CLASS_WORDS.get(parts.get("class"), parts.get("class") or "failure"))
