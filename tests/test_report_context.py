@@ -148,6 +148,23 @@ def test_an_op_name_that_is_not_an_op_name_is_never_shown(tmp_path):
     assert section(body, "Culprit").strip().startswith("`aten.relu.default`")
 
 
+def test_the_title_names_the_dtype_the_culprits_ops_read_when_they_read_one(tmp_path):
+    """A uint8 bug found in a float32 program is titled by uint8 (what a maintainer searches for);
+    a culprit that reads several dtypes (an embedding's int64 ids and float32 weights), or a repro
+    that is not verified, keeps the check's dtype."""
+    from bot.records import GraphOp
+
+    for graph, verified, dtype in (([GraphOp("aten.any.dim", ["uint8"], [2])], True, "uint8"),
+                                   ([GraphOp("aten.embedding.default", ["float32", "int64"], [2, 1])], True, "float32"),
+                                   ([GraphOp("aten.any.dim", ["uint8"], [2])], False, "float32")):
+        row = rundirs.check(f"prog_{dtype}_{verified}")
+        rec = rundirs.failure(row, ops=(graph[0].op,), status="minimized" if verified else "not_reproduced")
+        if verified:
+            rec = rec.replace(repro=rec.repro.replace(graph=graph))
+        title, _ = issue(tmp_path / f"{dtype}{verified}", (row, rec))
+        assert title.endswith(f" ({dtype}, cpu)"), title
+
+
 def test_an_error_shows_its_type_first_line_and_full_message(tmp_path):
     err = {"type": "CppCompileError", "message": "C++ compile error\nerror: 'x' was not declared",
            "traceback": "Traceback (most recent call last):\n  File \"a.py\", line 1\nCppCompileError: boom"}

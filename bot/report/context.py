@@ -107,6 +107,14 @@ def title_ops(parts: dict, failure: FailureRecord | None) -> tuple[list[str], in
     return chosen[:TITLE_OPS], max(0, len(chosen) - TITLE_OPS)
 
 
+def title_dtype(parts: dict, failure: FailureRecord | None) -> str | None:
+    """The dtype the title names: the one dtype every tensor the verified repro's ops read has (a
+    bug of uint8 ops in a float32 model is a uint8 bug: "torch.any on uint8"), else the check's."""
+    graph = (failure.repro.graph if failure else None) or []
+    dtypes = {d for n in graph if n.op not in sg.PLUMBING_OPS for d in (n.dtypes or []) if isinstance(d, str)}
+    return next(iter(dtypes)) if len(dtypes) == 1 else parts.get("dtype")
+
+
 def _ops_summary(parts: dict, failure: FailureRecord | None = None) -> str | None:
     """The ops named in the title (``title_ops``), with how many more the body lists."""
     names, more = title_ops(parts, failure)
@@ -236,7 +244,8 @@ def issue_context(group: list[Failure], state: IssueState, opts: ReportOptions, 
     return {
         "sig": state.sig, "parts": parts, "summary": _summary(parts, check, accuracy, err_ctx, group, readout_ctx),
         "class": cls, "class_words": CLASS_WORDS.get(cls, "failure"),
-        "stage": safe(parts.get("stage"), _STAGE, "unlocalized"), "dtype": safe(parts.get("dtype"), _WORD, "unknown"),
+        "stage": safe(parts.get("stage"), _STAGE, "unlocalized"),
+        "dtype": safe(title_dtype(parts, f if f and f.repro_verified else None), _WORD, "unknown"),
         "device": parts.get("device") if parts.get("device") in DEVICES else "unknown",
         "status": check.status, "ops_summary": _ops_summary(parts, f if f and f.repro_verified else None),
         "flaky": state.flaky,

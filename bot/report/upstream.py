@@ -31,7 +31,7 @@ from bot import signature as sg
 from bot.failure import FailureRecord
 from bot.records import CheckError, CheckRow, Repro
 from bot.render import ZWSP, break_comments, code, md, num
-from bot.report.context import CLASS_WORDS, DEVICES, INLINE_REPRO_LIMIT, title_ops
+from bot.report.context import CLASS_WORDS, DEVICES, INLINE_REPRO_LIMIT, title_dtype, title_ops
 from bot.report.load import Failure
 from bot.report.state import IssueState
 from bot.report.view import ReportView
@@ -159,6 +159,7 @@ def _record_facts(facts: Facts, rec: FailureRecord, parts: dict) -> None:
     if rec.repro_verified:
         named, _ = title_ops(parts, rec)
         ops = named + [o for o in ops if o not in named]
+        facts.dtype = safe(title_dtype(parts, rec), _WORD, None) or facts.dtype   # as the bot's issue names it
     facts.ops = [o for o in ops if _OP.fullmatch(o)][:10]
     facts.culprit_method = method if method in ("compiled-alone", "graph", "bisector") else None
     facts.bisect = (rec.culprit.bisect if rec.culprit and isinstance(rec.culprit.bisect, str) else answer)
