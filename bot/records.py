@@ -689,6 +689,11 @@ class MergeRecord(Record):
 # --- report.json: what `report` did ------------------------------------------------------------------
 
 
+# a ReportAction's reason for a failure left unfiled because its source files only verified repros
+# (Source.files_only_verified: a fuzzer's programs); the report writes it, a fuzz campaign counts it
+NOT_VERIFIED = "no verified repro (a generated program's failure is filed only with a repro that fails on its own)"
+
+
 @dataclass
 class ReportAction(SparseRecord):
     """What report did about one bug, or about one issue whose checks passed (report.json's

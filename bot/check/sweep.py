@@ -16,7 +16,7 @@ from bot import rundir
 from bot.check.results import ResultsWriter, csv_to_rows, is_failure, mark_baseline
 from bot.check.settings import Settings, check_id
 from bot.records import CheckRow, Chosen, FirstAttempt, Launcher, RerunCapture, RunSettings, Spec
-from bot.signature import Signature
+from bot.signature import NOT_COMPILER_CLASSES, Signature
 from bot.suites import source_of
 from bot.suites.classify import is_never_ran
 from bot.suites.source import Chooser
@@ -83,7 +83,6 @@ def _on_term(signum, frame):
 # command starts what its minify stage will need then (bot.commands.run), so that it overlaps the rest
 # of the check. Not for a failure that minify has nothing to do with.
 ON_FIRST_FAILURE: list[Callable[[CheckRow], None]] = []
-NOT_COMPILER_FAILURES = ("eager_error", "setup_error")
 
 
 def run_sweep(models, settings: Settings | list[Settings], out_dir: str, *, run_settings: RunSettings, baseline=None,
@@ -189,7 +188,7 @@ def _check_one(m, settings: Settings, runner, out_dir: str, *, reruns: int, retr
     t0 = time.perf_counter()
 
     def reruns_for(first: CheckRow) -> int:
-        if first.failure_class and first.failure_class not in NOT_COMPILER_FAILURES:
+        if first.failure_class and first.failure_class not in NOT_COMPILER_CLASSES:
             for hook in ON_FIRST_FAILURE:
                 hook(first)
         retried = cid in retry or _final_id(m, settings, first) in retry

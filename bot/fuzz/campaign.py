@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bot.records import CheckRow, ReportDoc
+from bot.records import NOT_VERIFIED, CheckRow, ReportDoc
 
 INVALID = ("eager_error", "setup_error")
 
@@ -120,7 +120,7 @@ def bugs(report: ReportDoc | None) -> str:
     new = actions.get("created", 0)
     known = sum(actions.get(k, 0) for k in ("updated", "unchanged", "reopened"))
     unverified = sum(len(a.checks or []) for a in report.actions or []
-                     if a.action == "skipped" and "no verified repro" in (a.reason or ""))
+                     if a.action == "skipped" and (a.reason or "").startswith(NOT_VERIFIED))
     text = f"fuzz bugs: {new} new issue{'s' if new != 1 else ''}, {known} known (updated, unchanged or reopened)"
     if unverified:
         text += (f"; {unverified} failing program{'s' if unverified != 1 else ''} without a verified repro, "

@@ -255,20 +255,15 @@ def not_compiler(group: list[Failure]) -> str | None:
 def unverified(group: list[Failure]) -> str | None:
     """Why a group is not filed for want of a verified repro: its checks come from a source that files
     only failures whose repro failed the same way on its own (a fuzzer's generated programs), and none
-    of them has one; None otherwise."""
+    of them has one (``FailureRecord.repro_verified``); None otherwise."""
+    from bot.records import NOT_VERIFIED
     from bot.suites import source_of
 
     if not group or not all(source_of(f.check.spec).files_only_verified for f in group):
         return None
-    if any(_verified(f) for f in group):
+    if any(f.failure is not None and f.failure.repro_verified for f in group):
         return None
-    return "no verified repro (a generated program's failure is filed only with a repro that fails on its own)"
-
-
-def _verified(f: Failure) -> bool:
-    repro = f.failure.repro if f.failure is not None else None
-    v = repro.verification if repro is not None else None
-    return repro is not None and repro.status in ("minimized", "partial") and v is not None and v.failed_same_way > 0
+    return NOT_VERIFIED
 
 
 _NOT_COMPILER_WORDS = {"setup_error": "the model or program could not be set up",
