@@ -472,7 +472,7 @@ def test_the_cleanup_passes_run_as_a_list_to_a_fixed_point_and_say_what_each_did
     stats = PR.PassStats()
     st = C.cleanup(G.State(gm, [q, x]), oracle, stats)
     assert G.culprit_ops(st) == ["aten.relu.default"]
-    assert list(stats.queries) == ["remove_dead", "drop_outputs", "remove_nodes", "drop_unused_inputs"]
+    assert list(stats.queries) == ["remove_dead", "drop_outputs", "bypass_nodes", "remove_nodes", "drop_unused_inputs"]
     assert stats.removed["remove_dead"] >= 1                     # the dead attention call
     assert sum(stats.queries.values()) == oracle.asked          # every query is accounted to a pass
     assert sum(stats.removed.values()) == len(G.call_nodes(gm)) - len(G.call_nodes(st.gm))
@@ -796,3 +796,41 @@ def test_a_failure_at_the_last_node_that_needs_its_surroundings_is_reached_back_
     ops = G.culprit_ops(G.State(gm, args))
     assert "aten.tanh.default" in ops and "aten.relu.default" in ops and len(ops) < len(calls) // 4, ops
     assert len(asked) <= query_bound(len(st.gm.graph.nodes), len(gm.graph.nodes)), len(asked)
+
+
+def _abs_reaches_argmax(gm, args) -> bool:
+    """A bug that needs ``abs``'s code compiled before an ``argmax`` (int16 promoted to int on its
+    way, as a fuzz finding on torch 2.15 had it), however many ops are between them."""
+    for n in G.call_nodes(gm):
+        if "argmax" in G.op_name(n):
+            stack, seen = list(n.all_input_nodes), set()
+            while stack:
+                m = stack.pop()
+                if m in seen or m.op == "placeholder":
+                    continue
+                seen.add(m)
+                if "abs" in G.op_name(m):
+                    return True
+                stack.extend(m.all_input_nodes)
+    return False
+
+
+def test_an_op_between_the_two_the_failure_needs_is_bypassed_not_kept():
+    """``argmax(div(abs(x), 3))`` fails because of ``abs`` feeding ``argmax``: cutting ``div``
+    (its value as an input) loses the failure, so a cleanup of cuts alone keeps all three ops.
+    Bypassing ``div`` (``argmax`` reads ``abs`` directly) keeps it: the repro is the two ops a
+    person would write, and the pass says what it removed."""
+    x = torch.tensor([[3, -7, 2], [5, 1, -9]], dtype=torch.int16)
+    gm = _trace(lambda x: torch.argmax(torch.div(torch.abs(x), 3, rounding_mode="floor"), 0, True), x)
+    st = G.State(gm, [x])
+    assert _abs_reaches_argmax(gm, [x])
+    cut_only = C.cleanup(st, PR.Oracle(_abs_reaches_argmax), passes=tuple(
+        p for p in C.CLEANUP_PASSES if p is not C.bypass_nodes))
+    assert len(G.culprit_ops(cut_only)) > 2, G.culprit_ops(cut_only)
+    stats, oracle = PR.PassStats(), PR.Oracle(_abs_reaches_argmax)
+    final = C.cleanup(st, oracle, stats)
+    assert [op.rsplit(".", 2)[-2] if op.startswith("aten.") else op for op in G.culprit_ops(final)] == \
+        ["abs", "argmax"], G.culprit_ops(final)
+    assert stats.removed["bypass_nodes"] >= 1
+    assert oracle.asked <= query_bound(len(gm.graph.nodes), len(final.gm.graph.nodes))
+    assert torch.equal(final.gm(*final.args)[0], torch.argmax(torch.abs(x), 0, True))

@@ -6,10 +6,13 @@ seconds) in the problem's :class:`~bot.minify.worker.problem.PassStats`; the ord
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from bot.minify.worker.graph import (
     State,
+    bypass,
+    bypass_operands,
     call_nodes,
     eager_values,
     live_nodes,
@@ -70,6 +73,8 @@ def remove_nodes(st: State, oracle: Oracle) -> State:
             if cand is not None and oracle(cand):
                 st, changed = cand, True
                 continue
+            if cand is not None and all(a.op == "placeholder" for a in n.all_input_nodes):
+                continue  # an output op of inputs only: cutting it leaves the ops dropping it left
             values, kinds = eager_values(st.gm, st.args, lambda m, n=n: m is n)
             if kinds.get(n.name) != "tensor" or n.name not in values:
                 continue
@@ -77,6 +82,66 @@ def remove_nodes(st: State, oracle: Oracle) -> State:
             if oracle(cand):
                 st, changed = cand, True
     return st
+
+
+def bypass_nodes(st: State, oracle: Oracle) -> State:
+    """Remove call nodes by *bypassing* them while the failure keeps, last to first: what read a
+    node reads one of its own inputs instead (one of the same shape, dtype and device,
+    :func:`bot.minify.worker.graph.bypass_operands`). Cutting (:func:`remove_nodes`) keeps a node's
+    value and drops how it was computed; some failures need an earlier node's code but none of the
+    nodes between: ``argmax(div(abs(x), 3))`` fails because ``abs`` of int16 reaches ``argmax``.
+    Cutting ``div`` feeds ``argmax`` an input and loses it; bypassing ``div`` gives ``argmax(abs(x))``.
+
+    A node that can go is tried with the chain of nodes it reads through (its operand, that one's,
+    back to an input): first the whole chain (its readers read the chain's input: one query
+    removes a whole branch), then the longest part that keeps the failure, by doubling and then
+    halving as Hypothesis' shrinker grows a deletion: a stretch of N nodes between two ops a
+    failure needs costs about 2*log2 N queries, not N."""
+    failed: set = set()
+    while True:
+        n = next((m for m in reversed(call_nodes(st.gm)) if m.name not in failed and bypass_operands(m)), None)
+        if n is None:
+            return st
+        first = next((a for a in bypass_operands(n) if _keeps(st, {n: a}, oracle)), None)
+        if first is None:
+            failed.add(n.name)
+            continue
+        chain = _chain(n, first)
+        keeps = functools.partial(_keeps_part, st, chain, oracle)
+        k = len(chain) if keeps(len(chain)) else _longest(keeps, len(chain) - 1)
+        st = bypass(st, dict(chain[:k]))
+
+
+def _chain(n, operand) -> list:
+    """``[(n, operand), (operand, its first bypass operand), ...]`` back to an input."""
+    chain, seen = [(n, operand)], {n}
+    while operand not in seen and (nxt := bypass_operands(operand)):
+        seen.add(operand)
+        chain.append((operand, nxt[0]))
+        operand = nxt[0]
+    return chain
+
+
+def _keeps_part(st: State, chain: list, oracle: Oracle, k: int) -> bool:
+    return _keeps(st, dict(chain[:k]), oracle)
+
+
+def _keeps(st: State, replace: dict, oracle: Oracle) -> bool:
+    cand = bypass(st, replace)
+    return bool(call_nodes(cand.gm)) and oracle(cand)  # a graph of no op cannot fail to compile
+
+
+def _longest(ok: Callable[[int], bool], most: int) -> int:
+    """The largest k <= ``most`` for which ``ok`` holds, given ``ok(1)``: double while it holds,
+    then halve the gap (about 2*log2 k calls)."""
+    lo, hi = 1, 2
+    while hi <= most and ok(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, most + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
 
 
 def _drop_node(st: State, n) -> State | None:
@@ -117,7 +182,7 @@ def _drop_unused_inputs(st: State, oracle: Oracle) -> State:
 # round changes nothing (a later pass can open a chance for an earlier one: a cut node can leave
 # an output dead).
 CLEANUP_PASSES: tuple[Callable[[State, Oracle], State], ...] = (
-    remove_dead, drop_outputs, remove_dead, remove_nodes, _drop_unused_inputs)
+    remove_dead, drop_outputs, remove_dead, bypass_nodes, remove_nodes, _drop_unused_inputs)
 
 
 def cleanup(st: State, oracle: Oracle, stats: PassStats | None = None,

@@ -97,21 +97,22 @@ def eager_values(gm, args, keep: Callable[[Any], bool]) -> tuple[dict, dict]:
     return kept, kinds
 
 
-def rebuild(gm, nodes_in_order, outputs, *, new_inputs=None, values=None) -> Any:
+def rebuild(gm, nodes_in_order, outputs, *, new_inputs=None, values=None, replace=None) -> Any:
     """A new GraphModule from ``gm`` with the given call nodes (in order), the given outputs, the
-    original placeholders/get_attrs they need, and ``new_inputs`` (node -> placeholder name) that
-    replace nodes by inputs. Returns (graph module, [placeholder source]) where each source is
-    ("arg", i) for an original input or ("value", node name) for a replaced node."""
+    original placeholders/get_attrs they need, ``new_inputs`` (node -> placeholder name) that
+    replace nodes by inputs, and ``replace`` (node -> an earlier node) whose nodes are read as
+    that earlier node wherever they are read. Returns (graph module, [placeholder source]) where
+    each source is ("arg", i) for an original input or ("value", node name) for a replaced node."""
     import torch.fx as fx
 
-    new_inputs = new_inputs or {}
+    new_inputs, replace = new_inputs or {}, replace or {}
     g = fx.Graph()
     env: dict = {}
     sources: list = []
     keep = set(nodes_in_order)
     needed = set()
     for n in nodes_in_order:
-        needed.update(n.all_input_nodes)
+        needed.update(replace.get(x, x) for x in n.all_input_nodes)
     needed.update(o for o in outputs)
     needed.update(symint_placeholders_for(
         gm, [n.meta.get("val") for n in needed if n.op == "placeholder" or n in new_inputs]))
@@ -133,7 +134,10 @@ def rebuild(gm, nodes_in_order, outputs, *, new_inputs=None, values=None) -> Any
         if n.op == "get_attr" and n in needed:
             env[n] = g.node_copy(n)
     for n in gm.graph.nodes:
-        if n in keep and n not in new_inputs:
+        if n in replace:
+            if replace[n] in env:
+                env[n] = env[replace[n]]
+        elif n in keep and n not in new_inputs:
             env[n] = g.node_copy(n, lambda x: env[x])
     g.output(tuple(env[o] for o in outputs))
     new = fx.GraphModule(gm, g)
@@ -211,16 +215,45 @@ def restrict(st: State, outputs, new_inputs=None, values=None) -> State:
     return State(gm, [st.args[i] if kind == "arg" else values[i] for kind, i in sources])
 
 
-def _live_cut(gm, outputs, cut) -> list:
+def _live_cut(gm, outputs, cut, replace=None) -> list:
     live, stack = set(), list(outputs)
     while stack:
-        n = stack.pop()
+        n = _through(stack.pop(), replace)
         if n in live:
             continue
         live.add(n)
         if n not in cut:
             stack.extend(n.all_input_nodes)
     return [n for n in gm.graph.nodes if n.op in CALL_OPS and n in live and n not in cut]
+
+
+def _through(n, replace):
+    while replace and n in replace:
+        n = replace[n]
+    return n
+
+
+def bypass_operands(node) -> list:
+    """The inputs of ``node`` that could stand in its place: tensors of its shape, dtype and device
+    (so that every node reading it still reads what its metadata says), call nodes or inputs."""
+    def meta(n):
+        v = n.meta.get("val", n.meta.get("example_value"))
+        return (str(tuple(v.shape)), v.dtype, v.device) if is_tensor(v) else None
+
+    if node.op not in CALL_OPS or multi_output_source(node) is not None or meta(node) is None:
+        return []
+    return [a for a in dict.fromkeys(node.all_input_nodes)
+            if (a.op in CALL_OPS or a.op == "placeholder") and meta(a) == meta(node)]
+
+
+def bypass(st: State, replace: dict) -> State:
+    """``st`` with the nodes of ``replace`` (node -> one of its :func:`bypass_operands`) bypassed:
+    whatever read such a node reads its operand instead (through a chain of bypassed nodes, the
+    first that is not), and whatever only they needed is gone with them."""
+    replace = {n: _through(a, replace) for n, a in replace.items()}
+    outputs = list(dict.fromkeys(_through(o, replace) for o in outputs_of(st.gm) if hasattr(o, "op")))
+    gm, sources = rebuild(st.gm, _live_cut(st.gm, outputs, {}, replace), outputs, replace=replace)
+    return State(gm, args_for(sources, st.args, []))
 
 
 def prefix_state(st: State, k: int, kinds: dict):

@@ -44,7 +44,12 @@ The order, and why:
 4. :func:`cleanup.remove_nodes` - turn single call nodes into inputs (their eager value becomes a
    placeholder) while the failure keeps, last to first, to a fixpoint: the result is 1-minimal
    (no single node can be removed and still fail).
-5. :func:`cleanup.drop_unused_inputs` - placeholders nobody reads; no query needed.
+5. :func:`cleanup.bypass_nodes` - remove single call nodes by reading one of their inputs in their
+   place (same shape, dtype and device), last to first. Cutting keeps what a node computed;
+   bypassing drops it, which finds the shorter form when the bug needs the value of an earlier
+   node but not the nodes between (``argmax(div(abs(x), 3))`` -> ``argmax(abs(x))``). After the
+   cutting, which removes more per query, so it only asks about the few nodes left.
+6. :func:`cleanup.drop_unused_inputs` - placeholders nobody reads; no query needed.
 
 Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
 take a different kernel path and fail differently).
