@@ -63,3 +63,24 @@ def test_a_training_step_differentiates_what_required_grad_and_never_a_buffer():
     outs = M.train_step(lambda a: gm(*a), [w, data, stat], mask)
     assert len(outs) == 2 and torch.allclose(outs[1], data)   # d/dw sum(w * data + stat) = data
     assert M.grad_mask(gm, [torch.randn(3), torch.randn(3), torch.arange(3)]) == [True, True, False]
+
+
+@pytest.mark.slow
+def test_a_graph_that_reads_a_tensors_value_compiles_as_the_program_compiled_it():
+    """``x * x.amax().item()`` captured with ``capture_scalar_outputs`` (a fuzz finding): the graph
+    holds ``_local_scalar_dense``, so it is traced with fake tensors, and compiled from real
+    inputs inductor's own trace raised DataDependentOutputException - an error the program never
+    saw - so the captured graph "did not fail on its own". It compiles from its example values,
+    as the program's compile did, and computes what eager does."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from bot.torch_adapter.fxutil import data_dependent
+
+    x = torch.tensor([3, 1, 2], dtype=torch.uint8)
+    with torch.no_grad():   # as after_aot captures it: inductor's decompositions applied
+        gm = make_fx(lambda x: ((x * x.amax().item()).clamp(0, 7),), tracing_mode="fake",
+                     decomposition_table=select_decomp_table())(x)
+    assert data_dependent(gm) and not data_dependent(make_fx(lambda x: (x * 2,))(x))
+    compiled = M.compile_aot(gm, [x])
+    assert torch.equal(compiled([x])[0], torch.tensor([7, 3, 6], dtype=torch.uint8))

@@ -61,6 +61,26 @@ def symbolic_placeholders(gm) -> bool:
     return any(free_symbols_of(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder")
 
 
+def data_dependent(gm) -> bool:
+    """True when some value in ``gm`` depends on a tensor's data (``item()``, ``nonzero``: an
+    unbacked symbol in its example value, as a graph traced with fake tensors records it)."""
+    import torch
+
+    try:
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    except ImportError:  # a torch without it: no graph is taken for data-dependent
+        return False
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)):
+            try:
+                if free_unbacked_symbols(val):
+                    return True
+            except Exception:  # noqa: BLE001 - a value whose symbols cannot be read counts as static
+                continue
+    return False
+
+
 @dataclass
 class SubgraphCall:
     """A higher-order op whose body is a subgraph of the module: ``cond(pred, true, false, operands)``

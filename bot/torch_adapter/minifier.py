@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from bot.errors import InfraError
 from bot.records import GraphOp
-from bot.torch_adapter.fxutil import clone_inputs, symbolic_placeholders
+from bot.torch_adapter.fxutil import clone_inputs, data_dependent, symbolic_placeholders
 
 
 class SanityCheckFailed(Exception):
@@ -27,10 +27,13 @@ def compile_aot(gm, args) -> Callable[[list], Any]:
     from torch._inductor.compile_fx import compile_fx_inner
 
 
-    if symbolic_placeholders(gm):
+    if symbolic_placeholders(gm) or data_dependent(gm):
         # traced with dynamic shapes: compile from the placeholders' symbolic example values so
         # inductor generates kernels over symbolic sizes (torch's after_aot._get_compile_args does
-        # this only when a SymInt input is left; a reduced graph may keep only tensor inputs)
+        # this only when a SymInt input is left; a reduced graph may keep only tensor inputs).
+        # A graph that reads a tensor's value (item(), traced with fake tensors) too: compiled
+        # from real inputs, inductor's own trace has no shape environment for the value and
+        # raises DataDependentOutputException, which the program's compile never saw
         compile_args = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
         gm = _shallow_copy(gm)
         _propagate_fake(gm, compile_args)

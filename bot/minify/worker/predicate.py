@@ -50,7 +50,9 @@ def load_graph(path: str, kind_hint: str | None = None, static: bool = False):
             log(f"load: the graph cannot run on its inputs' captured strides ({loaded.contiguous}); its "
                 "inputs are made contiguous")
         if loaded.traced != rf.tracing_mode and rf.tracing_mode == "real":
-            log(f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
+            log(f"load: the graph reads a tensor's value (item(), nonzero); traced with {loaded.traced} tensors"
+                if fxutil.data_dependent(gm) else
+                f"load: the graph raises when run on its inputs; traced with {loaded.traced} tensors")
             rf.tracing_mode = loaded.traced   # and so the repros written from it
     return rf, gm, args
 
