@@ -134,6 +134,24 @@ def first_compiler_error(message: str | None) -> str | None:
     return None
 
 
+# one compiler warning as gcc and clang write it: the ``file:line:col: warning: ...`` line and the
+# source lines under it (``  243 |   0xff, ...`` and the ``      |   ^~~~`` marker)
+_WARNING_TAIL = re.compile(r"\A(?:[ \t]*\d*[ \t]*\|[^\n]*\n)+")
+_COMPILER_WARNING = re.compile(r"^[^\n]*: warning: [^\n]*\n(?:[ \t]*\d*[ \t]*\|[^\n]*(?:\n|$))*", re.M)
+
+
+def without_compiler_warnings(text: str) -> str:
+    """``text`` without a compiler's warnings (a C++ compile error's output often ends in a screen
+    of ``-Woverflow`` warnings from torch's own headers, which say nothing of the error), and a
+    line saying how many went; the errors and their notes stay."""
+    if ": warning: " not in (text or ""):
+        return text
+    n = len(_COMPILER_WARNING.findall(text))
+    out = _WARNING_TAIL.sub("", _COMPILER_WARNING.sub("", text))   # and a kept tail that starts inside one
+    said = f"({n} compiler warning{'s' if n != 1 else ''} left out)"
+    return out.rstrip("\n") + "\n" + said + ("\n" if text.endswith("\n") else "")
+
+
 def short_type(name: str | None) -> str | None:
     return name.rsplit(".", 1)[-1] if name else name
 

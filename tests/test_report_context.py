@@ -407,3 +407,25 @@ def test_a_record_without_a_plain_repro_inlines_the_launcher_as_before(tmp_path)
     repro = section(body, "Minimized repro")
     assert "Save as `repro.py` and run `python repro.py`." in repro
     assert "This is torch's launcher-format repro" in repro and "plain repro" not in repro
+
+
+def test_a_compile_errors_sections_leave_out_the_compilers_warnings_and_keep_its_error(tmp_path):
+    """g++'s output for a fuzz finding ended in a screen of ``-Woverflow`` warnings from torch's own
+    headers: the Traceback section showed only those. The warnings go (a line says how many), the
+    error and its notes stay."""
+    warning = ("<site-packages>/torch/include/ATen/cpu/vec/vec256/vec256_qint.h:243:7: warning: overflow in "
+               "conversion from 'int' to 'char' changes value from '255' [-Woverflow]\n"
+               "  243 |       0xff, 0xff, 0xff, 0xff,\n      |       ^~~~\n")
+    output = ("C++ compile error\n\nOutput:\nk.cpp:78:50: error: no matching function for call to "
+              "'argmax_combine(IndexValue<short int>&, int&, int64_t&)'\n"
+              "   78 |     tmp_acc0 = argmax_combine(tmp_acc0, tmp57, x0);\n"
+              "cpp_prefix.h:454:23: note: candidate: 'template<class T> IndexValue<T>& argmax_combine'\n"
+              + warning * 12)
+    # the check keeps the tail of a long traceback: it can start inside a warning
+    err = {"type": "CppCompileError", "message": output, "traceback": "      |       ^~~~\n" + warning * 3}
+    row = rundirs.check("fz", status="fail_to_run", failure_class="compile_error", error=err)
+    _, body = issue(tmp_path, (row, rundirs.failure(row, ops=("aten.argmax.default",))))
+    failure = section(body, "Failure")
+    assert "warning:" not in failure and "0xff" not in failure, failure
+    assert "(12 compiler warnings left out)" in failure and "(3 compiler warnings left out)" in failure
+    assert failure.count("note: candidate") == 1 and "argmax_combine(tmp_acc0, tmp57, x0)" in failure

@@ -345,10 +345,11 @@ def _error_context(error: CheckError) -> dict:
     headline is the last line of it that reads as an error."""
     from bot.public import without_bot_frames
 
-    msg = str(error.message or "")
+    msg = sg.without_compiler_warnings(str(error.message or ""))
     first, _, rest = msg.strip().partition("\n")
     program = error.type == sg.EXIT_TYPE
     text = str(error.traceback or "")
+    text = text if program else sg.without_compiler_warnings(text)
     errors = _ERROR_LINE.findall(text[-20000:]) if program else []
     return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
             # a compile error's first line is the wrapper's ("C++ compile error"): the compiler's own
