@@ -140,8 +140,8 @@ def test_dynamos_input_aliases_and_the_lines_that_free_values_are_left_out():
 
 def test_a_large_integer_input_is_drawn_from_a_seed_over_its_own_range():
     """Up to 64 ids are written out (wrapped; genuine int32 overflow bugs hang on their values); more
-    keep their range, INT32_MAX included; one value is a ``torch.full``; an int64 at its maximum, a
-    strided one or a bool refuse (the plain repro stands)."""
+    keep their range, INT32_MAX included; one value is a ``torch.full``; a transposed one keeps its
+    layout; an int64 at its maximum, a gapped view or a bool refuse (the plain repro stands)."""
     ids = torch.arange(2**31 - 64, 2**31, dtype=torch.int32)
     (line,) = short.input_lines([ids], set())
     assert line.startswith("torch.tensor([2147483584, ") and "\n            " in line, line
@@ -155,14 +155,16 @@ def test_a_large_integer_input_is_drawn_from_a_seed_over_its_own_range():
     assert short.input_lines([torch.full((80,), 2**63 - 1)], set()) is None
     top = torch.tensor([2**31 - 1] * 50 + [2**31 - 9] * 50, dtype=torch.int32)   # ids up to INT32_MAX
     assert short.input_lines([top], set()) == ["torch.randint(2147483639, 2147483648, (100,), dtype=torch.int32)"]
-    assert short.input_lines([torch.arange(80).view(8, 10).t()], set()) is None
+    assert short.input_lines([torch.arange(80).view(8, 10).t()], set()) == [
+        "torch.randint(0, 80, (8, 10), dtype=torch.int64).t()"]
+    assert short.input_lines([torch.arange(160).view(8, 20)[:, ::2]], set()) is None
     assert short.input_lines([torch.ones(80, dtype=torch.bool)], set()) is None
 
 
 def test_a_large_float_input_is_drawn_from_a_seed_at_its_own_mean_and_spread():
     """Values far from a standard normal's (a catalog of magnitudes near 12345, where a variance
-    cancels) keep their scale; one value is a ``torch.full``; a strided one or one holding an infinity
-    refuses."""
+    cancels) keep their scale; one value is a ``torch.full``; a transposed one keeps its layout; a
+    gapped view or one holding an infinity refuses."""
     g = torch.Generator().manual_seed(0)
     (line,) = short.input_lines([torch.randn(128, 5, generator=g) * 0.3 + 12345.0], set())
     assert line.startswith("(torch.randn(128, 5) * 0.") and line.endswith(" + 12345)"), line
@@ -171,5 +173,24 @@ def test_a_large_float_input_is_drawn_from_a_seed_at_its_own_mean_and_spread():
     assert short.input_lines([-torch.rand(64, dtype=torch.float64, generator=g) - 5], set())[0].startswith(
         "(torch.randn(64, dtype=torch.float64) * 0.")
     assert short.input_lines([torch.full((20,), 3.5)], set()) == ["torch.full((20,), 3.5)"]
-    assert short.input_lines([torch.randn(8, 40).t()], set()) is None
+    assert short.input_lines([torch.randn(8, 40).t()], set()) == ["torch.randn(8, 40).t()"]
+    assert short.input_lines([torch.randn(8, 40)[:, ::2]], set()) is None
     assert short.input_lines([torch.tensor([float("inf")] * 20)], set()) is None
+
+
+def test_small_transposed_and_broadcast_inputs_are_written_out_with_their_layout():
+    """Fuzz findings read transposed, permuted and expanded (stride 0) inputs, and a layout is often
+    what a bug hangs on (a transposed int32 ``sum`` to bool): the values are written out as the
+    dense tensor the layout is made from, then ``.t()``, ``.permute(...)`` or ``.expand(...)``; the
+    line makes the same values, sizes and strides."""
+    cases = {torch.arange(10, dtype=torch.int32).view(5, 2).t(): ").t()",
+             torch.tensor([3], dtype=torch.uint8).expand(4): ").expand(4)",
+             torch.arange(24).view(2, 3, 4).permute(2, 0, 1): ").permute(2, 0, 1)",
+             torch.tensor([[1.5], [2.5]]).expand(2, 3): ").expand(2, 3)",
+             torch.arange(6, dtype=torch.int16).view(2, 3).t().unsqueeze(0).expand(2, 3, 2): ").expand(2, 3, 2)"}
+    for t, tail in cases.items():
+        (line,) = short.input_lines([t], set())
+        assert line.startswith("torch.tensor(") and line.endswith(tail), line
+        made = eval(line, {"torch": torch})  # noqa: S307 - the line under test
+        assert torch.equal(made, t) and made.dtype == t.dtype
+        assert all(n == 1 or a == b for n, a, b in zip(t.shape, made.stride(), t.stride())), (line, made.stride())

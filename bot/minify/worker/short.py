@@ -138,6 +138,12 @@ def _contiguous_strides(size) -> tuple:
     return tuple(reversed(out))
 
 
+def _dense(size, stride) -> bool:
+    """Contiguous, whatever the strides of its dims of size 1 (they step over nothing)."""
+    want = _contiguous_strides(size)
+    return all(n == 1 or st == w for n, st, w in zip(size, stride, want))
+
+
 def _channels_last(size) -> tuple | None:
     if len(size) != 4:
         return None
@@ -188,8 +194,10 @@ def _values(t) -> str | None:
     limit = SMALL_VALUES if t.is_floating_point() or t.is_complex() else INTEGER_VALUES
     if t.numel() > limit or t.is_complex() or (t.is_floating_point() and t.dtype.itemsize == 1):
         return None
-    if t.dim() and tuple(t.stride()) != _contiguous_strides(t.shape):
+    laid = _layout(t)
+    if laid is None:
         return None
+    t, layout = laid
     values = t.detach().cpu().tolist()
     flat = values if isinstance(values, list) else [values]
     while flat and isinstance(flat[0], list):
@@ -205,7 +213,28 @@ def _values(t) -> str | None:
         import textwrap
 
         text = "\n            ".join(textwrap.wrap(text, 90, break_long_words=False, break_on_hyphens=False))
-    return f"torch.tensor({text}{kw})" + (".requires_grad_()" if t.requires_grad else "")
+    return f"torch.tensor({text}{kw}){layout}" + (".requires_grad_()" if t.requires_grad else "")
+
+
+def _layout(t):
+    """(the tensor a layout is made from, the calls that make it) for a tensor whose layout a person
+    writes in a call or two: contiguous (``""``), a permutation of a dense one (a transpose:
+    ``.t()``, ``.permute(2, 0, 1)``), broadcast along some dims (``.expand(2, 5)``) or both; None for
+    any other (an overlapping or gapped view: the plain repro keeps it bit for bit)."""
+    size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
+    suffix = ""
+    if any(st == 0 and sz > 1 for sz, st in zip(size, stride)):
+        t = t[tuple(slice(0, 1) if st == 0 and sz > 1 else slice(None) for sz, st in zip(size, stride))]
+        suffix = f".expand({', '.join(map(str, size))})"
+        size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
+    if _dense(size, stride):
+        return t, suffix
+    order = sorted(range(len(size)), key=lambda d: (-stride[d] if size[d] > 1 else 0, d))
+    dense = t.permute(order)
+    if not _dense(tuple(int(s) for s in dense.shape), tuple(int(s) for s in dense.stride())):
+        return None
+    back = tuple(order.index(d) for d in range(len(order)))
+    return dense, (".t()" if back == (1, 0) else f".permute({', '.join(map(str, back))})") + suffix
 
 
 def _int_range(t) -> str | None:
@@ -220,13 +249,14 @@ def _int_range(t) -> str | None:
     lo, hi = int(t.min()), int(t.max())
     if hi >= 2**63 - 1:   # randint's exclusive high past int64 (any narrower dtype's max + 1 is fine)
         return None
-    size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
     kw = f", dtype={t.dtype}" + (f", device={str(t.device)!r}" if t.device.type != "cpu" else "")
-    if stride != _contiguous_strides(size):
+    laid = _layout(t)
+    if laid is None:
         return None
+    size, layout = tuple(int(s) for s in laid[0].shape), laid[1]
     if lo == hi:
-        return f"torch.full({_shape(size)}, {lo}{kw})"
-    return f"torch.randint({lo}, {hi + 1}, {_shape(size)}{kw})"
+        return f"torch.full({_shape(size)}, {lo}{kw}){layout}"
+    return f"torch.randint({lo}, {hi + 1}, {_shape(size)}{kw}){layout}"
 
 
 def _float_scale(t, requires_grad: bool) -> str | None:
@@ -237,9 +267,10 @@ def _float_scale(t, requires_grad: bool) -> str | None:
 
     if not t.is_floating_point() or t.numel() < 2 or t.dtype.itemsize == 1:
         return None
-    size, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
-    if stride != _contiguous_strides(size):
+    laid = _layout(t)
+    if laid is None:
         return None
+    size, layout = tuple(int(s) for s in laid[0].shape), laid[1]
     v = t.detach().double()
     if not bool(torch.isfinite(v).all()):
         return None
@@ -249,7 +280,7 @@ def _float_scale(t, requires_grad: bool) -> str | None:
         base = f"torch.full({_shape(size)}, {mean:.6g}{_kw(t.dtype, str(t.device))})"
     elif abs(mean) > 4 * spread / math.sqrt(v.numel()) or not 0.5 < spread < 2:   # not a standard normal's
         base = f"({base} * {spread:.3g} {'-' if mean < 0 else '+'} {abs(mean):.6g})"
-    return base + (".requires_grad_()" if requires_grad else "")
+    return base + layout + (".requires_grad_()" if requires_grad else "")
 
 
 def input_lines(args, made_inputs: set[int], training: bool = False) -> list[str] | None:
