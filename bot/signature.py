@@ -137,7 +137,7 @@ def first_compiler_error(message: str | None) -> str | None:
 # one compiler warning as gcc and clang write it: the ``file:line:col: warning: ...`` line and the
 # source lines under it (``  243 |   0xff, ...`` and the ``      |   ^~~~`` marker)
 _WARNING_TAIL = re.compile(r"\A(?:[ \t]*\d*[ \t]*\|[^\n]*\n)+")
-_COMPILER_WARNING = re.compile(r"^[^\n]*: warning: [^\n]*\n(?:[ \t]*\d*[ \t]*\|[^\n]*(?:\n|$))*", re.M)
+_COMPILER_WARNING = re.compile(r"^[^\n]*:\d+(?::\d+)?: warning: [^\n]*\n(?:[ \t]*\d*[ \t]*\|[^\n]*(?:\n|$))*", re.M)
 
 
 def without_compiler_warnings(text: str) -> str:
@@ -147,6 +147,8 @@ def without_compiler_warnings(text: str) -> str:
     if ": warning: " not in (text or ""):
         return text
     n = len(_COMPILER_WARNING.findall(text))
+    if not n:
+        return text
     out = _WARNING_TAIL.sub("", _COMPILER_WARNING.sub("", text))   # and a kept tail that starts inside one
     said = f"({n} compiler warning{'s' if n != 1 else ''} left out)"
     return out.rstrip("\n") + "\n" + said + ("\n" if text.endswith("\n") else "")

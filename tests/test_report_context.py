@@ -429,3 +429,5 @@ def test_a_compile_errors_sections_leave_out_the_compilers_warnings_and_keep_its
     assert "warning:" not in failure and "0xff" not in failure, failure
     assert "(12 compiler warnings left out)" in failure and "(3 compiler warnings left out)" in failure
     assert failure.count("note: candidate") == 1 and "argmax_combine(tmp_acc0, tmp57, x0)" in failure
+    from bot.signature import without_compiler_warnings   # the words alone are no compiler's warning
+    assert without_compiler_warnings("RuntimeError: warning: x\n") == "RuntimeError: warning: x\n"

@@ -42,15 +42,20 @@ def _clone_strided(a):
     return a.as_strided((span,), (1,), a.storage_offset()).clone().as_strided(a.shape, a.stride())
 
 
-def free_symbols_of(val) -> set:
+def node_value(node):
+    """A node's example value: ``val`` (an AOT graph's), else ``example_value`` (a dynamo graph's)."""
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def free_symbols_of(val, unbacked: bool = False) -> set:
     """The free size symbols of a node's example value (a SymInt, a tensor's sizes/strides);
-    empty for static values."""
+    empty for static values. ``unbacked``: only those a tensor's data gave (``item()``, ``nonzero``)."""
     import torch
-    from torch.fx.experimental.symbolic_shapes import free_symbols
+    from torch.fx.experimental import symbolic_shapes as S
 
     if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)):
         try:
-            return set(free_symbols(val))
+            return set(S.free_unbacked_symbols(val) if unbacked else S.free_symbols(val))
         except Exception:  # noqa: BLE001 - a value whose symbols cannot be read counts as static
             return set()
     return set()
@@ -64,21 +69,7 @@ def symbolic_placeholders(gm) -> bool:
 def data_dependent(gm) -> bool:
     """True when some value in ``gm`` depends on a tensor's data (``item()``, ``nonzero``: an
     unbacked symbol in its example value, as a graph traced with fake tensors records it)."""
-    import torch
-
-    try:
-        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-    except ImportError:  # a torch without it: no graph is taken for data-dependent
-        return False
-    for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, torch.Tensor)):
-            try:
-                if free_unbacked_symbols(val):
-                    return True
-            except Exception:  # noqa: BLE001 - a value whose symbols cannot be read counts as static
-                continue
-    return False
+    return any(free_symbols_of(n.meta.get("val"), unbacked=True) for n in gm.graph.nodes)
 
 
 @dataclass

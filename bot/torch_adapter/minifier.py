@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from bot.errors import InfraError
 from bot.records import GraphOp
-from bot.torch_adapter.fxutil import clone_inputs, data_dependent, symbolic_placeholders
+from bot.torch_adapter.fxutil import clone_inputs, data_dependent, node_value, symbolic_placeholders
 
 
 class SanityCheckFailed(Exception):
@@ -151,8 +151,7 @@ def grad_mask(gm, args, frozen=None) -> list[bool]:
     def wanted(i: int, a) -> bool:
         if not floats[i]:
             return False
-        meta = phs[i].meta if i < len(phs) else {}
-        v = meta.get("val", meta.get("example_value"))
+        v = node_value(phs[i]) if i < len(phs) else None
         if a.requires_grad or getattr(v, "requires_grad", False):
             return True
         return frozen is not None and i < len(phs) and phs[i].name not in frozen

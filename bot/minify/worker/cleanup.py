@@ -108,7 +108,7 @@ def bypass_nodes(st: State, oracle: Oracle) -> State:
             continue
         chain = _chain(n, first)
         keeps = functools.partial(_keeps_part, st, chain, oracle)
-        k = len(chain) if keeps(len(chain)) else _longest(keeps, len(chain) - 1)
+        k = len(chain) if len(chain) == 1 or keeps(len(chain)) else _longest(keeps, len(chain) - 1)
         st = bypass(st, dict(chain[:k]))
 
 

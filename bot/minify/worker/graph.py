@@ -17,6 +17,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from bot.torch_adapter.fxutil import node_value
 from bot.torch_adapter.minifier import CALL_OPS, op_label
 
 
@@ -183,7 +184,7 @@ def multi_output_source(node):
     node, a tensor indexed (``x[:, None]``, a dynamo graph's ``getitem``) included: that is an op of its own."""
     if node.op == "call_function" and node.target is operator.getitem and len(node.args) == 2 and \
             getattr(node.args[0], "op", None) in CALL_OPS and isinstance(node.args[1], int) and \
-            not is_tensor(node.args[0].meta.get("val", node.args[0].meta.get("example_value"))):
+            not is_tensor(node_value(node.args[0])):
         return node.args[0]
     return None
 
@@ -237,7 +238,7 @@ def bypass_operands(node) -> list:
     """The inputs of ``node`` that could stand in its place: tensors of its shape, dtype and device
     (so that every node reading it still reads what its metadata says), call nodes or inputs."""
     def meta(n):
-        v = n.meta.get("val", n.meta.get("example_value"))
+        v = node_value(n)
         return (str(tuple(v.shape)), v.dtype, v.device) if is_tensor(v) else None
 
     if node.op not in CALL_OPS or multi_output_source(node) is not None or meta(node) is None:

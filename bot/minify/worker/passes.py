@@ -41,14 +41,16 @@ The order, and why:
    outputs): they are deleted explicitly, not through ``eliminate_dead_code``. One query for all.
 3. :func:`cleanup.drop_outputs` - keep only the outputs the failure needs (each dropped output makes more
    nodes dead, so :func:`cleanup.remove_dead` follows it).
-4. :func:`cleanup.remove_nodes` - turn single call nodes into inputs (their eager value becomes a
+4. :func:`cleanup.bypass_nodes` - remove call nodes by reading one of their inputs in their place
+   (same shape, dtype and device), last to first: a node's whole chain of operands back to an
+   input in one query, else the longest part of it that keeps the failure (doubling, halving).
+   Cutting keeps what a node computed; bypassing drops it, which finds the shorter form when the
+   bug needs an earlier node's code but not the nodes between (``argmax(div(abs(x), 3))`` ->
+   ``argmax(abs(x))``). Before the cutting: cutting asks one query per node of such a chain and
+   removes none of it, while a chain bypassed whole costs one.
+5. :func:`cleanup.remove_nodes` - turn single call nodes into inputs (their eager value becomes a
    placeholder) while the failure keeps, last to first, to a fixpoint: the result is 1-minimal
-   (no single node can be removed and still fail).
-5. :func:`cleanup.bypass_nodes` - remove single call nodes by reading one of their inputs in their
-   place (same shape, dtype and device), last to first. Cutting keeps what a node computed;
-   bypassing drops it, which finds the shorter form when the bug needs the value of an earlier
-   node but not the nodes between (``argmax(div(abs(x), 3))`` -> ``argmax(abs(x))``). After the
-   cutting, which removes more per query, so it only asks about the few nodes left.
+   (no single node can be removed and still fail, by either).
 6. :func:`cleanup.drop_unused_inputs` - placeholders nobody reads; no query needed.
 
 Input-size shrinking is not done: the culprit repro keeps the captured shapes (a smaller shape can
