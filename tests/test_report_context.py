@@ -413,6 +413,8 @@ def test_a_compile_errors_sections_leave_out_the_compilers_warnings_and_keep_its
     """g++'s output for a fuzz finding ended in a screen of ``-Woverflow`` warnings from torch's own
     headers: the Traceback section showed only those. The warnings go (a line says how many), the
     error and its notes stay."""
+    from bot.signature import without_compiler_warnings as sg_without_warnings
+
     warning = ("<site-packages>/torch/include/ATen/cpu/vec/vec256/vec256_qint.h:243:7: warning: overflow in "
                "conversion from 'int' to 'char' changes value from '255' [-Woverflow]\n"
                "  243 |       0xff, 0xff, 0xff, 0xff,\n      |       ^~~~\n")
@@ -429,5 +431,5 @@ def test_a_compile_errors_sections_leave_out_the_compilers_warnings_and_keep_its
     assert "warning:" not in failure and "0xff" not in failure, failure
     assert "(12 compiler warnings left out)" in failure and "(3 compiler warnings left out)" in failure
     assert failure.count("note: candidate") == 1 and "argmax_combine(tmp_acc0, tmp57, x0)" in failure
-    from bot.signature import without_compiler_warnings   # the words alone are no compiler's warning
-    assert without_compiler_warnings("RuntimeError: warning: x\n") == "RuntimeError: warning: x\n"
+    # the words alone are no compiler's warning
+    assert sg_without_warnings("RuntimeError: warning: x\n") == "RuntimeError: warning: x\n"
