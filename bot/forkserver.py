@@ -39,7 +39,11 @@ def _strings(value, what: str) -> list:
 class Job:
     """One job the fork server is sent: a script (``python script args``) or, given ``module``,
     ``python -m module args`` with ``path`` first on its ``sys.path``; ``env`` replaces the
-    server's environment (None: keep it); ``cwd`` the directory it runs in (None: the server's)."""
+    server's environment (None: keep it); ``cwd`` the directory it runs in (None: the server's).
+    ``startup``: :func:`preload` entries the job runs once its environment, directory and path are
+    its own, before the script (what a fresh interpreter's site customization would have done
+    with that environment); ``exit_hooks``: at the end, wait for the script's non-daemon threads
+    and run its ``atexit`` handlers, as a fresh interpreter's exit does."""
 
     script: str | None = None
     module: str | None = None
@@ -47,6 +51,8 @@ class Job:
     env: dict | None = None
     args: list = field(default_factory=list)
     cwd: str | None = None
+    startup: list = field(default_factory=list)
+    exit_hooks: bool = False
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -64,6 +70,9 @@ class Job:
                 raise ValueError(f"a fork server job: {name} is not a string")
         _strings(job.path, "a fork server job's path")
         _strings(job.args, "a fork server job's args")
+        _strings(job.startup, "a fork server job's startup")
+        if not isinstance(job.exit_hooks, bool):
+            raise ValueError("a fork server job: exit_hooks is not a boolean")
         if job.env is not None and not (isinstance(job.env, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in job.env.items())):
             raise ValueError("a fork server job: env is not a mapping of strings")
@@ -134,6 +143,17 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
+def _exit_as_python() -> None:
+    """What a fresh interpreter does at its end before it exits: wait for non-daemon threads, then
+    run the ``atexit`` handlers (which print their own errors)."""
+    import atexit
+    try:
+        threading._shutdown()
+    except BaseException:  # noqa: BLE001 - an interrupted wait still runs the handlers, as Python does
+        pass
+    atexit._run_exitfuncs()
+
+
 def run_job(job: Job, out_w: int) -> None:
     """In the job's own process: its output to ``out_w``, a fresh script's signal dispositions,
     its environment and directory; then the script or module; exits with its code."""
@@ -156,10 +176,12 @@ def run_job(job: Job, out_w: int) -> None:
         if job.module:  # python -m module args, with job.path first on sys.path
             sys.argv = [job.module, *job.args]
             sys.path[0:1] = [*job.path, os.getcwd()]
+            preload(job.startup)
             runpy.run_module(job.module, run_name="__main__", alter_sys=True)
         else:
             sys.argv = [job.script, *job.args]
             sys.path[0] = os.path.dirname(job.script)
+            preload(job.startup)
             runpy.run_path(job.script, run_name="__main__")
     except SystemExit as e:
         code = _exit_code(e)
@@ -168,6 +190,8 @@ def run_job(job: Job, out_w: int) -> None:
         traceback.print_exc()
         code = 1
     finally:
+        if job.exit_hooks:
+            _exit_as_python()
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()

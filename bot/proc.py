@@ -430,7 +430,8 @@ class ForkServer(Closing):
     The server's own output (an import that failed) goes to a file that :meth:`run` quotes when
     the server is gone. If this process dies, the server reads end-of-file and exits."""
 
-    def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None):
+    def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None,
+                 python: str | None = None, cwd: str | None = None):
         import socket
         import tempfile
 
@@ -441,11 +442,11 @@ class ForkServer(Closing):
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = ServerArgs(list(preload), theirs.fileno()).to_argv()
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVER_BOOT, SERVER, *argv], env=env,
+            self.proc = subprocess.Popen([python or sys.executable, "-c", SERVER_BOOT, SERVER, *argv], env=env, cwd=cwd,
                                          stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                          pass_fds=(theirs.fileno(),), start_new_session=True)
         except OSError as exc:
-            self.error = f"cannot start {sys.executable!r}: {exc.strerror or exc}"
+            self.error = f"cannot start {python or sys.executable!r}: {exc.strerror or exc}"
         finally:
             theirs.close()
 
@@ -462,10 +463,11 @@ class ForkServer(Closing):
             module: str | None = None, path: list[str] | tuple = (), env: dict | None = None,
             log_path: str | None = None, log_mode: str = "a", announce: str | None = None, events: bool = False,
             on_event=None, on_line=None, tail_lines: int = TAIL_LINES, capture: int = 0,
-            grace: float = GRACE_S) -> Result:
+            grace: float = GRACE_S, startup: list[str] | tuple = (), exit_hooks: bool = False) -> Result:
         """Run ``script`` (or, given ``module``, ``python -m module`` with ``path`` first on its
         ``sys.path``) in a process forked from the server, in ``cwd``; ``env`` replaces the
-        server's environment in it (what the imports read stays as the server read it). The time
+        server's environment in it (what the imports read stays as the server read it);
+        ``startup`` and ``exit_hooks`` as :class:`bot.forkserver.Job` says. The time
         limit counts from now (an import still under way counts). ``Result.error`` when the
         server is gone."""
         import socket
@@ -477,7 +479,8 @@ class ForkServer(Closing):
             os.makedirs(cwd, exist_ok=True)
         job = Job(script=None if module else os.path.abspath(str(script)), module=module,
                   path=[os.path.abspath(p) for p in path], env=env, args=[str(a) for a in args],
-                  cwd=os.path.abspath(cwd) if cwd else None).encode()
+                  cwd=os.path.abspath(cwd) if cwd else None, startup=list(startup),
+                  exit_hooks=exit_hooks).encode()
         out_r, out_w = os.pipe()
         st_r, st_w = os.pipe()
         try:
@@ -558,9 +561,11 @@ class _Lines:
                 return line
 
 
-def forkserver(*, preload: tuple[str, ...] = ("torch",), env: dict | None = None) -> ForkServer:
-    """Start a fresh interpreter now that imports ``preload`` and then runs scripts in forks of itself."""
-    return ForkServer(preload=preload, env=env)
+def forkserver(*, preload: tuple[str, ...] = ("torch",), env: dict | None = None,
+               python: str | None = None, cwd: str | None = None) -> ForkServer:
+    """Start a fresh interpreter now (``python``, by default this one; in ``cwd``) that imports
+    ``preload`` and then runs scripts in forks of itself."""
+    return ForkServer(preload=preload, env=env, python=python, cwd=cwd)
 
 
 # ---------------------------------------------------------------- background work

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from bot import proc
 from bot.errors import UsageError
 from bot.records import CheckError, CheckRow, Spec
+from bot.suites import warm
 from bot.suites.classify import NEVER_RAN, Patterns, classify
 from bot.suites.source import ListRequest, Model, Reproduce, Source
 from bot.suites.yaml_entries import load_entries, valid_name
@@ -94,7 +95,8 @@ class Ran:
 
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,
             force_backend: str | None = None, launcher_dir: str | None = None) -> Ran:
-    """Run ``argv`` with the hook loaded; output to ``log_path``; kill the group at the timeout."""
+    """Run ``argv`` with the hook loaded; output to ``log_path``; kill the group at the timeout. A
+    ``python script.py`` command runs warm (:mod:`bot.suites.warm`)."""
     fd, state = tempfile.mkstemp(prefix="minify-hook-", suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ)
@@ -102,7 +104,9 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
     env.update(env_extra)
     env.update(hook_env(state, force_backend=force_backend, launcher_dir=launcher_dir, base=env))
     try:
-        res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
+        res = warm.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
+        if res is None:  # not a Python command that can run warm (bot.suites.warm): a fresh process
+            res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
         if res.error:
             return Ran(None, False, "", 0.0, read_state(state), res.error)
         return Ran(res.returncode, res.timed_out, res.output, res.seconds, read_state(state))

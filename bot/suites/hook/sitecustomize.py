@@ -3,7 +3,8 @@
 
 1. Chains to the sitecustomize this one shadows (the next one on sys.path), so a user's or a
    distribution's site customization still runs.
-2. Waits for torch._dynamo to be imported by the program, then lets
+2. Waits for torch._dynamo to be imported by the program (or, in a warm run, finds it imported:
+   :func:`activate`), then lets
    bot.torch_adapter.hook patch it: replace the compile backend (MINIFY_BOT_FORCE_BACKEND),
    count the graphs compiled and keep a copy of every minifier launcher torch writes.
 Nothing here imports torch itself.
@@ -74,11 +75,24 @@ def _notify(name, module) -> None:
         print(f"minify-bot hook: could not patch {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-_chain()
-if os.environ.get("MINIFY_BOT_HOOK_STATE"):
-    sys.meta_path.insert(0, _Finder())
+def activate() -> None:
+    """Start watching, when this run asks for the hook (MINIFY_BOT_HOOK_STATE). At start-up that is
+    all; in a program run warm (forked from an interpreter that imported torch with the hook idle,
+    :mod:`bot.suites.warm`) the watched modules are already loaded, and are patched now, as their
+    import would have been."""
+    if not os.environ.get("MINIFY_BOT_HOOK_STATE"):
+        return
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
     try:
-        with open(os.environ["MINIFY_BOT_HOOK_STATE"], "a", encoding="utf-8") as _fh:
-            _fh.write('{"event": "hook", "pid": %d}\n' % os.getpid())
+        with open(os.environ["MINIFY_BOT_HOOK_STATE"], "a", encoding="utf-8") as fh:
+            fh.write('{"event": "hook", "pid": %d}\n' % os.getpid())
     except OSError:
         pass
+    for name in WATCH:
+        if name in sys.modules:
+            _notify(name, sys.modules[name])
+
+
+_chain()
+activate()
