@@ -273,3 +273,30 @@ def test_a_gpu_check_records_the_numerics_flags_the_harness_set_and_a_cpu_check_
     assert flags["deterministic_algorithms"] == "warn_only" and flags["torch.backends.cudnn.deterministic"] is True
     assert flags["torch.backends.cudnn.allow_tf32"] is False
     assert "numerics" not in rows["right"]
+
+
+def test_a_long_messages_traceback_keeps_the_python_frames_and_the_message_keeps_all_of_it():
+    """A compile error's message is the compiler's whole output; the traceback's kept tail must
+    still show where in Python it was raised (a chain of two, as inductor wraps it)."""
+    from bot.check.judge import MESSAGE_LINES, TRACEBACK_LINES, error_info
+
+    output = "C++ compile error\n" + "\n".join(f"k.cpp:{i}:1: warning: unused variable" for i in range(300))
+
+    def compile_kernel():
+        raise RuntimeError(output)
+
+    def lower_graph():
+        try:
+            compile_kernel()
+        except RuntimeError as exc:
+            raise ValueError("backend failed:\n" + output) from exc
+
+    try:
+        lower_graph()
+    except ValueError as exc:
+        err = error_info(exc)
+    tb = err.traceback
+    assert len(tb.splitlines()) <= TRACEBACK_LINES
+    assert "in lower_graph" in tb and "in compile_kernel" in tb      # both exceptions' frames
+    assert f"[... {301 - MESSAGE_LINES + 1} more lines of this message: see the full error message]" in tb
+    assert "k.cpp:50:1" not in tb and "k.cpp:50:1" in err.message  # the output stays in the message

@@ -16,7 +16,8 @@ from typing import Callable
 from bot.check.settings import Settings
 from bot.records import Accuracy, CheckError, CheckRow, Spec
 
-TRACEBACK_LINES = 40
+TRACEBACK_LINES = 40   # the traceback's tail kept
+MESSAGE_LINES = 12     # of each message in it (error_info)
 
 
 def tolerance_for(spec: Spec, s: Settings) -> tuple[float, bool]:
@@ -37,12 +38,30 @@ def tolerance_for(spec: Spec, s: Settings) -> tuple[float, bool]:
     return 1e-4, cosine
 
 
+def _messages_cut(text: str, exc: BaseException) -> str:
+    """``text`` (the formatted traceback) with each message of the exception's chain longer than
+    :data:`MESSAGE_LINES` cut to its first lines: a compile error's message is the compiler's whole
+    output, which would push every Python frame out of the kept tail. The error's own message keeps
+    all of it."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        lines = str(e).splitlines()
+        if len(lines) > MESSAGE_LINES:
+            rest = len(lines) - MESSAGE_LINES
+            text = text.replace(str(e), "\n".join(lines[:MESSAGE_LINES] + [
+                f"[... {rest} more lines of this message: see the full error message]"]))
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return text
+
+
 def error_info(exc: BaseException) -> CheckError:
     from bot.signature import unwrap
 
     inner = unwrap(exc)
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    text = "".join(tb)
+    text = _messages_cut("".join(tb), exc)
     lines = text.rstrip("\n").splitlines()
     frames = [
         {"file": f.filename, "line": f.lineno, "function": f.name}
