@@ -15,6 +15,7 @@ import pytest
 
 from bot.check.settings import Settings
 from bot.minify import localize as loc
+from bot.minify.procs import Interpreters
 from bot.minify.records import Localized, Stage
 from bot.records import CheckRow, Launcher, RerunCapture, Spec, StageVerdict
 from bot.suites.model_file import yaml_models
@@ -141,18 +142,22 @@ def traced_wrong(workdir) -> Spec:
 
 
 @pytest.mark.slow
-def test_a_model_dynamo_gets_wrong_is_localized_to_dynamo_by_its_first_forked_run(traced_wrong, workdir):
+@pytest.mark.parametrize("server", [False, True], ids=["forked from this process", "forked from the fork server"])
+def test_a_model_dynamo_gets_wrong_is_localized_to_dynamo_by_its_first_forked_run(traced_wrong, workdir, server):
     row = row_of(check_row("traced_wrong", config={}))
     row.spec = traced_wrong
     events: list = []
-    log = workdir / "dynamo.log"
-    lz = loc.localize(row, Settings(), str(workdir / "dynamo"), str(log), 120, on_event=events.append)
+    log = workdir / f"dynamo-{server}.log"
+    with Interpreters(1 if server else 0) as interps:
+        lz = loc.localize(row, Settings(), str(workdir / f"dynamo-{server}"), str(log), 120, on_event=events.append,
+                          server=interps)
     assert events == [Stage("eager", "fail_accuracy")]   # the later stages are not run
     assert lz == Localized("dynamo", [StageVerdict("eager", "fail_accuracy"), StageVerdict("inductor", row.status)],
                            "eager")
     text = log.read_text()
     assert "$ (forked check) localize-eager\n" in text and "[fail_accuracy, " in text
-    assert (workdir / "dynamo" / "localize-eager.log").is_file()
+    assert ("the same check forked from the fork server" in text) == server
+    assert (workdir / f"dynamo-{server}" / "localize-eager.log").is_file()
 
 
 @pytest.mark.slow

@@ -96,19 +96,20 @@ def died(row: CheckRow) -> bool:
 _BOT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_fresh(spec: Spec, settings, log_path: str, why: str = "") -> CheckRow:
-    """Run one check in a fresh interpreter (``python -m bot.check.one``), its output appended to
-    ``log_path`` after a line that says ``why``: its row, or the death it died, classified as a forked
-    child's is."""
+def run_fresh(spec: Spec, settings, log_path: str, why: str = "", server: proc.ForkServer | None = None) -> CheckRow:
+    """Run one check in a fresh interpreter (``python -m bot.check.one``; a fork of ``server``, a
+    fresh interpreter that imported torch, when given), its output appended to ``log_path`` after a
+    line that says ``why``: its row, or the death it died, classified as a forked child's is."""
     from bot.check.one import CheckRequest, launch
 
     workdir = tempfile.mkdtemp(prefix="minify-check-")
+    where = "forked from the fork server" if server is not None else "in a fresh interpreter"
     try:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_BOT_ROOT, env.get("PYTHONPATH")]))
         row, res = launch(CheckRequest(spec, settings), cwd=workdir, log_path=log_path, timeout=settings.timeout,
-                          env=env, announce=(f"{why}: " if why else "") + "the same check in a fresh interpreter",
-                          tail_lines=30, capture=1 << 20)
+                          env=env, announce=(f"{why}: " if why else "") + f"the same check {where}",
+                          server=server, tail_lines=30, capture=1 << 20)
         if res.returncode != 0:   # a row from a process that then died is not the check's result
             row = None
         if row is None:

@@ -47,11 +47,17 @@ def read_row(path: str) -> CheckRow | None:
         return CheckRow.from_json(json.load(fh))
 
 
+BOT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, env: dict,
-           announce: str | None = None, python: str | None = None, **run_kw) -> tuple[CheckRow | None, proc.Result]:
+           announce: str | None = None, python: str | None = None, server: proc.ForkServer | None = None,
+           **run_kw) -> tuple[CheckRow | None, proc.Result]:
     """Run the check ``request`` asks for in a fresh interpreter (``python -m bot.check.one``) in ``cwd``
     (its ``check.json`` and ``row.json`` are written there), under ``env``, its output appended to
-    ``log_path`` after the line ``announce`` (default: the command). ``run_kw`` goes to
+    ``log_path`` after the line ``announce`` (default: the command). Given a fork ``server`` (one that
+    imported torch and nothing of this process's state), the interpreter is a fork of it, as
+    ``python -m`` would run there; a fresh one when the server is gone. ``run_kw`` goes to
     :func:`bot.proc.run` (``tail_lines``, ``capture``, ``events``). Returns (the row the child wrote, or
     None when it wrote none or one that does not parse; the process's result): whether a row from a
     process that exited non-zero counts is the caller's to say."""
@@ -62,8 +68,15 @@ def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, en
     request.write(check)
     cmd = [python or sys.executable, "-m", "bot.check.one", "--check", check, "--out", out]
     shown = " ".join(os.path.basename(c) if os.path.isabs(c) else c for c in cmd)
-    res = proc.run(cmd, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="a",
-                   announce=announce if announce is not None else f"$ {shown}", **run_kw)
+    res = None
+    if server is not None:
+        res = server.run(None, cmd[3:], module="bot.check.one", path=[BOT_ROOT], env=env, cwd=cwd, timeout=timeout,
+                         log_path=log_path, log_mode="a", announce=announce if announce is not None else
+                         f"$ (forked from the fork server) python -m bot.check.one {' '.join(cmd[4:])}", **run_kw)
+        res = None if res.error else res
+    if res is None:
+        res = proc.run(cmd, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="a",
+                       announce=announce if announce is not None else f"$ {shown}", **run_kw)
     try:
         row = read_row(out)
     except (ValueError, TypeError, KeyError):   # a row the check's own code spoiled: no result

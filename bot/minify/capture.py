@@ -72,21 +72,22 @@ def capture_config(level: int, debug_dir_root: str) -> dict:
 
 def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, *, failure_class: str,
                 stage_backend: str, repro_after: str, level: int | None, timeout: float,
-                probe_note: str | None = None) -> Capture:
+                probe_note: str | None = None, server=None) -> Capture:
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
     s = settings
     env_extra: dict = {}
     note = probe_note
     if repro_after == "aot":
-        # forked from this warmed process; the repro settings are patched at runtime (torch reads
-        # repro_after/repro_level/debug_dir_root when it compiles, not at import)
+        # forked from the fork server (``server``, a bot.minify.procs.Interpreters) or this warmed
+        # process; the repro settings are patched at runtime (torch reads repro_after/repro_level/
+        # debug_dir_root when it compiles, not at import)
         from bot.minify.localize import run_check_forked
 
         level = level or level_for(failure_class)
         s = replace(s, config={**s.config, **capture_config(level, os.path.join(capdir, "torch_compile_debug"))},
                     timeout=timeout)
-        cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture")
+        cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture", server=server)
         cands = list(reversed(sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
                                                             "minifier_launcher.py")), key=os.path.getmtime)))
         if cap_row.failure_class == "timeout":

@@ -51,16 +51,22 @@ def probe(backends: list[str], run) -> list[dict]:
     return [seen[b] for b in backends if b in seen]
 
 
-def run_check_forked(spec: Spec, settings: Settings, log_path: str, workdir: str, name: str) -> CheckRow:
-    """Run one check in a child forked from this warmed process (bot.check.isolate.ForkRunner);
+def run_check_forked(spec: Spec, settings: Settings, log_path: str, workdir: str, name: str,
+                     server: procs.Interpreters | None = None) -> CheckRow:
+    """Run one check in a child forked from the command's fork server (``server``: as ``python -m
+    bot.check.one`` would run there), else from this process, warmed first (bot.check.isolate.ForkRunner);
     its output is appended to ``log_path``. Always returns a row (deaths are classified)."""
-    from bot.check.isolate import ForkRunner
+    from bot.check.isolate import ForkRunner, run_fresh
 
-    procs.warm_parent()
     os.makedirs(workdir, exist_ok=True)
     own_log = os.path.join(workdir, f"{name}.log")
     t0 = time.time()
-    row = ForkRunner(warm=False).run(spec, settings, own_log)
+    forks = server.fork_server() if server is not None else None
+    if forks is not None:   # this process need not import torch at all
+        row = run_fresh(spec, settings, own_log, server=forks)
+    else:
+        procs.warm_parent()
+        row = ForkRunner(warm=False).run(spec, settings, own_log)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log, \
             open(own_log, encoding="utf-8", errors="replace") as fh:
         log.write(f"$ (forked check) {name}\n")
@@ -70,15 +76,16 @@ def run_check_forked(spec: Spec, settings: Settings, log_path: str, workdir: str
 
 
 def localize(row: CheckRow, settings: Settings, workdir: str, log_path: str, timeout: float,
-             on_event=None) -> Localized:
+             on_event=None, server: procs.Interpreters | None = None) -> Localized:
     """Which stage fails first: the stage, each backend's verdict, the first failing backend (or None).
 
-    Each stage is a check forked from this (warmed) process: no interpreter start per stage."""
+    Each stage is a check forked from the fork server (``server``) or this warmed process: no
+    interpreter start per stage."""
     backends = stage_backends(row.backend or settings.backend)
     verdicts = []
     for backend in backends:
         r = run_check_forked(row.spec, replace(settings, backend=backend, timeout=timeout), log_path, workdir,
-                             f"localize-{backend}")
+                             f"localize-{backend}", server=server)
         verdicts.append({"backend": backend, "status": r.status, "failure_class": r.failure_class})
         if on_event:
             on_event(Stage(backend, r.status))

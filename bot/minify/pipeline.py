@@ -460,9 +460,11 @@ def _localize(f: Failure, wdir: str) -> Localized:
     """Rerun the check (or the program) with the debug backends: the first failing stage."""
     stages = loc.stage_backends(f.row.backend or f.settings.backend)
     f.say(f"localize: rerunning {'the program ' if f.program else ''}with {' / '.join(stages) or 'no compile'}")
-    return (loc.localize_program if f.program else loc.localize)(
-        f.row, f.settings, wdir, f.log_path, f.opts.check_timeout,
-        on_event=lambda e: f.say(f"localize: {e.backend}: {e.status}"))
+    said = lambda e: f.say(f"localize: {e.backend}: {e.status}")  # noqa: E731
+    if f.program:
+        return loc.localize_program(f.row, f.settings, wdir, f.log_path, f.opts.check_timeout, on_event=said)
+    return loc.localize(f.row, f.settings, wdir, f.log_path, f.opts.check_timeout, on_event=said,
+                        server=f.fork_server())
 
 
 def _localize_after(f: Failure) -> None:
@@ -595,7 +597,7 @@ def _capture_built(f: Failure, work: str, level: int | None) -> tuple[list[str],
     t = time.time()
     c = cap.run_capture(f.row, f.settings, work, f.log_path, failure_class=f.failure_class,
                         stage_backend=f.stage_backend, repro_after=mode, level=level, timeout=f.opts.check_timeout,
-                        probe_note=note)
+                        probe_note=note, server=f.fork_server())
     f.repro.add_time("capture", time.time() - t)
     f.repro.capture = Capture(c.repro_after, c.repro_level, c.method, c.note)
     if c.launcher is None:

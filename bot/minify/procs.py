@@ -106,6 +106,11 @@ class Interpreters(proc.Closing):
                 shutil.rmtree(cwd, ignore_errors=True)
         return None if res.error else res
 
+    def fork_server(self) -> proc.ForkServer | None:
+        """The server itself (started now), for a caller that runs its own kind of job in it; None
+        when there is none."""
+        return self.start()._server
+
     def facts(self, timeout: float = 300) -> dict | None:
         """:func:`bot.torch_adapter.facts.gather`, run in a fork of the server (None without one)."""
         import json
