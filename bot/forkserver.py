@@ -143,6 +143,21 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
+EXIT_STARTUP_FAILED = 121   # a job's start-up entries could not load: the script never ran
+
+
+def _start_up(entries: list[str]) -> None:
+    """The job's :attr:`Job.startup`; one that cannot load ends the job with
+    :data:`EXIT_STARTUP_FAILED` before the script runs (its caller runs it elsewhere)."""
+    try:
+        preload(entries)
+    except BaseException:  # noqa: BLE001 - said, and told apart from the script's own exit
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(EXIT_STARTUP_FAILED)
+
+
 def _exit_as_python() -> None:
     """What a fresh interpreter does at its end before it exits: wait for non-daemon threads, then
     run the ``atexit`` handlers (which print their own errors)."""
@@ -176,12 +191,12 @@ def run_job(job: Job, out_w: int) -> None:
         if job.module:  # python -m module args, with job.path first on sys.path
             sys.argv = [job.module, *job.args]
             sys.path[0:1] = [*job.path, os.getcwd()]
-            preload(job.startup)
+            _start_up(job.startup)
             runpy.run_module(job.module, run_name="__main__", alter_sys=True)
         else:
             sys.argv = [job.script, *job.args]
             sys.path[0] = os.path.dirname(job.script)
-            preload(job.startup)
+            _start_up(job.startup)
             runpy.run_path(job.script, run_name="__main__")
     except SystemExit as e:
         code = _exit_code(e)

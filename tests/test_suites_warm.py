@@ -123,3 +123,14 @@ def test_a_warm_programs_arguments_and_exit_code_are_its_own(tmp_path, args):
     ran = execute([sys.executable, "p.py", *args], env_extra={}, cwd=str(tmp_path), timeout=240,
                   log_path=str(tmp_path / "log"))
     assert ran.returncode == 1 + len(args) and f"args {list(args)}" in ran.output
+
+
+def test_a_warm_start_up_that_cannot_load_runs_the_program_fresh(tmp_path, monkeypatch):
+    """The program never runs twice, and never runs without what a warm run needs first: a
+    start-up that cannot load ends the warm job before the script, and the run is made fresh."""
+    monkeypatch.setattr(warm, "STARTUP", ["no_such_module_of_minify_bot:start", *warm.STARTUP])
+    (tmp_path / "p.py").write_text("import os, sys\nprint('ran', os.getpid())\nsys.exit(4)\n")
+    ran = execute([sys.executable, "p.py"], env_extra={}, cwd=str(tmp_path), timeout=240,
+                  log_path=str(tmp_path / "log"))
+    assert ran.returncode == 4 and ran.output.count("ran ") == 1, ran.output[-2000:]
+    assert "no_such_module_of_minify_bot" not in (tmp_path / "log").read_text()

@@ -33,6 +33,7 @@ import threading
 from dataclasses import dataclass
 
 from bot import proc
+from bot.forkserver import EXIT_STARTUP_FAILED
 from bot.torch_adapter.warmenv import PER_RUN
 
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
@@ -119,7 +120,7 @@ class Interpreters(proc.Closing):
         res = server.run(launch.script, list(launch.args), module=launch.module, env=env, cwd=cwd,
                          timeout=timeout, log_path=log_path, log_mode=log_mode, capture=capture,
                          startup=STARTUP, exit_hooks=True)
-        if res.error:
+        if res.error or res.returncode == EXIT_STARTUP_FAILED:   # the program did not run: fresh, from now on
             self._failed(server)
             return None
         return res
