@@ -124,6 +124,11 @@ for cmd in ([sys.executable, __file__, "daemon", "40"], [sys.executable, __file_
             os.execv(cmd[0], cmd)
         os._exit(0)
     os.wait()
+# the program outlives its helpers' scans (a program the bot runs warm takes a second, less than the
+# chain's 40 interpreter starts), so that they run within the step as a slower program's would
+end = time.time() + 60
+while time.time() < end and not os.path.exists(os.path.join(OUT, "chain.jsonl")):
+    time.sleep(0.1)
 import torch
 
 torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))   # a compiled frame: a compiler failure

@@ -39,7 +39,7 @@ PROGRAM = textwrap.dedent("""\
     print("SEEN " + json.dumps(seen, sort_keys=True))
     threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
     atexit.register(lambda: print("atexit ran"))
-    sys.exit(int(os.environ.get("EXIT", "0")))
+    sys.exit(3 if "fail" in sys.argv else 0)
 """)
 
 
@@ -56,17 +56,31 @@ def _run(tmp_path, name, extra, *, warm_on: bool, args=("a", "b")):
     return ran, seen[0]
 
 
+COMPILES = "import torch\ntorch.compile(lambda x: x * 2, backend='eager')(torch.ones(2))\n"
+
+
+def _prime(cwd, env_extra=None) -> None:
+    """A first, fresh run of a program that compiles: the interpreter for the next runs in ``cwd``
+    with that environment starts (which program is not part of which interpreter serves it)."""
+    (cwd / "first.py").write_text(COMPILES)
+    ran = execute([sys.executable, "first.py"], env_extra=dict(env_extra or {}), cwd=str(cwd), timeout=240,
+                  log_path=str(cwd / "first.log"))
+    assert ran.returncode == 0 and ran.hook.frames == 1 and not ran.warm, ran.output[-2000:]
+
+
 def test_a_warm_run_sees_what_a_fresh_interpreter_would(tmp_path):
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "prog.py").write_text(PROGRAM)
     capture = capture_env(3, str(tmp_path / "debug"))
+    _prime(tmp_path / "work", {"MY_VAR": "mine", "MINIFY_BOT_MODE": "inference"})
     runs = {}
-    # plain, then a capture's per-run settings, then plain again: one warm interpreter serves all three
-    for i, extra in enumerate(({}, capture, {"EXIT": "3"})):
+    # plain, then a capture's per-run settings, then plain again failing: one warm interpreter serves all three
+    for i, (extra, args) in enumerate((({}, ("a", "b")), (capture, ("a", "b")), ({}, ("a", "fail")))):
         for warm_on in (False, True):
-            runs[i, warm_on] = _run(tmp_path, f"r{i}-{warm_on}", extra, warm_on=warm_on)
+            runs[i, warm_on] = _run(tmp_path, f"r{i}-{warm_on}", extra, warm_on=warm_on, args=args)
     for i in range(3):
         (fresh, fresh_seen), (hot, hot_seen) = runs[i, False], runs[i, True]
+        assert hot.warm and not fresh.warm, i
         for key in sorted(set(fresh_seen) - {"rand", "seed"}):
             assert hot_seen[key] == fresh_seen[key], (i, key)
         assert (hot.returncode, fresh.returncode) == ((3, 3) if i == 2 else (0, 0))
@@ -111,26 +125,50 @@ def test_a_python_that_cannot_import_torch_runs_the_program_fresh(tmp_path):
 
     subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     (tmp_path / "prog.py").write_text("import sys\nprint('no torch here', 'torch' in sys.modules)\nsys.exit(5)\n")
+    argv = [str(venv / "bin" / "python"), "prog.py"]
+    first = execute(argv, env_extra={}, cwd=str(tmp_path), timeout=120, log_path=str(tmp_path / "log"))
+    assert first.returncode == 5 and not first.warm and not first.hook.frames   # it compiled nothing
+    # as if it had: its interpreter cannot import torch, and every run goes fresh
+    warm.prepare(argv, env=_env_of_runs(tmp_path), cwd=str(tmp_path))
     for _ in range(2):  # the second run finds the failed interpreter and goes straight to a fresh one
-        ran = execute([str(venv / "bin" / "python"), "prog.py"], env_extra={}, cwd=str(tmp_path), timeout=120,
+        ran = execute(argv, env_extra={}, cwd=str(tmp_path), timeout=120, log_path=str(tmp_path / "log"))
+        assert ran.returncode == 5 and "no torch here False" in ran.output and not ran.warm, ran.output[-2000:]
+
+
+def _env_of_runs(cwd) -> dict:
+    """The environment execute() gives a run (what keys its interpreter)."""
+    from bot.suites.command import hook_env, interpreter_env
+
+    env = dict(os.environ)
+    env.update(interpreter_env(env))
+    env.update(hook_env(str(cwd / "state.jsonl"), base=env))
+    return env
+
+
+def test_a_program_that_compiles_nothing_runs_fresh_and_prepares_no_interpreter(tmp_path):
+    (tmp_path / "p.py").write_text("print('plain')\n")
+    for _ in range(2):
+        ran = execute([sys.executable, "p.py"], env_extra={}, cwd=str(tmp_path), timeout=240,
                       log_path=str(tmp_path / "log"))
-        assert ran.returncode == 5 and "no torch here False" in ran.output, ran.output[-2000:]
+        assert ran.returncode == 0 and not ran.warm
 
 
 @pytest.mark.parametrize("args", [("--fast",), ()])
 def test_a_warm_programs_arguments_and_exit_code_are_its_own(tmp_path, args):
+    _prime(tmp_path)
     (tmp_path / "p.py").write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(len(sys.argv))\n")
     ran = execute([sys.executable, "p.py", *args], env_extra={}, cwd=str(tmp_path), timeout=240,
                   log_path=str(tmp_path / "log"))
-    assert ran.returncode == 1 + len(args) and f"args {list(args)}" in ran.output
+    assert ran.warm and ran.returncode == 1 + len(args) and f"args {list(args)}" in ran.output
 
 
 def test_a_warm_start_up_that_cannot_load_runs_the_program_fresh(tmp_path, monkeypatch):
     """The program never runs twice, and never runs without what a warm run needs first: a
     start-up that cannot load ends the warm job before the script, and the run is made fresh."""
+    _prime(tmp_path)
     monkeypatch.setattr(warm, "STARTUP", ["no_such_module_of_minify_bot:start", *warm.STARTUP])
     (tmp_path / "p.py").write_text("import os, sys\nprint('ran', os.getpid())\nsys.exit(4)\n")
     ran = execute([sys.executable, "p.py"], env_extra={}, cwd=str(tmp_path), timeout=240,
                   log_path=str(tmp_path / "log"))
-    assert ran.returncode == 4 and ran.output.count("ran ") == 1, ran.output[-2000:]
+    assert ran.returncode == 4 and ran.output.count("ran ") == 1 and not ran.warm, ran.output[-2000:]
     assert "no_such_module_of_minify_bot" not in (tmp_path / "log").read_text()

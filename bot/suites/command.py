@@ -77,6 +77,7 @@ class Ran:
     seconds: float
     hook: HookState          # what the environment hook saw (read_state)
     error: str | None = None  # could not start
+    warm: bool = False       # forked from a warm interpreter (bot.suites.warm), not a fresh one
 
     def note_in(self, row: CheckRow) -> None:
         """What the hook counted and kept, what the program compiled (its graphs' device, dtype
@@ -96,7 +97,7 @@ class Ran:
 def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float, log_path: str,
             force_backend: str | None = None, launcher_dir: str | None = None) -> Ran:
     """Run ``argv`` with the hook loaded; output to ``log_path``; kill the group at the timeout. A
-    ``python script.py`` command runs warm (:mod:`bot.suites.warm`)."""
+    ``python script.py`` command that compiled once runs warm after (:mod:`bot.suites.warm`)."""
     fd, state = tempfile.mkstemp(prefix="minify-hook-", suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ)
@@ -105,11 +106,15 @@ def execute(argv: list[str], *, env_extra: dict, cwd: str | None, timeout: float
     env.update(hook_env(state, force_backend=force_backend, launcher_dir=launcher_dir, base=env))
     try:
         res = warm.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
-        if res is None:  # not a Python command that can run warm (bot.suites.warm): a fresh process
+        hot = res is not None
+        if not hot:  # no warm interpreter for it (bot.suites.warm): a fresh process
             res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, log_path=log_path, log_mode="w", capture=200_000)
         if res.error:
             return Ran(None, False, "", 0.0, read_state(state), res.error)
-        return Ran(res.returncode, res.timed_out, res.output, res.seconds, read_state(state))
+        seen = read_state(state)
+        if not hot and seen.frames:  # it compiled: its next runs fork from an interpreter started now
+            warm.prepare(argv, env=env, cwd=cwd)
+        return Ran(res.returncode, res.timed_out, res.output, res.seconds, seen, warm=hot)
     finally:
         os.remove(state)
 

@@ -4,8 +4,10 @@ inductor (:class:`bot.proc.ForkServer`), instead of a fresh one that imports the
 
 Importing them is most of what a small program costs (about 8 of 9 CPU-seconds on two cores), and
 a check runs a program more than once: every program of a sweep under the same settings, the rerun
-that captures a failure, minify's localize and capture reruns. Warm, each run pays for its own work
-only; the first run of an interpreter pays for the import, as a fresh one would.
+that captures a failure, minify's localize and capture reruns. The first run of a program is fresh;
+when it compiled (the hook counted a frame), the interpreter for its next runs starts at once, in
+the background, and each of those pays for its own work only. A program that compiles nothing
+(or that this process runs once) never pays for an interpreter it would not use.
 
 What the program sees is what ``python script.py`` would give it: its environment, working
 directory, ``sys.argv``, ``sys.path`` and ``__main__``, stdin from /dev/null, its own session and
@@ -88,10 +90,16 @@ class Interpreters(proc.Closing):
         self._lock = threading.Lock()
         self._servers: dict[tuple, proc.ForkServer | None] = {}   # None: that one failed; run fresh
 
-    def _server(self, python: str, env: dict, cwd: str) -> proc.ForkServer | None:
+    def prepare(self, launch: Launch, env: dict, cwd: str | None) -> None:
+        """Start the interpreter that the next runs like this one will fork from."""
+        self._server(launch.python, server_env(env), os.path.abspath(cwd or os.getcwd()), start=True)
+
+    def _server(self, python: str, env: dict, cwd: str, *, start: bool) -> proc.ForkServer | None:
         key = (python, cwd, tuple(sorted(env.items())))
         idle = []
         with self._lock:
+            if key not in self._servers and not start:
+                return None
             if key not in self._servers:
                 while len(self._servers) >= KEEP:  # the least recently used goes (its runs go on)
                     idle.append(self._servers.pop(next(iter(self._servers))))
@@ -114,7 +122,7 @@ class Interpreters(proc.Closing):
             log_mode: str, capture: int) -> proc.Result | None:
         """The run's result; None when there is no warm interpreter for it (the caller runs it fresh)."""
         cwd = os.path.abspath(cwd or os.getcwd())
-        server = self._server(launch.python, server_env(env), cwd)
+        server = self._server(launch.python, server_env(env), cwd, start=False)
         if server is None:
             return None
         res = server.run(launch.script, list(launch.args), module=launch.module, env=env, cwd=cwd,
@@ -137,13 +145,27 @@ _INTERPRETERS = Interpreters()
 atexit.register(_INTERPRETERS.close)
 
 
-def run(argv: list[str], *, env: dict, cwd: str | None, timeout: float, log_path: str | None = None,
-        log_mode: str = "a", capture: int = 0) -> proc.Result | None:
-    """Run ``argv`` warm when it can be (module docstring); None: the caller runs it fresh."""
+def _launch(argv: list[str], env: dict, cwd: str | None) -> Launch | None:
     if env.get(OFF_ENV, os.environ.get(OFF_ENV)) == "0":
         return None
-    launch = launch_of(argv, env, cwd)
+    return launch_of(argv, env, cwd)
+
+
+def run(argv: list[str], *, env: dict, cwd: str | None, timeout: float, log_path: str | None = None,
+        log_mode: str = "a", capture: int = 0) -> proc.Result | None:
+    """Run ``argv`` warm when it can be (module docstring) and an interpreter for it was prepared;
+    None: the caller runs it fresh."""
+    launch = _launch(argv, env, cwd)
     if launch is None:
         return None
     return _INTERPRETERS.run(launch, env=env, cwd=cwd, timeout=timeout, log_path=log_path, log_mode=log_mode,
                              capture=capture)
+
+
+def prepare(argv: list[str], *, env: dict, cwd: str | None) -> None:
+    """After a fresh run of a program that compiled: start the interpreter its next runs (the
+    check's rerun, minify's localize and capture, the sweep's next program) fork from, while this
+    process goes on. A program that compiles nothing, or runs once, never pays for one."""
+    launch = _launch(argv, env, cwd)
+    if launch is not None:
+        _INTERPRETERS.prepare(launch, env, cwd)
