@@ -169,9 +169,27 @@ def _exit_as_python() -> None:
     atexit._run_exitfuncs()
 
 
+def forget_shared_locks() -> None:
+    """In a forked child: forget the locks a fresh interpreter would make for itself but a fork
+    shares with its parent and every other child, multiprocessing semaphores. tqdm keeps one for all
+    its progress bars (torch's fx interpreter makes a bar for every graph it runs), made by the
+    parent's warm-up compile: a child killed, or ended by ``os._exit``, while it held it left every
+    later child waiting forever. Forgotten, each child makes its own on first use."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return
+    for owner, name in ((getattr(std, "TqdmDefaultWriteLock", None), "mp_lock"), (getattr(std, "tqdm", None), "_lock")):
+        if owner is not None and name in vars(owner):
+            try:
+                delattr(owner, name)
+            except (AttributeError, TypeError):  # a tqdm that keeps it otherwise: left as it is
+                pass
+
+
 def run_job(job: Job, out_w: int) -> None:
     """In the job's own process: its output to ``out_w``, a fresh script's signal dispositions,
-    its environment and directory; then the script or module; exits with its code."""
+    its environment and directory, its own locks; then the script or module; exits with its code."""
+    forget_shared_locks()
     os.dup2(out_w, 1)
     os.dup2(out_w, 2)
     os.close(out_w)

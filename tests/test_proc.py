@@ -474,3 +474,21 @@ def test_a_detached_daemon_outlives_its_group_but_not_the_stage_that_adopted_it(
     adopted, rc, alive_after_run, killed, alive_after_end, left = res.stdout.strip().splitlines()[-1].split(" ", 5)
     assert (adopted, rc, alive_after_run) == ("True", "0", "True")   # the group kill did not reach it
     assert int(killed) >= 1 and alive_after_end == "False" and left.strip() == "[]", res.stdout
+
+
+def test_a_job_killed_holding_tqdms_lock_does_not_block_the_servers_next_jobs(tmp_path):
+    """tqdm keeps one multiprocessing lock for every progress bar (torch's fx interpreter makes one
+    per graph it runs); made in the server, a fork would share it, and a job that ended while it
+    held it (killed at its time limit, or by os._exit) left every later job waiting forever."""
+    pytest.importorskip("tqdm")
+    warmup = tmp_path / "warm.py"
+    warmup.write_text("def make_lock():\n    import tqdm\n    tqdm.tqdm.get_lock()\n")
+    holds = tmp_path / "holds.py"
+    holds.write_text("import os, tqdm\ntqdm.tqdm.get_lock().acquire()\nprint('held', flush=True)\nos._exit(0)\n")
+    bar = tmp_path / "bar.py"
+    bar.write_text("import tqdm\nwith tqdm.tqdm.get_lock():\n    print('bar drawn')\n")
+    with proc.forkserver(preload=("tqdm", f"{warmup}:make_lock")) as server:
+        first = server.run(str(holds), [], timeout=60, capture=10_000)
+        assert first.returncode == 0 and "held" in first.output, first.output
+        after = server.run(str(bar), [], timeout=30, capture=10_000)
+    assert after.returncode == 0 and "bar drawn" in after.output and not after.timed_out, after.output
