@@ -15,9 +15,9 @@ time limit, non-daemon threads and ``atexit`` handlers at its end, and minify-bo
 from its own environment (``bot/suites/hook``). The one difference is that torch is already in
 ``sys.modules``; torch read its environment at that import, so:
 
-- an interpreter is kept per Python, per working directory and per environment, but for the variables that change from
-  run to run: minify-bot's own (``MINIFY_BOT_*``, read when used) and torch's per-run settings
-  (:data:`bot.torch_adapter.warmenv.PER_RUN`), which the hook reads again in the run;
+- an interpreter is kept per Python, per working directory and per environment, but for the
+  variables that change from run to run: minify-bot's own (``MINIFY_BOT_*``, read when used) and
+  torch's per-run settings (:data:`bot.torch_adapter.warmenv.PER_RUN`), read again in the run;
 - anything else (a shell line, interpreter flags such as ``-u`` or ``-X``, a script that is not a
   file, a Python that cannot import torch) runs fresh, as does everything when ``MINIFY_BOT_WARM=0``.
 
@@ -82,7 +82,7 @@ def server_env(env: dict) -> dict:
     return {k: v for k, v in env.items() if not k.startswith("MINIFY_BOT_") and k not in PER_RUN}
 
 
-class Interpreters(proc.Closing):
+class ProgramServers(proc.Closing):
     """Warm interpreters, one per Python, working directory (torch makes some paths absolute at
     import) and :func:`server_env`, started when first needed."""
 
@@ -141,8 +141,8 @@ class Interpreters(proc.Closing):
             s.close()
 
 
-_INTERPRETERS = Interpreters()
-atexit.register(_INTERPRETERS.close)
+_SERVERS = ProgramServers()
+atexit.register(_SERVERS.close)
 
 
 def _launch(argv: list[str], env: dict, cwd: str | None) -> Launch | None:
@@ -158,7 +158,7 @@ def run(argv: list[str], *, env: dict, cwd: str | None, timeout: float, log_path
     launch = _launch(argv, env, cwd)
     if launch is None:
         return None
-    return _INTERPRETERS.run(launch, env=env, cwd=cwd, timeout=timeout, log_path=log_path, log_mode=log_mode,
+    return _SERVERS.run(launch, env=env, cwd=cwd, timeout=timeout, log_path=log_path, log_mode=log_mode,
                              capture=capture)
 
 
@@ -168,4 +168,4 @@ def prepare(argv: list[str], *, env: dict, cwd: str | None) -> None:
     process goes on. A program that compiles nothing, or runs once, never pays for one."""
     launch = _launch(argv, env, cwd)
     if launch is not None:
-        _INTERPRETERS.prepare(launch, env, cwd)
+        _SERVERS.prepare(launch, env, cwd)

@@ -63,11 +63,7 @@ def _probe(isa) -> None:
 
 def forget_compile_pools() -> None:
     """Forget compile thread/process pools inherited from a parent: their threads did not survive
-    the fork, and waiting on them deadlocks; and the locks it shares with the parent
-    (:func:`bot.forkserver.forget_shared_locks`). Called in every forked child that compiles."""
-    from bot.forkserver import forget_shared_locks
-
-    forget_shared_locks()
+    the fork, and waiting on them deadlocks. Called in every forked child that compiles."""
     try:
         from torch._inductor import async_compile
     except ImportError:  # pragma: no cover
