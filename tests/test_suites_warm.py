@@ -60,12 +60,29 @@ COMPILES = "import torch\ntorch.compile(lambda x: x * 2, backend='eager')(torch.
 
 
 def _prime(cwd, env_extra=None) -> None:
-    """A first, fresh run of a program that compiles: the interpreter for the next runs in ``cwd``
-    with that environment starts (which program is not part of which interpreter serves it)."""
+    """A first run of a script that imports torch: the interpreter for the runs in ``cwd`` with that
+    environment starts (which program is not part of which interpreter serves it)."""
     (cwd / "first.py").write_text(COMPILES)
     ran = execute([sys.executable, "first.py"], env_extra=dict(env_extra or {}), cwd=str(cwd), timeout=240,
                   log_path=str(cwd / "first.log"))
-    assert ran.returncode == 0 and ran.hook.frames == 1 and not ran.warm, ran.output[-2000:]
+    assert ran.returncode == 0 and ran.hook.frames == 1 and ran.warm, ran.output[-2000:]
+
+
+def test_a_script_that_imports_torch_runs_warm_from_its_first_run_and_one_that_does_not_after_it_compiled(tmp_path):
+    """``import torch`` in the script: the first run forks from an interpreter started for it (the
+    import is paid once, by that interpreter). torch imported through another module: the first run
+    is fresh, and once it compiled, the next runs are warm."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "direct.py").write_text(COMPILES)
+    first = execute([sys.executable, "direct.py"], env_extra={}, cwd=str(tmp_path / "a"), timeout=240,
+                    log_path=str(tmp_path / "direct.log"))
+    assert first.returncode == 0 and first.warm and first.hook.frames == 1, first.output[-2000:]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "helper.py").write_text(COMPILES)
+    (tmp_path / "b" / "indirect.py").write_text("# torch comes in through helper\nimport helper  # noqa\n")
+    runs = [execute([sys.executable, "indirect.py"], env_extra={}, cwd=str(tmp_path / "b"), timeout=240,
+                    log_path=str(tmp_path / "indirect.log")) for _ in range(2)]
+    assert [(r.returncode, r.hook.frames, r.warm) for r in runs] == [(0, 1, False), (0, 1, True)], runs[0].output
 
 
 def test_a_warm_run_sees_what_a_fresh_interpreter_would(tmp_path):

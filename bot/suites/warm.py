@@ -4,10 +4,13 @@ inductor (:class:`bot.proc.ForkServer`), instead of a fresh one that imports the
 
 Importing them is most of what a small program costs (about 8 of 9 CPU-seconds on two cores), and
 a check runs a program more than once: every program of a sweep under the same settings, the rerun
-that captures a failure, minify's localize and capture reruns. The first run of a program is fresh;
-when it compiled (the hook counted a frame), the interpreter for its next runs starts at once, in
-the background, and each of those pays for its own work only. A program that compiles nothing
-(or that this process runs once) never pays for an interpreter it would not use.
+that captures a failure, minify's localize and capture reruns. A script that imports torch itself
+(its text says ``import torch`` or ``from torch``) runs warm from its first run: the interpreter
+starts for it and pays the import that run would have paid, once for all its runs. Any other
+program's first run is fresh; when it compiled (the hook counted a frame; torch came in through
+another module, or ``-m``), the interpreter for its next runs starts at once, in the background.
+A program that never imports torch (a tool, a shell wrapper) never pays for an interpreter it
+would not use.
 
 What the program sees is what ``python script.py`` would give it: its environment, working
 directory, ``sys.argv``, ``sys.path`` and ``__main__``, stdin from /dev/null, its own session and
@@ -45,6 +48,10 @@ OFF_ENV = "MINIFY_BOT_WARM"          # "0": every program runs in a fresh interp
 STARTUP = ["bot.torch_adapter.warmenv:fresh_start", "sitecustomize:activate"]
 _PYTHON = re.compile(r"python[0-9.]*")
 KEEP = 2   # warm interpreters kept at once (each holds torch in memory)
+# a line of the script itself that imports torch (``import torch``, ``import torch.nn as nn``,
+# ``from torch import nn``), not in a string or comment that starts the line
+_IMPORTS_TORCH = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch(?:[ \t.,]|$)", re.M)
+_READ = 1 << 20   # of a script's text, looked at for that line
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,18 @@ def launch_of(argv: list[str], env: dict, cwd: str | None) -> Launch | None:
     if argv[1].startswith("-") or not os.path.isfile(script):
         return None
     return Launch(os.path.abspath(python), os.path.abspath(script), None, tuple(argv[2:]))
+
+
+def imports_torch(launch: Launch) -> bool:
+    """Whether the script imports torch itself, so that its first run may fork from an interpreter
+    started for it (the import is paid once either way)."""
+    if launch.script is None:
+        return False
+    try:
+        with open(launch.script, "rb") as f:
+            return _IMPORTS_TORCH.search(f.read(_READ)) is not None
+    except OSError:
+        return False
 
 
 def server_env(env: dict) -> dict:
@@ -122,7 +141,7 @@ class ProgramServers(proc.Closing):
             log_mode: str, capture: int) -> proc.Result | None:
         """The run's result; None when there is no warm interpreter for it (the caller runs it fresh)."""
         cwd = os.path.abspath(cwd or os.getcwd())
-        server = self._server(launch.python, server_env(env), cwd, start=False)
+        server = self._server(launch.python, server_env(env), cwd, start=imports_torch(launch))
         if server is None:
             return None
         res = server.run(launch.script, list(launch.args), module=launch.module, env=env, cwd=cwd,
@@ -153,8 +172,8 @@ def _launch(argv: list[str], env: dict, cwd: str | None) -> Launch | None:
 
 def run(argv: list[str], *, env: dict, cwd: str | None, timeout: float, log_path: str | None = None,
         log_mode: str = "a", capture: int = 0) -> proc.Result | None:
-    """Run ``argv`` warm when it can be (module docstring) and an interpreter for it was prepared;
-    None: the caller runs it fresh."""
+    """Run ``argv`` warm when it can be (module docstring) and an interpreter for it was prepared
+    or the script imports torch; None: the caller runs it fresh."""
     launch = _launch(argv, env, cwd)
     if launch is None:
         return None
