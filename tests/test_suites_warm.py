@@ -128,6 +128,15 @@ def test_commands_that_cannot_run_warm_run_fresh(tmp_path):
     for argv in ([py, "-u", "prog.py"], [py, "missing.py"], [py], ["bash", "prog.py"], [py, "-m"],
                  ["/no/such/python", "prog.py"]):
         assert warm.launch_of(argv, env, str(tmp_path)) is None, argv
+    # which scripts import torch themselves (their first run is warm): a line of their own, not a
+    # comment, not another package
+    for text, imports in (("import torch\n", True), ("import os, sys\nimport torch.nn as nn\n", True),
+                          ("if True:\n    from torch import nn\n", True), ("import torch, os\n", True),
+                          ("# import torch\n", False), ("import torchvision\n", False),
+                          ("x = 'import torch'\n", False), ("print('hi')\n", False)):
+        (tmp_path / "t.py").write_text(text)
+        assert warm.imports_torch(warm.launch_of([py, "t.py"], env, str(tmp_path))) is imports, text
+    assert not warm.imports_torch(warm.launch_of([py, "-m", "json.tool"], env, str(tmp_path)))
     # what changes per run is not part of which interpreter serves it
     base = {"PATH": "/bin", "TORCHDYNAMO_REPRO_LEVEL": "3", "MINIFY_BOT_HOOK_STATE": "/x", "TORCH_LOGS": "+dynamo"}
     assert warm.server_env(base) == {"PATH": "/bin", "TORCH_LOGS": "+dynamo"}
@@ -141,13 +150,17 @@ def test_a_python_that_cannot_import_torch_runs_the_program_fresh(tmp_path):
     import subprocess
 
     subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    (tmp_path / "prog.py").write_text("import sys\nprint('no torch here', 'torch' in sys.modules)\nsys.exit(5)\n")
+    # it would import torch (so its first run asks for an interpreter), but this venv has none
+    (tmp_path / "prog.py").write_text("import sys\ntry:\n    import torch\nexcept ImportError:\n    pass\n"
+                                      "print('no torch here', 'torch' in sys.modules)\nsys.exit(5)\n")
     argv = [str(venv / "bin" / "python"), "prog.py"]
     first = execute(argv, env_extra={}, cwd=str(tmp_path), timeout=120, log_path=str(tmp_path / "log"))
-    assert first.returncode == 5 and not first.warm and not first.hook.frames   # it compiled nothing
-    # as if it had: its interpreter cannot import torch, and every run goes fresh
+    # its first run asked for an interpreter, which could not import torch: the run went fresh
+    assert first.returncode == 5 and not first.warm and not first.hook.frames, first.output[-2000:]
+    assert "no torch here False" in first.output
+    # asking again (as after a run that compiled) starts nothing: every later run goes straight to a fresh one
     warm.prepare(argv, env=_env_of_runs(tmp_path), cwd=str(tmp_path))
-    for _ in range(2):  # the second run finds the failed interpreter and goes straight to a fresh one
+    for _ in range(2):
         ran = execute(argv, env_extra={}, cwd=str(tmp_path), timeout=120, log_path=str(tmp_path / "log"))
         assert ran.returncode == 5 and "no torch here False" in ran.output and not ran.warm, ran.output[-2000:]
 

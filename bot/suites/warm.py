@@ -141,7 +141,10 @@ class ProgramServers(proc.Closing):
             log_mode: str, capture: int) -> proc.Result | None:
         """The run's result; None when there is no warm interpreter for it (the caller runs it fresh)."""
         cwd = os.path.abspath(cwd or os.getcwd())
-        server = self._server(launch.python, server_env(env), cwd, start=imports_torch(launch))
+        which = (launch.python, server_env(env), cwd)
+        server = self._server(*which, start=False)
+        if server is None and imports_torch(launch):   # its first run: the interpreter starts for it
+            server = self._server(*which, start=True)
         if server is None:
             return None
         res = server.run(launch.script, list(launch.args), module=launch.module, env=env, cwd=cwd,
