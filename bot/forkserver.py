@@ -12,6 +12,11 @@ Its arguments are a :class:`ServerArgs` (the preload list, JSON, and the file de
 socket). Each message on the socket is a :class:`Job` (JSON) with two descriptors: where the
 job's output goes and where its waiter writes "<waiter pid> <job pid>" and then the job's exit
 code. Both records are defined here, once, and :mod:`bot.proc` writes them with these classes.
+
+A *shared* server (:attr:`ServerArgs.idle` set) was given a listening socket instead, bound to a
+path in a directory of shared servers (:data:`bot.proc.SHARED_ENV`): it serves every process that
+connects, each connection as one caller, and ends once it has had no caller for ``idle`` seconds,
+or when its path no longer leads to it (removed, or taken by a server started in its place).
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import importlib.util
 import json
 import os
 import re
+import select
 import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 
 BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
@@ -81,17 +88,21 @@ class Job:
 
 @dataclass
 class ServerArgs:
-    """The server's command line after its program: the preload list (JSON) and its socket's fd."""
+    """The server's command line after its program: the preload list (JSON) and its socket's fd;
+    for a shared server, the seconds it stays without a caller and the path its socket is bound to."""
 
     preload: list
     fd: int
+    idle: float = 0.0
+    path: str = ""
 
     def to_argv(self) -> list[str]:
-        return [json.dumps(list(self.preload)), str(self.fd)]
+        return [json.dumps(list(self.preload)), str(self.fd)] + ([str(self.idle), self.path] if self.idle else [])
 
     @classmethod
     def from_argv(cls, argv: list[str]) -> ServerArgs:
-        return cls(_strings(json.loads(argv[0]), "the preload list"), int(argv[1]))
+        shared = (float(argv[2]), argv[3]) if len(argv) >= 4 else ()
+        return cls(_strings(json.loads(argv[0]), "the preload list"), int(argv[1]), *shared)
 
 
 def _call(f):
@@ -233,9 +244,10 @@ def run_job(job: Job, out_w: int) -> None:
     os._exit(code & 0xFF)
 
 
-def _waiter(sock: socket.socket, job: Job, fds: list[int]) -> None:
+def _waiter(socks: list, job: Job, fds: list[int]) -> None:
     """The job's waiter (a new session): forks the job, reports its pid and then its exit code."""
-    sock.close()
+    for sock in socks:   # the server's: its callers' connections are nothing of the job's
+        sock.close()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     out_w, st_w = fds
@@ -250,31 +262,84 @@ def _waiter(sock: socket.socket, job: Job, fds: list[int]) -> None:
     os._exit(0)
 
 
-def serve(sock: socket.socket) -> None:
+def _quiet_stdin() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     sys.stdin = open(0, closefd=False)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the per-job waiters reap themselves
-    while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
-        if not msg:
-            os._exit(0)
-        if len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            continue
-        job = Job.decode(msg)  # not a job: a bug of bot.proc's, the server stops (run() quotes why)
-        if os.fork() == 0:
-            _waiter(sock, job, fds)
+
+
+def _start(conn: socket.socket, socks: list) -> bool:
+    """Read one message of ``conn`` and start its job; False at the caller's end of file."""
+    msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+    if not msg:
+        return False
+    if len(fds) != 2:
         for fd in fds:
             os.close(fd)
+        return True
+    try:
+        job = Job.decode(msg)
+    except ValueError:   # not a job: a bug of bot.proc's; that caller reads end of file and quotes why
+        for fd in fds:
+            os.close(fd)
+        raise
+    if os.fork() == 0:
+        _waiter(socks, job, fds)
+    for fd in fds:
+        os.close(fd)
+    return True
+
+
+def serve(sock: socket.socket) -> None:
+    """One caller, on a socket pair: its jobs until its end of file."""
+    _quiet_stdin()
+    while _start(sock, [sock]):
+        pass
+    os._exit(0)
+
+
+def _still_mine(path: str, ino: int) -> bool:
+    try:
+        return os.stat(path).st_ino == ino
+    except OSError:
+        return False
+
+
+def serve_shared(listener: socket.socket, idle: float, path: str) -> None:
+    """Every caller that connects to ``listener``, until none has been connected for ``idle`` seconds
+    or ``path`` no longer leads to this server's socket."""
+    _quiet_stdin()
+    ino = os.stat(path).st_ino
+    conns: list[socket.socket] = []
+    last = time.monotonic()
+    while True:
+        ready, _, _ = select.select([listener, *conns], [], [], min(2.0, idle))
+        if not conns and time.monotonic() - last > idle or not _still_mine(path, ino):
+            os._exit(0)
+        for s in ready:
+            if s is listener:
+                conns.append(listener.accept()[0])
+                continue
+            try:
+                going = _start(s, [listener, *conns])
+            except (OSError, ValueError):   # said in the server's file; that caller reads end of file
+                import traceback
+                traceback.print_exc()
+                going = False
+            if not going:
+                conns.remove(s)
+                s.close()
+                last = time.monotonic()
 
 
 def main(argv: list[str]) -> None:
     args = ServerArgs.from_argv(argv[1:])
     sock = socket.socket(fileno=args.fd)
     preload(args.preload)
+    if args.idle:
+        serve_shared(sock, args.idle, args.path)
     serve(sock)
 
 

@@ -398,6 +398,14 @@ def _follow(p: subprocess.Popen, sink: _Sink, t0: float, timeout: float, grace: 
 # ---------------------------------------------------------------- fork server
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py")   # its program
+# A directory of shared fork servers: a fork server asked for there is connected to, or started there
+# to outlive this process, so that the commands of one job (a test session, consecutive sweeps) import
+# torch once per interpreter, preload, directory and environment, not once per command. Only for
+# processes on one side of the trust boundary: a job that runs model code, never one that holds a token.
+SHARED_ENV = "MINIFY_BOT_FORKSERVERS"
+SHARED_IDLE_S = 20.0   # a shared server ends after this long without a caller (each holds torch: ~340 MB)
+# variables that differ between callers of one server and that nothing reads at import
+SHARED_IGNORED = frozenset({"PYTEST_CURRENT_TEST", SHARED_ENV})
 
 
 class Closing:
@@ -436,23 +444,93 @@ class ForkServer(Closing):
         import tempfile
 
         self._lock = threading.Lock()
-        self._log = tempfile.TemporaryFile()
         self.error: str | None = None
         self.proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        # a shared server's jobs are sent this caller's environment (the server may have been started by another caller)
+        self._env = dict(os.environ if env is None else env)
+        self._log_path = ""
+        shared = os.environ.get(SHARED_ENV, "")
+        if shared and os.path.isdir(shared):
+            self._log = None
+            try:
+                self._sock = self._shared(shared, list(preload), env, python, cwd)
+                return
+            except OSError:   # a path too long for a socket, a directory not ours to write: one of our own
+                self._sock = None
+        self._log = tempfile.TemporaryFile()
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            argv = ServerArgs(list(preload), theirs.fileno()).to_argv()
-            self.proc = subprocess.Popen([python or sys.executable, "-c", SERVER_BOOT, SERVER, *argv], env=env, cwd=cwd,
-                                         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-                                         pass_fds=(theirs.fileno(),), start_new_session=True)
+            self.proc = self._start(ServerArgs(list(preload), theirs.fileno()), python, env, cwd, self._log)
         except OSError as exc:
             self.error = f"cannot start {python or sys.executable!r}: {exc.strerror or exc}"
         finally:
             theirs.close()
 
-    def _gone(self) -> str:
+    @staticmethod
+    def _start(args: ServerArgs, python: str | None, env: dict | None, cwd: str | None, log) -> subprocess.Popen:
+        return subprocess.Popen([python or sys.executable, "-c", SERVER_BOOT, SERVER, *args.to_argv()], env=env,
+                                cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                pass_fds=(args.fd,), start_new_session=True)
+
+    def _shared(self, pool: str, preload: list, env: dict | None, python: str | None, cwd: str | None):
+        """Connect to the shared server for this interpreter, preload, directory and environment in
+        ``pool``, starting it first when there is none (or the one there is gone)."""
+        import fcntl
+        import hashlib
+        import socket
+
+        python = os.path.abspath(python or sys.executable)
+        seen = sorted((k, v) for k, v in (os.environ if env is None else env).items() if k not in SHARED_IGNORED)
+        key = hashlib.sha256(json.dumps([python, preload, os.path.abspath(cwd or os.getcwd()), seen]).encode())
+        base = os.path.join(pool, key.hexdigest()[:24])
+        self._log_path = base + ".log"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with open(base + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                sock.connect(base + ".sock")
+                return sock
+            except OSError:   # none yet, or one that is gone: start it (its path is taken over)
+                with contextlib.suppress(OSError):
+                    os.unlink(base + ".sock")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                listener.bind(base + ".sock")
+                listener.listen(64)
+                with open(self._log_path, "ab") as log:
+                    server = self._start(ServerArgs(preload, listener.fileno(), SHARED_IDLE_S, base + ".sock"),
+                                         python, env, cwd, log)
+                with open(base + ".pid", "w") as fh:
+                    fh.write(f"{server.pid}\n")
+            finally:
+                listener.close()
+            sock.connect(base + ".sock")
+            return sock
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (a shared server's from its file), None when it never started."""
+        if self.proc is not None:
+            return self.proc.pid
+        try:
+            with open(self._log_path[:-len(".log")] + ".pid") as fh:
+                return int(fh.read())
+        except (OSError, ValueError):
+            return None
+
+    def _said(self) -> str:
+        if self._log is None:   # a shared server's output is in its file
+            try:
+                with open(self._log_path, "rb") as fh:
+                    return fh.read()[-2000:].decode(errors="replace").strip()
+            except OSError:
+                return ""
         self._log.seek(0)
-        said = self._log.read()[-2000:].decode(errors="replace").strip()
+        return self._log.read()[-2000:].decode(errors="replace").strip()
+
+    def _gone(self) -> str:
+        said = self._said()
         rc = None
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -473,8 +551,9 @@ class ForkServer(Closing):
         import socket
 
         t0 = time.monotonic()
-        if self.proc is None or self.error:
+        if self._sock is None or self.error:
             return Result(None, 0.0, error=self.error or "the fork server is closed")
+        env = self._env if env is None and self._log is None else env
         if cwd:
             os.makedirs(cwd, exist_ok=True)
         job = Job(script=None if module else os.path.abspath(str(script)), module=module,
@@ -524,14 +603,16 @@ class ForkServer(Closing):
         """Stop the server (scripts it started run on to their end or their time limit)."""
         with self._lock:
             try:
-                self._sock.close()
+                if self._sock is not None:
+                    self._sock.close()
             except OSError:
                 pass
         if self.proc is not None and self.proc.poll() is None:
             kill_group(self.proc.pid)
             self.proc.wait()
         self.error = self.error or "the fork server is closed"
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
 
 
 

@@ -98,6 +98,32 @@ _gone = sorted(name for name in TORCH_INDEPENDENT if not (Path(__file__).parent 
 assert not _gone, f"tests/conftest.py TORCH_INDEPENDENT names files that do not exist: {_gone}"
 
 
+def pytest_configure(config):
+    """One directory of shared fork servers for the whole session (bot.proc.SHARED_ENV), made by the
+    controlling process and inherited by its workers and every command the tests start: consecutive
+    commands with the same interpreter, preload, directory and environment import torch once."""
+    if hasattr(config, "workerinput") or os.environ.get("MINIFY_BOT_FORKSERVERS"):
+        return
+    pool = tempfile.mkdtemp(prefix="mbfs-", dir="/tmp" if os.path.isdir("/tmp") else None)  # a short socket path
+    os.environ["MINIFY_BOT_FORKSERVERS"] = config._minify_forkservers = pool
+
+
+def pytest_unconfigure(config):
+    """The session's shared fork servers end with it."""
+    import signal
+
+    pool = getattr(config, "_minify_forkservers", None)
+    if not pool:
+        return
+    os.environ.pop("MINIFY_BOT_FORKSERVERS", None)
+    for pid_file in Path(pool).glob("*.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    shutil.rmtree(pool, ignore_errors=True)
+
+
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker more than cores. The end-to-end tests wait for part of their time
     (a child's start-up, a program's own time limit, a fork server that is still importing): on 2

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bot import gha
+from bot import gha, proc
 from bot.errors import UsageError
 from tests.ghstub.action import parse_output_file
 
@@ -120,6 +120,13 @@ def test_secrets_are_scrubbed_from_child_environments_and_redacted_from_text():
     assert kept == {"PATH": "/bin", "HOME": "/root"}
     text = "token ghp_" + "b" * 36 + " and t0k3n-value here"
     assert gha.redact(text, ["t0k3n-value"]) == "token *** and *** here"
+
+
+def test_a_stage_never_shares_fork_servers_that_outlive_it():
+    """A stage's processes end with it: a directory of shared fork servers from the job's environment
+    is not handed on (what a server outside the stage forked would escape its end)."""
+    env = {"PATH": "/bin", proc.SHARED_ENV: "/tmp/mbfs-x", "GITHUB_ENV": "/runner/env"}
+    assert gha.stage_env(env, {"X": "1"}) == {"PATH": "/bin", "PYTHONUNBUFFERED": "1", "X": "1"}
 
 
 def test_markdown_escape_defuses_html_links_mentions_and_tables():

@@ -109,7 +109,7 @@ def test_a_server_started_ahead_is_the_one_the_next_stage_takes(tmp_path):
         first = taken.run_script(str(script), [], timeout=60)
         again = taken.run_script(str(script), [], timeout=60)
         assert first is not None and again is not None
-        server = str(taken._server.proc.pid)
+        server = str(taken._server.pid)
         assert first.output.split()[-1] == again.output.split()[-1] == server   # both forked from it
         fresh = procs.Interpreters.for_stage(1)
         assert fresh is not taken and fresh._server is None   # nothing ahead any more: started when needed

@@ -32,6 +32,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.fixture(autouse=True)
+def _own_servers(monkeypatch):
+    """The fork servers these tests start are their own (the shared ones: the tests that say so)."""
+    monkeypatch.delenv(proc.SHARED_ENV, raising=False)
+
+
 def _wait_dead(pid: int, seconds: float = 5.0) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -193,7 +199,7 @@ def test_fork_server_runs_each_script_as_python_would_in_a_process_of_its_own(tm
         with ThreadPoolExecutor(3) as pool:   # several at once, each in its own directory
             res = list(pool.map(lambda i: server.run(str(script), [str(i), "b"], cwd=str(tmp_path / f"c{i}"),
                                                      timeout=30, capture=10_000), range(4)))
-        server_pid = server.proc.pid
+        server_pid = server.pid
         server_sid = os.getsid(server_pid)
     for i, r in enumerate(res):
         out = r.output.splitlines()
@@ -492,3 +498,71 @@ def test_a_job_killed_holding_tqdms_lock_does_not_block_the_servers_next_jobs(tm
         assert first.returncode == 0 and "held" in first.output, first.output
         after = server.run(str(bar), [], timeout=30, capture=10_000)
     assert after.returncode == 0 and "bar drawn" in after.output and not after.timed_out, after.output
+
+
+SHARED_CALLER = r"""
+import json, os, sys
+from bot import proc
+server = proc.forkserver(preload=("json",))
+res = server.run(sys.argv[1], [], timeout=60, capture=10_000)
+print(json.dumps({"server": server.pid, "out": res.output, "error": res.error}))
+"""
+
+
+def test_callers_of_a_directory_of_shared_servers_share_one_that_outlives_them(tmp_path, monkeypatch):
+    """With MINIFY_BOT_FORKSERVERS, a fork server asked for by one command is connected to by the next
+    (same interpreter, preload, directory and environment): the import is paid once per job, each
+    run sees its own caller's environment, and a caller's end leaves the server to the others."""
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    script = tmp_path / "s.py"
+    script.write_text("import os, sys\nprint(os.environ.get('PYTEST_CURRENT_TEST'), os.environ.get('OTHER'), "
+                      "'json' in sys.modules)\n")
+
+    def caller(test: str, other: str | None = None) -> dict:
+        env = {**os.environ, proc.SHARED_ENV: str(pool), "PYTHONPATH": str(ROOT), "PYTEST_CURRENT_TEST": test}
+        env.pop("OTHER", None)
+        if other:
+            env["OTHER"] = other
+        out = subprocess.run([PY, "-c", SHARED_CALLER, str(script)], env=env, capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.splitlines()[-1])
+
+    first, second = caller("a"), caller("b")
+    assert first["error"] is None and first["out"] == "a None True\n"
+    assert second["out"] == "b None True\n"          # its own caller's environment, in the same server
+    assert second["server"] == first["server"] and _alive(first["server"])
+    other = caller("c", other="1")                   # another environment: a server of its own
+    assert other["out"] == "c 1 True\n" and other["server"] != first["server"]
+    for found in (first, other):
+        os.kill(found["server"], signal.SIGKILL)
+        assert _wait_dead(found["server"])
+    again = caller("d")                              # the one that was killed is started again
+    assert again["out"] == "d None True\n" and again["server"] != first["server"]
+    sockets = list(pool.glob("*.sock"))
+    for sock in sockets:                             # the directory's owner removes it: the servers end
+        sock.unlink()
+    assert _wait_dead(again["server"], 15)
+
+
+def test_a_malformed_job_ends_only_its_callers_connection_to_a_shared_server(tmp_path, monkeypatch):
+    import socket
+
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    monkeypatch.setenv(proc.SHARED_ENV, str(pool))
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    with proc.forkserver(preload=()) as bad, proc.forkserver(preload=()) as good:
+        assert bad.pid == good.pid and bad.proc is None   # one server, started to outlive this process
+        assert bad.run(str(script), timeout=30, capture=100).output == "ran\n"
+        fds = [*os.pipe(), *os.pipe()]
+        socket.send_fds(bad._sock, [b'{"script": "/x.py", "args": "not a list"}'], [fds[1], fds[3]])
+        for fd in fds:
+            os.close(fd)
+        r = bad.run(str(script), timeout=30, capture=100)
+        assert r.returncode is None and "a fork server job's args: expected a list of strings" in r.error
+        assert good.run(str(script), timeout=30, capture=100).output == "ran\n"
+    assert _alive(good.pid)
+    os.kill(good.pid, signal.SIGKILL)
