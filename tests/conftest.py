@@ -67,12 +67,11 @@ def workdir(request):
 # hands out whole files (--dist loadfile) in collection order (--no-loadscope-reorder); starting
 # with the longest lets the workers finish together instead of one running a long file alone at
 # the end. Files not named here follow in their usual order.
-LONGEST_FIRST = ("test_fuzz_e2e", "test_command_source", "test_minify_injected", "test_genuine_bugs",
-                 "test_plain_repro",
-                 "test_grouping_corpus",
-                 "test_action_e2e", "test_check_robust", "test_suites_models", "test_check_zoo", "test_harness_source",
-                 "test_action_security", "test_dashboard_e2e", "test_config_carried_bugs", "test_known",
-                 "test_minify_graphs")
+LONGEST_FIRST = ("test_minify_injected", "test_plain_repro", "test_command_source", "test_grouping_corpus",
+                 "test_genuine_bugs", "test_action_e2e", "test_known", "test_action_security", "test_hostile_inputs",
+                 "test_suites_models", "test_check_robust", "test_passes", "test_check_zoo", "test_run",
+                 "test_dashboard_e2e", "test_run_interrupt", "test_fuzz_e2e", "test_harness_source",
+                 "test_minify_graphs", "test_config_carried_bugs")
 _renamed = [name for name in LONGEST_FIRST if not (Path(__file__).parent / f"{name}.py").exists()]
 assert not _renamed, f"tests/conftest.py LONGEST_FIRST names files that do not exist: {_renamed}"
 
