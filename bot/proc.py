@@ -436,7 +436,10 @@ class ForkServer(Closing):
     those imports - what the script would do first anyway - so the import is paid once, while
     the caller does other work, instead of once per run. Nothing of the caller's state is in it.
     The server's own output (an import that failed) goes to a file that :meth:`run` quotes when
-    the server is gone. If this process dies, the server reads end-of-file and exits."""
+    the server is gone. If this process dies, the server reads end-of-file and exits.
+
+    Under :data:`SHARED_ENV` the server is a shared one instead (:meth:`_shared`): closing this
+    object ends only this caller's connection, and :attr:`pid` reads the server's from its file."""
 
     def __init__(self, *, preload: tuple[str, ...] = ("torch",), env: dict | None = None,
                  python: str | None = None, cwd: str | None = None):

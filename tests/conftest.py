@@ -1,7 +1,7 @@
 """Shared test setup.
 
 Tiers. A test is in the fast tier unless it is marked ``slow``; the fast tier compiles nothing, so
-``pytest -m "not slow" -n 4`` takes 7-8 minutes on 2 cores (its tests mostly start and wait on
+``pytest -m "not slow" -n 4`` takes about 6 minutes on 2 cores (its tests mostly start and wait on
 subprocesses, so more workers than cores help; README). That is checked, not hoped: a fast-tier test
 gets an empty inductor cache directory of its own (inherited by every subprocess it starts), and
 fails if anything compiled into it. The ``slow`` tier compiles real graphs; pytest-xdist runs its
