@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ from bot.signature import Signature, bisect_words
 from bot.torch_adapter import fxutil
 
 BISECT_CRASH_ENV = "MINIFY_BOT_WORKER_CRASH_IN_BISECT"  # fault injection: =1: hard-exit when the bisector starts
+# fault injection: =1: the worker is killed (SIGKILL) right after it announced its first checkpoint
+CHECKPOINT_KILL_ENV = "MINIFY_BOT_WORKER_KILLED_AT_CHECKPOINT"
 DYNAMIC_MARK = "dynamic"   # in the worker's directory: its dynamo graph is compiled with dynamic shapes
 
 
@@ -300,6 +303,8 @@ def step_reduce(run: Run) -> None:
         except Exception as exc:  # noqa: BLE001 - a checkpoint is a convenience; the reduction goes on
             log(f"could not write checkpoint {path}: {exc}")
         emit(Checkpoint(nodes=n, path=path))
+        if os.environ.get(CHECKPOINT_KILL_ENV) == "1":
+            os.kill(os.getpid(), signal.SIGKILL)
 
     with run.timed("reduce"):
         try:
