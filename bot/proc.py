@@ -452,15 +452,15 @@ class ForkServer(Closing):
         self._sock: socket.socket | None = None
         # a shared server's jobs are sent this caller's environment (the server may have been started by another caller)
         self._env = dict(os.environ if env is None else env)
-        self._log_path = ""
+        self._base: str | None = None   # a shared server's files, without their suffix (None: a server of our own)
+        self._log = None
         shared = os.environ.get(SHARED_ENV, "")
         if shared and os.path.isdir(shared):
-            self._log = None
             try:
                 self._sock = self._shared(shared, list(preload), env, python, cwd)
                 return
             except OSError:   # a path too long for a socket, a directory not ours to write: one of our own
-                self._sock = None
+                self._sock, self._base = None, None
         self._log = tempfile.TemporaryFile()
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -486,8 +486,7 @@ class ForkServer(Closing):
         python = os.path.abspath(python or sys.executable)
         seen = sorted((k, v) for k, v in (os.environ if env is None else env).items() if k not in SHARED_IGNORED)
         key = hashlib.sha256(json.dumps([python, preload, os.path.abspath(cwd or os.getcwd()), seen]).encode())
-        base = os.path.join(pool, key.hexdigest()[:24])
-        self._log_path = base + ".log"
+        base = self._base = os.path.join(pool, key.hexdigest()[:24])
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with open(base + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -501,7 +500,7 @@ class ForkServer(Closing):
             try:
                 listener.bind(base + ".sock")
                 listener.listen(64)
-                with open(self._log_path, "ab") as log:
+                with open(base + ".log", "ab") as log:
                     server = self._start(ServerArgs(preload, listener.fileno(), SHARED_IDLE_S, base + ".sock"),
                                          python, env, cwd, log)
                 with open(base + ".pid", "w") as fh:
@@ -516,21 +515,26 @@ class ForkServer(Closing):
         """The server's process id (a shared server's from its file), None when it never started."""
         if self.proc is not None:
             return self.proc.pid
+        if self._base is None:
+            return None
         try:
-            with open(self._log_path[:-len(".log")] + ".pid") as fh:
+            with open(self._base + ".pid") as fh:
                 return int(fh.read())
         except (OSError, ValueError):
             return None
 
     def _said(self) -> str:
-        if self._log is None:   # a shared server's output is in its file
-            try:
-                with open(self._log_path, "rb") as fh:
-                    return fh.read()[-2000:].decode(errors="replace").strip()
-            except OSError:
-                return ""
-        self._log.seek(0)
-        return self._log.read()[-2000:].decode(errors="replace").strip()
+        """The end of the server's own output (a shared server's is in its file)."""
+        try:
+            if self._base is not None:
+                with open(self._base + ".log", "rb") as fh:
+                    said = fh.read()
+            else:
+                self._log.seek(0)
+                said = self._log.read()
+        except (OSError, ValueError):
+            return ""
+        return said[-2000:].decode(errors="replace").strip()
 
     def _gone(self) -> str:
         said = self._said()
@@ -556,7 +560,7 @@ class ForkServer(Closing):
         t0 = time.monotonic()
         if self._sock is None or self.error:
             return Result(None, 0.0, error=self.error or "the fork server is closed")
-        env = self._env if env is None and self._log is None else env
+        env = self._env if env is None and self._base is not None else env
         if cwd:
             os.makedirs(cwd, exist_ok=True)
         job = Job(script=None if module else os.path.abspath(str(script)), module=module,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from bot import proc
 from tests.ghstub.action import ROOT, assert_token_not_leaked, filed_issues
 from tests.ghstub.fixtures import BOT_TOKEN
 
@@ -267,11 +268,16 @@ def test_run_with_a_token_says_what_it_trusts(tmp_path):
     """`minify-bot run` on someone's own machine may hold a token: it says that the checked code can
     read it, and the stages that run model code get neither it nor the runner's file commands."""
     prog = tmp_path / "prog.py"
-    prog.write_text("import json, os\nprint(json.dumps(sorted(k for k in os.environ if k.startswith('GITHUB_')"
-                    " or 'TOKEN' in k)))\n")
+    # it imports torch (a program whose interpreter would be kept warm) and looks for a directory of
+    # shared fork servers: a server it planted there could be sent the jobs, and environments, of the
+    # process that holds the token
+    prog.write_text("import json, os\nimport torch\nprint(json.dumps(sorted(k for k in os.environ if "
+                    "k.startswith('GITHUB_') or 'TOKEN' in k or 'FORKSERVERS' in k)))\n")
     token = "ghp_" + secrets.token_hex(18)
+    pool = tmp_path / "pool"
+    pool.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_TOKEN": token, "GITHUB_ENV": str(tmp_path / "env"),
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), proc.SHARED_ENV: str(pool)}
     res = subprocess.run([sys.executable, "-m", "bot", "run", "--command", f"{sys.executable} {prog}", "--name", "p",
                           "--out", str(tmp_path / "out"), "--tracker", "local"], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path, env=env)
@@ -280,6 +286,8 @@ def test_run_with_a_token_says_what_it_trusts(tmp_path):
     log = next((tmp_path / "out" / "checks").glob("*.log")).read_text()
     assert "GITHUB_TOKEN" not in log and "GITHUB_ENV" not in log and "GITHUB_STEP_SUMMARY" not in log
     assert token not in res.stdout + res.stderr + log
+    assert "FORKSERVERS" not in log   # the checked code never learns where shared servers live ...
+    assert not list(pool.iterdir())   # ... and no process of this run asked for one there (a caller leaves a lock)
 
 
 LATER_STEPS = r'''

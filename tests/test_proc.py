@@ -396,20 +396,25 @@ def test_a_fork_server_job_reads_back_as_written_and_a_malformed_one_is_an_error
     assert ServerArgs.from_argv(args.to_argv()) == args
 
 
+def _run_after_a_malformed_job(server: proc.ForkServer, script: Path) -> proc.Result:
+    """Send ``server`` a message that is not a Job (what only a bug of bot.proc's would), then run ``script``."""
+    import socket
+
+    fds = [*os.pipe(), *os.pipe()]
+    socket.send_fds(server._sock, [b'{"script": "/x.py", "args": "not a list"}'], [fds[1], fds[3]])
+    for fd in fds:
+        os.close(fd)
+    return server.run(str(script), timeout=30, capture=100)
+
+
 def test_a_malformed_job_stops_the_fork_server_and_the_next_run_says_why(tmp_path):
     """Only bot.proc writes the server's socket: a message that is not a Job is a bug, and the
     server stops loudly (as it did for one that was not JSON) instead of running something else."""
-    import socket
-
     script = tmp_path / "s.py"
     script.write_text("print('ran')\n")
     with proc.forkserver(preload=()) as server:
         assert server.run(str(script), timeout=30, capture=100).output == "ran\n"
-        fds = [*os.pipe(), *os.pipe()]
-        socket.send_fds(server._sock, [b'{"script": "/x.py", "args": "not a list"}'], [fds[1], fds[3]])
-        for fd in fds:
-            os.close(fd)
-        r = server.run(str(script), timeout=30, capture=100)
+        r = _run_after_a_malformed_job(server, script)
     assert r.returncode is None and r.output == ""
     assert "before it ran the script" in r.error and "a fork server job's args: expected a list of strings" in r.error
 
@@ -547,22 +552,19 @@ def test_callers_of_a_directory_of_shared_servers_share_one_that_outlives_them(t
 
 
 def test_a_malformed_job_ends_only_its_callers_connection_to_a_shared_server(tmp_path, monkeypatch):
-    import socket
-
     pool = tmp_path / "pool"
     pool.mkdir()
     monkeypatch.setenv(proc.SHARED_ENV, str(pool))
     script = tmp_path / "s.py"
     script.write_text("print('ran')\n")
     with proc.forkserver(preload=()) as bad, proc.forkserver(preload=()) as good:
-        assert bad.pid == good.pid and bad.proc is None   # one server, started to outlive this process
-        assert bad.run(str(script), timeout=30, capture=100).output == "ran\n"
-        fds = [*os.pipe(), *os.pipe()]
-        socket.send_fds(bad._sock, [b'{"script": "/x.py", "args": "not a list"}'], [fds[1], fds[3]])
-        for fd in fds:
-            os.close(fd)
-        r = bad.run(str(script), timeout=30, capture=100)
-        assert r.returncode is None and "a fork server job's args: expected a list of strings" in r.error
-        assert good.run(str(script), timeout=30, capture=100).output == "ran\n"
-    assert _alive(good.pid)
-    os.kill(good.pid, signal.SIGKILL)
+        try:
+            assert bad.pid == good.pid and bad.proc is None   # one server, started to outlive this process
+            assert bad.run(str(script), timeout=30, capture=100).output == "ran\n"
+            r = _run_after_a_malformed_job(bad, script)
+            assert r.returncode is None and "a fork server job's args: expected a list of strings" in r.error
+            assert good.run(str(script), timeout=30, capture=100).output == "ran\n"
+            good.close()
+            assert _alive(good.pid)   # its callers gone, it waits for the next one
+        finally:
+            os.kill(good.pid, signal.SIGKILL)
