@@ -54,6 +54,29 @@ def bot():
     return run_bot
 
 
+@pytest.fixture
+def autograd_device_thread():
+    """A thread of this process named as torch's autograd engine names a device thread
+    (``pt_autograd_0``), as it stands after a backward where a GPU is visible, or a compiled backward
+    on a CUDA build: the device is the boundary (no GPU, a CPU build here)."""
+    import ctypes
+    import threading
+
+    named, stop = threading.Event(), threading.Event()
+
+    def body():
+        ctypes.CDLL(None).prctl(15, b"pt_autograd_0", 0, 0, 0)   # PR_SET_NAME: this thread's name
+        named.set()
+        stop.wait()
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    named.wait()
+    yield
+    stop.set()
+    t.join()
+
+
 @pytest.fixture(scope="module")
 def workdir(request):
     """A scratch directory for one test module's end-to-end runs. Not pytest's tmp_path: its

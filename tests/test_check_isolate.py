@@ -38,6 +38,14 @@ def test_a_good_model_passes_and_its_log_is_written(runner, user_models, tmp_pat
     assert "[check] phase" in log.read_text()
 
 
+def test_a_training_check_of_a_process_that_cannot_fork_a_backward_runs_in_a_fresh_interpreter(
+        runner, user_models, tmp_path, autograd_device_thread):
+    log = tmp_path / "good.log"
+    row = runner.run(user_models("good"), Settings(backend="eager", timeout=120, mode="training"), str(log))
+    assert row.status == "pass" and not died(row)
+    assert "autograd threads do not survive a fork: the same check in a fresh interpreter" in log.read_text()
+
+
 def test_an_aborting_model_is_a_crash_seen_by_a_fresh_interpreter_too(runner, user_models, tmp_path):
     log = tmp_path / "aborts.log"
     messages = []

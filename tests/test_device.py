@@ -7,12 +7,17 @@ with "Cannot re-initialize CUDA in forked subprocess" until the parent stopped t
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
 from bot.commands.selftest import injection
 from bot.torch_adapter import device, runtime, versions
 from bot.torch_adapter.config import parse_overrides, validate_overrides
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_selftest_injects_the_bug_of_the_devices_code_generator():
@@ -134,3 +139,52 @@ def test_a_machine_without_nvidias_driver_lets_the_fork_server_compile_on_the_cp
     smi.chmod(0o755)
     assert not device.no_nvidia_driver()
     assert repro_preload() == REPRO_PRELOAD and REPRO_PRELOAD[-1] == f"{PREWARM}:compile_once"
+
+
+AFTER_A_COMPILED_BACKWARD = """
+import json, os, torch
+from bot.fuzz.choose import forked_features
+from bot.torch_adapter.device import autograd_threads_started
+before = autograd_threads_started()
+torch.compile(lambda x: (x.sin() * 2).sum(), backend="eager")(torch.randn(3, requires_grad=True)).backward()
+started = autograd_threads_started()
+pid = os.fork()
+if pid == 0:
+    try:
+        torch.ones(2, requires_grad=True).sum().backward()
+    except RuntimeError:
+        os._exit(3)
+    os._exit(0)
+child_backward_ok = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+features = forked_features([("fuzz-s0-i000001", "inference", False)])[0]
+print(json.dumps(dict(before=before, started=started, child_backward_ok=child_backward_ok, features=features)))
+"""
+
+
+def test_a_process_whose_backward_started_autograd_threads_is_known_and_forks_no_backward(tmp_path):
+    """On a CUDA build (the current release, no GPU) a backward through dynamo starts torch's autograd
+    device threads, and a child forked after it cannot run a backward; on a CPU build it starts none.
+    Either way the detection says what a forked child would meet, and the fuzzer's candidates still
+    get their features (from a fresh interpreter where a fork could not)."""
+    import json
+    import subprocess
+    import sys
+
+    from bot.fuzz import generate as gen
+    from bot.fuzz.choose import static_features
+
+    out = subprocess.run([sys.executable, "-c", AFTER_A_COMPILED_BACKWARD], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before"] is False
+    assert seen["started"] is (not seen["child_backward_ok"]), seen
+    assert seen["features"] == static_features(gen.generate(0, 1), "inference", False)
+
+
+def test_a_named_autograd_device_thread_is_seen(autograd_device_thread):
+    assert device.autograd_threads_started()
+
+
+def test_no_autograd_device_thread_in_a_process_that_ran_no_backward():
+    assert not device.autograd_threads_started()

@@ -135,6 +135,13 @@ def test_a_failed_generation_leaves_its_candidates_in_order():
     assert feats[0] == static_features(gen.generate(0, 1), "inference", False) and feats[1] == []
 
 
+def test_candidates_of_a_process_that_cannot_fork_a_backward_get_their_features_from_a_fresh_interpreter(
+        autograd_device_thread, capfd):
+    batch = [("fuzz-s0-i000001", "inference", False), ("fuzz-s0-i000002", "training", True)]
+    assert forked_features(batch) == [static_features(gen.generate(0, k), mode, dyn)
+                                      for k, (_, mode, dyn) in zip((1, 2), batch)]
+
+
 def test_the_summary_reports_coverage_growth_and_how_programs_were_chosen():
     plan = _planned(SEED, range(8))
     rows = _campaign(Novelty(window=4), plan, 8,

@@ -25,7 +25,7 @@ import time
 from bot import proc
 from bot.records import CheckError, CheckRow, Spec
 from bot.signature import ABORT_TYPE, death_of
-from bot.torch_adapter.device import fork_hooks
+from bot.torch_adapter.device import autograd_threads_started, fork_hooks
 
 # phase the child last reported -> harness status word for a death in that phase
 PHASE_STATUS = {
@@ -61,6 +61,9 @@ class ForkRunner:
         """Run one check in a forked child; always returns a row (never raises for the child's sake)."""
         from bot.check.judge import judge
 
+        if settings.mode == "training" and autograd_threads_started():
+            return run_fresh(spec, settings, log_path, why="this process ran a backward where torch's autograd "
+                             "threads do not survive a fork")
         workdir = tempfile.mkdtemp(prefix="minify-check-")
 
         def child(send):

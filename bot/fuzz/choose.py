@@ -21,7 +21,9 @@ and a program is still named by its seed and index: any finding regenerates exac
 A candidate's features come from generating it, eagerly (tens of ms). That runs in a child forked
 from the sweep's process (as the checks do), so the process that forks the checks starts no thread
 pool of its own; one child generates the features of the next ``2 * WINDOW`` pending programs at a
-time, so a campaign pays about one fork per window of checks, next to seconds per check.
+time, so a campaign pays about one fork per window of checks, next to seconds per check. Where this
+process ran a backward that torch's autograd threads do not survive a fork from (a compiled one on a
+CUDA build), they are generated in a fresh interpreter instead.
 """
 
 from __future__ import annotations
@@ -68,10 +70,15 @@ def generate_features(batch: list[tuple[str, str, bool]]) -> list[list[str]]:
 
 
 def forked_features(batch: list[tuple[str, str, bool]]) -> list[list[str]]:
-    """:func:`generate_features` in a child forked from this process (no eager op runs here); a
-    child that fails leaves every program of the batch without features (then chosen in order)."""
+    """:func:`generate_features` in a child forked from this process (no eager op runs here), or in
+    a fresh interpreter once this process can no longer fork a child that runs a backward
+    (:func:`bot.torch_adapter.device.autograd_threads_started`); a child that fails leaves every
+    program of the batch without features (then chosen in order)."""
     from bot import proc
-    from bot.torch_adapter.device import fork_hooks
+    from bot.torch_adapter.device import autograd_threads_started, fork_hooks
+
+    if autograd_threads_started():
+        return _checked_features(batch, _fresh_features(batch))
 
     def child(send) -> list[list[str]]:
         import torch
@@ -83,7 +90,31 @@ def forked_features(batch: list[tuple[str, str, bool]]) -> list[list[str]]:
     # forgetting would import inductor in a parent that has not)
     guard = fork_hooks("the fuzzer's candidates")["guard"]
     res = proc.fork(child, timeout=GENERATE_TIMEOUT_S + len(batch), guard=guard)
-    value = res.value if isinstance(res.value, list) and len(res.value) == len(batch) else [[]] * len(batch)
+    return _checked_features(batch, res.value)
+
+
+FRESH = ("import json, sys, torch; torch.set_num_threads(1); from bot.fuzz.choose import generate_features; "
+         "print('@@ ' + json.dumps({'features': generate_features(json.loads(sys.argv[1]))}))")
+
+
+def _fresh_features(batch: list[tuple[str, str, bool]]) -> Any:
+    import json
+    import os
+    import sys
+
+    from bot import proc
+    from bot.check.one import BOT_ROOT
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BOT_ROOT, env.get("PYTHONPATH")]))
+    res = proc.run([sys.executable, "-c", FRESH, json.dumps(batch)], timeout=GENERATE_TIMEOUT_S + len(batch),
+                   env=env, events=True)
+    return next((e["features"] for e in res.events if isinstance(e, dict) and "features" in e), None)
+
+
+def _checked_features(batch: list, value: Any) -> list[list[str]]:
+    """A child's answer as features, one list of strings per program of the batch."""
+    value = value if isinstance(value, list) and len(value) == len(batch) else [[]] * len(batch)
     return [[f for f in one if isinstance(f, str)] if isinstance(one, list) else [] for one in value]
 
 

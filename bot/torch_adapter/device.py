@@ -98,6 +98,31 @@ def _fork_poisoned() -> bool:
     return res.returncode == 3
 
 
+def autograd_threads_started() -> bool:
+    """Whether torch's autograd engine started its device threads in this process. From then on a
+    child forked from it cannot run a backward ("Unable to handle autograd's threading in
+    combination with fork-based multiprocessing"). The engine starts them at the first backward that
+    finds a non-CPU device: any backward where a GPU is visible, and - on a CUDA build of torch
+    without one - a backward through a graph dynamo compiled. A child that would run a backward is
+    started from a fresh interpreter instead (a training check, a minify worker's isolated query, the
+    fuzzer's candidates).
+
+    Read from the operating system: the engine names each of those threads ``pt_autograd_<device>``
+    (torch's ``engine.cpp``); where threads cannot be listed (no ``/proc``), False."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:   # a thread that just ended
+            continue
+    return False
+
+
 def fork_hooks(name: str) -> dict:
     """bot.proc.fork's hooks for a child of a process that imported torch: refuse to fork once CUDA
     was initialized here (the child could not use it), and let the child forget the compile pools and

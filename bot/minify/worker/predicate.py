@@ -390,12 +390,13 @@ def differentiable(job: MinifyJob, kind: str, gm, args: list) -> list:
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
-    from bot.torch_adapter.device import cuda_initialized
+    from bot.torch_adapter.device import autograd_threads_started, cuda_initialized
     from bot.torch_adapter.runtime import after_fork
 
     sys.stdout.flush()
     sys.stderr.flush()
-    if cuda_initialized():   # a forked child could not use the device: a fresh interpreter judges
+    # a forked child could not use the device, or run the graph's backward: a fresh interpreter judges
+    if cuda_initialized() or autograd_threads_started():
         return _judged(job, _observe_exec(job, kind, gm, args, timeout + EXEC_START_S, qdir, config), timeout)
 
     def child(send):
