@@ -23,6 +23,7 @@ Every subprocess has a timeout.
 from __future__ import annotations
 
 import argparse
+import getpass
 import glob
 import json
 import os
@@ -45,6 +46,34 @@ def timed(argv: list[str], cwd: str, timeout: float, env: dict | None = None) ->
     return time.perf_counter() - t0, res.returncode
 
 
+# the variables that force inductor's compiled-graph caches on or off: neither side sets them, so each
+# runs with the caches as the harness has them (it turns them on)
+CACHE_SWITCHES = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
+
+
+def cold_graphs(env: dict, cache: str) -> dict:
+    """``env`` with inductor's cache in ``cache``: the machine's compiled kernels (hard links), none of
+    its compiled graphs. Each side starts from the same state: what a user's first run of this model
+    on a new torch would find, less the C++ compiles that every run on this machine has paid."""
+    src = env.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                               "torchinductor_" + getpass.getuser())
+    shutil.rmtree(cache, ignore_errors=True)
+    if os.path.isdir(src):
+        shutil.copytree(src, cache, copy_function=os.link, ignore=shutil.ignore_patterns("fxgraph", "aotautograd"))
+    return dict(env, TORCHINDUCTOR_CACHE_DIR=cache)
+
+
+def bot_run(root: str, pytorch: str, args, config: list[str], work: str, env: dict) -> tuple[float, int]:
+    """``minify-bot run`` of the checkout at ``root`` on the model: (seconds, exit code)."""
+    bot = [sys.executable, "-m", "bot", "run", "--pytorch", pytorch, "--harness-suite", args.suite,
+           "--models", args.model, "--mode", args.mode, "--out", os.path.join(work, "run"), "--tracker", "local",
+           "--issues-dir", os.path.join(work, "issues")]
+    for c in config:
+        bot += ["--config", c]
+    path = os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x)
+    return timed(bot, pytorch, args.timeout * 8, dict(cold_graphs(env, os.path.join(work, "cache")), PYTHONPATH=path))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pytorch", help="a pytorch checkout (default: the tests' stand-in harness)")
@@ -53,6 +82,8 @@ def main() -> int:
     p.add_argument("--mode", default="inference")
     p.add_argument("--config", action="append", default=[], help="--config of the check (repeatable)")
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--compare", metavar="ROOT", action="append", default=[],
+                   help="also time minify-bot run of the checkout at ROOT (before this one, same cache state)")
     p.add_argument("--keep", metavar="DIR", help="copy the run directory and the local issues here")
     args = p.parse_args()
     config = args.config or ["inductor.cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
@@ -71,21 +102,20 @@ def main() -> int:
 
         settings = Settings(mode=args.mode, config=parse_overrides(config))
         spec = Spec(source="harness", pytorch=pytorch, suite=args.suite, model=args.model)
-        env = dict(os.environ, TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
+        env = {k: v for k, v in os.environ.items() if k not in CACHE_SWITCHES}
         plain_cmd = reproduce_command(spec, settings, None)
         import shlex
 
         argv = [sys.executable if a == "python" else a for a in shlex.split(plain_cmd)]
-        plain, _ = timed(argv + ["--output", os.path.join(work, "plain.csv")], pytorch, args.timeout, env)
+        plain, _ = timed(argv + ["--output", os.path.join(work, "plain.csv")], pytorch, args.timeout,
+                         cold_graphs(env, os.path.join(work, "cache-plain")))
         print(f"plain harness:  {plain:8.1f} s   {plain_cmd}")
+        for root in args.compare:
+            other, rc = bot_run(root, pytorch, args, config, os.path.join(work, "compare"), env)
+            print(f"  {root}: minify-bot run {other:8.1f} s, exit {rc}, ratio {other / plain:.2f}x")
+            shutil.rmtree(os.path.join(work, "compare"), ignore_errors=True)
         out = os.path.join(work, "run")
-        bot = [sys.executable, "-m", "bot", "run", "--pytorch", pytorch, "--harness-suite", args.suite,
-               "--models", args.model, "--mode", args.mode, "--out", out, "--tracker", "local",
-               "--issues-dir", os.path.join(work, "issues")]
-        for c in config:
-            bot += ["--config", c]
-        path = os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x)
-        total, rc = timed(bot, pytorch, args.timeout * 8, dict(env, PYTHONPATH=path))
+        total, rc = bot_run(ROOT, pytorch, args, config, work, env)
         with open(os.path.join(out, "results.json")) as fh:
             row = json.load(fh)["checks"][0]
         sweep_runs = row["flaky"].get("attempts", 2) if row.get("flaky") else 1 + int(row.get("reruns") or 0)

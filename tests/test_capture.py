@@ -36,11 +36,11 @@ def test_each_failure_class_is_captured_at_the_repro_level_that_keeps_what_minif
     assert cap.level_for(failure_class) == level
 
 
-def test_an_after_aot_capture_turns_the_graph_caches_off_with_settings_this_torch_has(tmp_path):
+def test_an_after_aot_capture_turns_the_autograd_cache_off_with_settings_this_torch_has(tmp_path):
     debug = str(tmp_path / "debug")
     cfg = cap.capture_config(3, debug)
     assert cfg == {"dynamo.repro_after": "aot", "dynamo.repro_level": 3, "dynamo.debug_dir_root": debug,
-                   "inductor.fx_graph_cache": False, "functorch.enable_autograd_cache": False}
+                   "functorch.enable_autograd_cache": False}
     for key in cfg:   # each is one of this torch's config entries (a misspelt one would capture nothing)
         tconfig.default_of(key)
 
@@ -184,3 +184,43 @@ def test_the_repro_after_dynamo_probe_gives_the_reason_it_cannot_be_used(tmp_pat
     assert reason is not None and "no_such_backend_for_minify_bot" in reason
     assert "probe-dynamo no_such_backend_for_minify_bot" in log.read_text()
     assert cap.probe_dynamo("eager", str(tmp_path), str(log), timeout=1) == "the probe did not finish in 1 s"
+
+
+CACHED_PROGRAM = """
+import torch, torch._inductor.config as ic
+from torch._dynamo.utils import counters
+ic.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+try:
+    torch.compile(m)(torch.randn(4, 16))
+finally:
+    print("fx graph cache hits:", counters["inductor"].get("fxgraph_cache_hit", 0))
+"""
+
+
+@pytest.mark.slow
+def test_a_rerun_captures_graphs_that_come_from_the_fx_graph_cache_the_first_run_filled(tmp_path):
+    """The capture rerun keeps the FX graph cache on (only the AOTAutograd cache's hit skips torch's
+    repro wrapper): the graph comes out of the cache the check's first run filled, and is still dumped
+    at level 3 and judged at level 4."""
+    import subprocess
+
+    from bot.suites.command import capture_env
+
+    (tmp_path / "prog.py").write_text(CACHED_PROGRAM)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TORCHINDUCTOR_FX_GRAPH_CACHE", None)
+
+    def run(extra):
+        return subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env={**env, **extra}, capture_output=True,
+                              text=True, timeout=600)
+
+    first = run({})
+    assert first.returncode == 0 and "fx graph cache hits: 0" in first.stdout, first.stderr[-2000:]
+    for level in (3, 4):
+        rerun = run(capture_env(level, str(tmp_path / f"debug{level}")))
+        assert "fx graph cache hits: 0" not in rerun.stdout, (level, rerun.stdout)
+        assert list((tmp_path / f"debug{level}").glob("torch_compile_debug/run_*/minifier/minifier_launcher.py")), \
+            (level, rerun.stderr[-2000:])
+        assert (rerun.returncode != 0) is (level == 4) and ("AccuracyError" in rerun.stderr) is (level == 4)

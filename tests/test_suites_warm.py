@@ -113,7 +113,8 @@ def test_a_warm_run_sees_what_a_fresh_interpreter_would(tmp_path):
     assert capture_seen["env"]["TORCHDYNAMO_REPRO_AFTER"] == "aot"
     assert capture_seen["dynamo"]["repro_after"] == "'aot'" and capture_seen["dynamo"]["repro_level"] == "3"
     assert capture_seen["dynamo"]["debug_dir_root"].startswith(repr(str(tmp_path / "debug"))[:-1])
-    assert capture_seen["inductor"]["fx_graph_cache"] == "False"
+    assert capture_seen["functorch"]["enable_autograd_cache"] == "False"
+    assert capture_seen["inductor"]["fx_graph_cache"] == "True"    # its hit is inside the repro wrapper
     assert runs[0, True][1]["inductor"]["fx_graph_cache"] == "True"
     assert runs[0, True][1]["dynamo"]["debug_dir_root"] == repr(str(tmp_path / "work" / "torch_compile_debug"))
 

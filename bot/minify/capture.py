@@ -64,15 +64,19 @@ def probe_dynamo(backend: str, workdir: str, log_path: str, timeout: float = 300
 
 
 def capture_config(level: int, debug_dir_root: str) -> dict:
-    """Runtime config for an after-aot capture: torch's repro settings, and the FX-graph and
-    AOTAutograd caches off (a cache hit skips the repro wrapper)."""
+    """Runtime config for an after-aot capture: torch's repro settings, and the AOTAutograd cache
+    off (bot.torch_adapter.repro.CAPTURE_CACHE_CONFIG: its hit skips the repro wrapper)."""
+    from bot.torch_adapter.repro import CAPTURE_CACHE_CONFIG
+
     return {"dynamo.repro_after": "aot", "dynamo.repro_level": level, "dynamo.debug_dir_root": debug_dir_root,
-            "inductor.fx_graph_cache": False, "functorch.enable_autograd_cache": False}
+            **CAPTURE_CACHE_CONFIG}
 
 
 def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, *, failure_class: str,
                 stage_backend: str, repro_after: str, level: int | None, timeout: float,
                 probe_note: str | None = None, server=None) -> Capture:
+    from bot.torch_adapter.repro import CAPTURE_CACHE_ENV
+
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
     s = settings
@@ -105,7 +109,7 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
         env_extra.update({"MINIFY_BOT_CAPTURE_DIR": os.path.join(capdir, "graphs"),
                           "MINIFY_BOT_CAPTURE_BACKEND": stage_backend})
         method, repro_after = "project", "dynamo"
-    env_extra.update({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
+    env_extra.update(CAPTURE_CACHE_ENV)
     cap_row, res = launch(CheckRequest(row.spec, s), cwd=capdir, log_path=log_path, timeout=max(1.0, timeout),
                           env=child.child_env(env_extra), python=child.python(), events=True)
     if method == "project":
@@ -190,12 +194,11 @@ def run_capture_program_dynamo(row: CheckRow, settings: Settings, workdir: str, 
     a failure in AOTAutograd or a decomposition (a compile error) still leaves it. Candidates: for an
     error the graph compiled last first (the one it stopped in), for accuracy the smallest first."""
     from bot.minify.localize import rerun_program
-    from bot.torch_adapter.repro import CAPTURE_DIR_ENV, CAPTURE_INNER_ENV
+    from bot.torch_adapter.repro import CAPTURE_CACHE_ENV, CAPTURE_DIR_ENV, CAPTURE_INNER_ENV
 
     capdir = os.path.join(workdir, "capture-dynamo")
     graphs = os.path.join(capdir, "graphs")
-    env = {CAPTURE_DIR_ENV: graphs, CAPTURE_INNER_ENV: backend,
-           "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    env = {CAPTURE_DIR_ENV: graphs, CAPTURE_INNER_ENV: backend, **CAPTURE_CACHE_ENV}
     cap_row = rerun_program(row, settings, capdir, log_path, "capture-dynamo", timeout, force_backend=CAPTURE_BACKEND,
                             extra_env=env)
     found = sorted(glob.glob(os.path.join(graphs, "graph_*.py")), key=lambda p: int(os.path.basename(p)[6:-3]))

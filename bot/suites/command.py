@@ -61,12 +61,14 @@ def hook_env(state_path: str, *, force_backend: str | None = None, launcher_dir:
 
 def capture_env(level: int, debug_dir: str) -> dict:
     """Environment of a program's capture run (minify's, or the check's rerun of a failure):
-    torch's repro-after settings and the FX-graph and AOTAutograd caches off (a program or
-    harness that turns the caches on in code is overridden by these variables; a cache hit
-    would skip the repro wrapper)."""
+    torch's repro-after settings and the AOTAutograd cache off (bot.torch_adapter.repro.CAPTURE_CACHE_ENV:
+    its hit would skip the repro wrapper; the variable wins over a program or harness that turns
+    the cache on in code). The FX graph cache stays as the program has it: a rerun reuses what the
+    first run compiled."""
+    from bot.torch_adapter.repro import CAPTURE_CACHE_ENV
+
     return {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": str(level),
-            "TORCH_COMPILE_DEBUG_DIR": debug_dir,
-            "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+            "TORCH_COMPILE_DEBUG_DIR": debug_dir, **CAPTURE_CACHE_ENV}
 
 
 @dataclass

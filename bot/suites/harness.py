@@ -125,11 +125,9 @@ def run_harness(spec: Spec, settings, log_path: str, workdir: str, *, extra_env:
     if os.path.exists(csv_path):
         os.remove(csv_path)
     argv = harness_argv(spec, settings, csv_path)
-    env = {**config_env(settings.config),  # set by the environment hook, as for a command
-           # the harness turns the compiled-graph caches back on when imported (huggingface.py);
-           # these variables win over that, and a cache hit would skip repro-after capture
-           "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
-    env.update(extra_env or {})
+    # set by the environment hook, as for a command; the compiled-graph caches as the harness has
+    # them (it turns them on when imported), but for a capture rerun (extra_env: capture_env)
+    env = {**config_env(settings.config), **(extra_env or {})}
     # the harness enforces its own per-model timeout; ours is the backstop
     s = copy(settings)
     s.timeout = settings.timeout + 60

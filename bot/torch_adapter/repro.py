@@ -35,6 +35,16 @@ ENV_LINE = re.compile(r"^os\.environ\[(['\"])([^'\"]+)\1\] = .*$")
 SAVE_DIR_ARG = re.compile(r"save_dir=(None|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 STORAGE_LINE = re.compile(r"reader\.storage\((['\"])([0-9a-f]+)\1")
 
+# What a capture run turns off: the AOTAutograd cache, whose hit hands back the compiled graphs
+# without calling the compiler that torch's repro-after wraps, so a warm machine would capture
+# nothing. The FX graph cache stays on: it sits inside that wrapper (compile_fx_inner calls
+# wrap_compiler_debug(_compile_fx_inner), and _compile_fx_inner looks the graph up), so its hit is
+# still captured and judged at every repro level, and a rerun reuses what the check's first run
+# compiled instead of compiling every graph again. As environment variables (they win over a
+# program that turns the cache on in code) and as runtime config (a forked check).
+CAPTURE_CACHE_ENV = {"TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+CAPTURE_CACHE_CONFIG = {"functorch.enable_autograd_cache": False}
+
 # Keys the minify stage itself sets for capture (caches off); never part of a bug's config.
 CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "inductor.autotune_local_cache",
                 "dynamo.repro_after", "dynamo.repro_level", "dynamo.debug_dir_root"}
