@@ -48,6 +48,7 @@ from bot.forkserver import Job, ServerArgs
 from bot.records import Record
 from bot.signature import is_oom_output, signal_name
 
+BOT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the directory that holds ``bot``
 GRACE_S = 1.0          # SIGTERM -> SIGKILL at the time limit
 TAIL_LINES = 40
 
@@ -654,6 +655,14 @@ def forkserver(*, preload: tuple[str, ...] = ("torch",), env: dict | None = None
     """Start a fresh interpreter now (``python``, by default this one; in ``cwd``) that imports
     ``preload`` and then runs scripts in forks of itself."""
     return ForkServer(preload=preload, env=env, python=python, cwd=cwd)
+
+
+def bot_env(env: dict | None = None) -> dict:
+    """``env`` (default: this process's) with :data:`BOT_ROOT` first on ``PYTHONPATH``: a fresh
+    interpreter started with it imports this minify-bot, installed or not."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BOT_ROOT, env.get("PYTHONPATH")]))
+    return env
 
 
 # ---------------------------------------------------------------- background work

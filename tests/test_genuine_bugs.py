@@ -42,10 +42,12 @@ def _failure(out: Path) -> dict:
 
 @pytest.mark.slow
 def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_verified(workdir, bot):
+    """With the FX graph cache off (a user's setting), the capture compiles the graph afresh, and
+    torch's level-4 check passes this wrong graph: every graph is then captured at level 3."""
     out = workdir / "level4"
     # no rerun in the check (a rerun would capture every graph at level 3 already): torch's level 4 first
     proc = bot("run", "--command", f"{sys.executable} {PROGRAM}", "--out", out, "--issues-dir", workdir / "issues4",
-               "--no-bisect", "--reruns", "0")
+               "--no-bisect", "--reruns", "0", env={"TORCHINDUCTOR_FX_GRAPH_CACHE": "0"})
     assert proc.returncode == 1, proc.stderr[-3000:]
     f = _failure(out)
     assert f["class"] == "accuracy"
@@ -68,6 +70,24 @@ def test_a_wrong_result_torchs_level4_check_misses_is_captured_at_level3_and_ver
     assert "Save as `repro_short.py`" in body
     assert "torch.ops.aten" not in body.split("### Minimized repro")[1].split("\n### ")[0]
     assert "unlocalized" not in body
+
+
+@pytest.mark.slow
+def test_a_wrong_result_whose_graph_comes_from_the_fx_graph_cache_is_caught_by_torchs_level4_check(workdir, bot):
+    """With the FX graph cache as the program has it (on), the capture's graph comes from the cache
+    the check's run filled, and torch's level-4 check catches the same wrong graph it passes when it
+    compiles it afresh (above): one capture pass, at level 4, and the same verified repro."""
+    out = workdir / "level4-cached"
+    proc = bot("run", "--command", f"{sys.executable} {PROGRAM}", "--out", out, "--issues-dir", workdir / "issues4c",
+               "--no-bisect", "--reruns", "0")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    cap = f["repro"]["capture"]
+    assert (f["class"], cap["repro_level"], f["repro"]["status"]) == ("accuracy", 4, "minimized"), cap
+    assert _steps(proc.stderr) == BEFORE + PASS, proc.stderr[-3000:]
+    assert f["repro"]["verification"]["failed_same_way"] == 3
+    ops = {n["op"] for n in f["repro"]["graph"]}
+    assert "aten.index_put.default" in ops and "aten.expand.default" in ops, ops
 
 
 @pytest.mark.slow

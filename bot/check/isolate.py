@@ -16,7 +16,6 @@ the fresh run's row is the result, and both runs are in the check's log.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -100,13 +99,12 @@ def run_fresh(spec: Spec, settings, log_path: str, why: str = "", server: proc.F
     """Run one check in a fresh interpreter (``python -m bot.check.one``; a fork of ``server``, a
     fresh interpreter that imported torch, when given), its output appended to ``log_path`` after a
     line that says ``why``: its row, or the death it died, classified as a forked child's is."""
-    from bot.check.one import BOT_ROOT, CheckRequest, launch
+    from bot.check.one import CheckRequest, launch
 
     workdir = tempfile.mkdtemp(prefix="minify-check-")
     where = "forked from the fork server" if server is not None else "in a fresh interpreter"
     try:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [BOT_ROOT, env.get("PYTHONPATH")]))
+        env = proc.bot_env()
         row, res = launch(CheckRequest(spec, settings), cwd=workdir, log_path=log_path, timeout=settings.timeout,
                           env=env, announce=(f"{why}: " if why else "") + f"the same check {where}",
                           server=server, tail_lines=30, capture=1 << 20)

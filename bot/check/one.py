@@ -47,7 +47,7 @@ def read_row(path: str) -> CheckRow | None:
         return CheckRow.from_json(json.load(fh))
 
 
-BOT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOT_ROOT = proc.BOT_ROOT
 
 
 def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, env: dict,

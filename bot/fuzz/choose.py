@@ -99,16 +99,12 @@ FRESH = ("import json, sys, torch; torch.set_num_threads(1); from bot.fuzz.choos
 
 def _fresh_features(batch: list[tuple[str, str, bool]]) -> Any:
     import json
-    import os
     import sys
 
     from bot import proc
-    from bot.check.one import BOT_ROOT
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [BOT_ROOT, env.get("PYTHONPATH")]))
     res = proc.run([sys.executable, "-c", FRESH, json.dumps(batch)], timeout=GENERATE_TIMEOUT_S + len(batch),
-                   env=env, events=True)
+                   env=proc.bot_env(), events=True)
     return next((e["features"] for e in res.events if isinstance(e, dict) and "features" in e), None)
 
 

@@ -31,7 +31,7 @@ from bot.suites.yaml_entries import load_entries, valid_name
 from bot.torch_adapter.hook import HookState, config_env, read_state
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = proc.BOT_ROOT
 
 
 def settings_env(settings) -> dict:

@@ -12,16 +12,15 @@ from typing import Callable
 
 from bot import proc
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO_ROOT = proc.BOT_ROOT
 DROP_ENV = ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL", "TORCH_COMPILE_DEBUG_DIR",
             "MINIFY_BOT_CAPTURE_DIR", "MINIFY_BOT_CAPTURE_BACKEND")
 
 
 def child_env(extra: dict | None = None, keep_hooks: bool = False) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in DROP_ENV}
+    env = proc.bot_env({k: v for k, v in os.environ.items() if k not in DROP_ENV})
     if not keep_hooks:
         env.pop("MINIFY_BOT_WORKER_CRASH_AFTER", None)
-    env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(extra or {})
     return env
