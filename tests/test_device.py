@@ -185,6 +185,3 @@ def test_a_process_whose_backward_started_autograd_threads_is_known_and_forks_no
 def test_a_named_autograd_device_thread_is_seen(autograd_device_thread):
     assert device.autograd_threads_started()
 
-
-def test_no_autograd_device_thread_in_a_process_that_ran_no_backward():
-    assert not device.autograd_threads_started()
