@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
+from bot import proc
 from bot.minify import procs
 from bot.minify.worker import child
 
@@ -19,15 +20,15 @@ def test_child_env_puts_the_checkout_first_and_drops_capture_settings(monkeypatc
     monkeypatch.setenv("MINIFY_BOT_CAPTURE_DIR", "/somewhere")
     monkeypatch.setenv("MINIFY_BOT_WORKER_CRASH_AFTER", "3")
     monkeypatch.setenv("PYTHONPATH", "/their/site")
-    assert child.REPO_ROOT == os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # this checkout
+    assert proc.BOT_ROOT == os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # this checkout
     env = child.child_env({"EXTRA": "1"})
     assert "TORCHDYNAMO_REPRO_AFTER" not in env and "MINIFY_BOT_CAPTURE_DIR" not in env
     assert "MINIFY_BOT_WORKER_CRASH_AFTER" not in env
     assert child.child_env(keep_hooks=True)["MINIFY_BOT_WORKER_CRASH_AFTER"] == "3"
-    assert env["PYTHONPATH"].split(os.pathsep) == [child.REPO_ROOT, "/their/site"] and env["EXTRA"] == "1"
+    assert env["PYTHONPATH"].split(os.pathsep) == [proc.BOT_ROOT, "/their/site"] and env["EXTRA"] == "1"
     repro = procs.repro_env()
     assert repro["PYTHONPATH"] == "/their/site" and "TORCHDYNAMO_REPRO_AFTER" not in repro
-    monkeypatch.setenv("PYTHONPATH", child.REPO_ROOT)
+    monkeypatch.setenv("PYTHONPATH", proc.BOT_ROOT)
     assert "PYTHONPATH" not in procs.repro_env()
 
 
@@ -74,7 +75,7 @@ def test_forked_children_exit_with_the_functions_code(tmp_path):
 def test_fork_server_runs_scripts_without_minify_bot_and_modules_with_it(tmp_path):
     script = tmp_path / "repro.py"
     script.write_text("import os, sys\n"
-                      f"print('checkout on the path:', {child.REPO_ROOT!r} in [os.path.abspath(p) for p in sys.path])\n"
+                      f"print('checkout on the path:', {proc.BOT_ROOT!r} in [os.path.abspath(p) for p in sys.path])\n"
                       "print('cwd:', os.getcwd())\n")
     interpreters = procs.Interpreters(preload=("json",))
     try:

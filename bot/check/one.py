@@ -47,9 +47,6 @@ def read_row(path: str) -> CheckRow | None:
         return CheckRow.from_json(json.load(fh))
 
 
-BOT_ROOT = proc.BOT_ROOT
-
-
 def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, env: dict,
            announce: str | None = None, python: str | None = None, server: proc.ForkServer | None = None,
            **run_kw) -> tuple[CheckRow | None, proc.Result]:
@@ -70,7 +67,7 @@ def launch(request: CheckRequest, *, cwd: str, log_path: str, timeout: float, en
     shown = " ".join(os.path.basename(c) if os.path.isabs(c) else c for c in cmd)
     res = None
     if server is not None:
-        res = server.run(None, cmd[3:], module="bot.check.one", path=[BOT_ROOT], env=env, cwd=cwd, timeout=timeout,
+        res = server.run(None, cmd[3:], module="bot.check.one", path=[proc.BOT_ROOT], env=env, cwd=cwd, timeout=timeout,
                          log_path=log_path, log_mode="a", announce=announce if announce is not None else
                          f"$ (forked from the fork server) python -m bot.check.one {' '.join(cmd[4:])}", **run_kw)
         res = None if res.error else res

@@ -11,7 +11,7 @@ import os
 from typing import Callable
 
 from bot import proc
-from bot.minify.worker.child import REPO_ROOT, Outcome, child_env
+from bot.minify.worker.child import Outcome, child_env
 
 
 def fork_logged(fn: Callable[[], int], *, name: str, cwd: str, log_path: str, timeout: float,
@@ -41,7 +41,7 @@ def repro_env() -> dict:
     torch only; the user's own PYTHONPATH stays: it may be where their torch comes from)."""
     env = child_env()
     theirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-              if p and os.path.abspath(p) != REPO_ROOT]
+              if p and os.path.abspath(p) != proc.BOT_ROOT]
     if theirs:
         env["PYTHONPATH"] = os.pathsep.join(theirs)
     else:
@@ -133,9 +133,10 @@ class Interpreters(proc.Closing):
         if self.start()._server is None:
             return None
         os.makedirs(cwd, exist_ok=True)
-        out = self._server.run(None, args, module=module, path=[REPO_ROOT], env=env, cwd=cwd, timeout=max(1.0, timeout),
-                               log_path=log_path, announce=f"$ (forked from the fork server) -m {module} "
-                               + " ".join(os.path.basename(a) for a in args), events=True, on_event=on_event)
+        announce = f"$ (forked from the fork server) -m {module} " + " ".join(os.path.basename(a) for a in args)
+        out = self._server.run(None, args, module=module, path=[proc.BOT_ROOT], env=env, cwd=cwd,
+                               timeout=max(1.0, timeout), log_path=log_path, announce=announce, events=True,
+                               on_event=on_event)
         return None if out.error else out
 
     def close(self) -> None:

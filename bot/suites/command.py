@@ -31,7 +31,6 @@ from bot.suites.yaml_entries import load_entries, valid_name
 from bot.torch_adapter.hook import HookState, config_env, read_state
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
-REPO_ROOT = proc.BOT_ROOT
 
 
 def settings_env(settings) -> dict:
@@ -50,7 +49,7 @@ def hook_env(state_path: str, *, force_backend: str | None = None, launcher_dir:
     """Environment that loads the hook in a child: PYTHONPATH gets the hook directory (and this
     package, which the hook imports) in front of what the caller had."""
     base = os.environ if base is None else base
-    path = [HOOK_DIR, REPO_ROOT] + [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
+    path = [HOOK_DIR, proc.BOT_ROOT] + [p for p in (base.get("PYTHONPATH") or "").split(os.pathsep) if p]
     env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path)), "MINIFY_BOT_HOOK_STATE": state_path}
     if force_backend:
         env["MINIFY_BOT_FORCE_BACKEND"] = force_backend
