@@ -405,19 +405,8 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py
 # processes on one side of the trust boundary: a job that runs model code, never one that holds a token.
 SHARED_ENV = "MINIFY_BOT_FORKSERVERS"
 SHARED_IDLE_S = 20.0   # a shared server ends after this long without a caller (each holds torch: ~340 MB)
-SHARED_IDLE_ENV = "MINIFY_BOT_FORKSERVERS_IDLE"   # seconds, instead of SHARED_IDLE_S (a long job's own choice)
 # variables that differ between callers of one server and that nothing reads at import
-SHARED_IGNORED = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", SHARED_ENV, SHARED_IDLE_ENV})
-
-
-def shared_idle_s() -> float:
-    """How long a shared server waits for its next caller: :data:`SHARED_IDLE_ENV`, else
-    :data:`SHARED_IDLE_S`."""
-    try:
-        idle = float(os.environ.get(SHARED_IDLE_ENV, SHARED_IDLE_S))
-    except ValueError:
-        return SHARED_IDLE_S
-    return idle if idle > 0 else SHARED_IDLE_S
+SHARED_IGNORED = frozenset({"PYTEST_CURRENT_TEST", SHARED_ENV})
 
 
 class Closing:
@@ -513,7 +502,7 @@ class ForkServer(Closing):
                 listener.bind(base + ".sock")
                 listener.listen(64)
                 with open(base + ".log", "ab") as log:
-                    server = self._start(ServerArgs(preload, listener.fileno(), shared_idle_s(), base + ".sock"),
+                    server = self._start(ServerArgs(preload, listener.fileno(), SHARED_IDLE_S, base + ".sock"),
                                          python, env, cwd, log)
                 with open(base + ".pid", "w") as fh:
                     fh.write(f"{server.pid}\n")

@@ -175,9 +175,6 @@ def pytest_configure(config):
         return
     pool = tempfile.mkdtemp(prefix="mbfs-", dir="/tmp" if os.path.isdir("/tmp") else None)  # a short socket path
     os.environ["MINIFY_BOT_FORKSERVERS"] = config._minify_forkservers = pool
-    # a minute between callers, not 20 s: a slow test's commands are often further apart than that, and
-    # a server that idled out is started (imported, warmed) again (one key: 4 starts in 5 minutes)
-    os.environ.setdefault("MINIFY_BOT_FORKSERVERS_IDLE", "60")
 
 
 def pytest_unconfigure(config):

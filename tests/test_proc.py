@@ -568,26 +568,3 @@ def test_a_malformed_job_ends_only_its_callers_connection_to_a_shared_server(tmp
             assert _alive(good.pid)   # its callers gone, it waits for the next one
         finally:
             os.kill(good.pid, signal.SIGKILL)
-
-
-def test_a_shared_server_waits_as_long_as_the_job_asks_and_serves_every_pytest_worker(tmp_path, monkeypatch):
-    """MINIFY_BOT_FORKSERVERS_IDLE is how long a shared server waits for its next caller (a test
-    session asks for a minute: its commands are often further apart than the 20 s default); the
-    caller's xdist worker name is no part of which server it gets (nothing reads it at import)."""
-    pool = tmp_path / "pool"
-    pool.mkdir()
-    monkeypatch.setenv(proc.SHARED_ENV, str(pool))
-    script = tmp_path / "s.py"
-    script.write_text("print('ran')\n")
-    monkeypatch.setenv(proc.SHARED_IDLE_ENV, "1.5")
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
-    with proc.forkserver(preload=()) as one:
-        assert one.run(str(script), timeout=30, capture=100).output == "ran\n"
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
-        with proc.forkserver(preload=()) as two:
-            assert two.pid == one.pid
-    assert _wait_dead(one.pid, 15)   # no caller for 1.5 s: it ends
-    for bad, idle in (("soon", proc.SHARED_IDLE_S), ("0", proc.SHARED_IDLE_S), ("-3", proc.SHARED_IDLE_S),
-                      ("90", 90.0)):
-        monkeypatch.setenv(proc.SHARED_IDLE_ENV, bad)
-        assert proc.shared_idle_s() == idle
