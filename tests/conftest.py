@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("MINIFY_ACTION_TEST_CACHE", ROOT / ".cache"))
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
-SHARED_INDUCTOR_CACHE = os.environ["TORCHINDUCTOR_CACHE_DIR"]   # the slow tier's (a fast test gets its own)
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 # the commit and build of the CI run that runs the tests are no test's: a report counts passing runs
 # towards closing by them (bot.report.load.trusted_evidence); a test that needs them sets them
@@ -38,62 +37,16 @@ for _name in ("GITHUB_SHA", "MINIFY_BOT_BUILD"):
     os.environ.pop(_name, None)
 
 
-# The commands that import torch themselves (check, run, minify, bisect, selftest) start forked from
-# a shared interpreter that imported torch, dynamo and inductor already (bot.proc.ForkServer, as the
-# product starts its own children): a command costs its work, not the 5-6 s of CPU of a fresh
-# import (a warm `check` of one model: 0.9 s against 9 s). The server is one per environment
-# (bot.proc.SHARED_ENV); on the slow tier's shared inductor cache it has also warmed up as a check
-# does (one throwaway compile). A fast-tier test's own cache directory is left out of its server's
-# environment (torch reads it when it compiles, not when it imports) and that server compiles
-# nothing, so the directory stays the test's. Every other command, any command given a credential
-# (a process that holds one imports no torch: bot/action/harden.py) and a command whose environment
-# cannot import what the server preloads start fresh.
-FORKED_COMMANDS = frozenset({"check", "run", "minify", "bisect", "selftest"})
-FORKED_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
-FRESH_ENV = "MINIFY_TEST_FRESH_COMMANDS"   # =1: every command in a fresh interpreter
-_SECRETS = ("TOKEN", "SIGNING_KEY")
-
-
 def run_bot(*args, cwd=None, env=None, timeout=900, check=False) -> subprocess.CompletedProcess:
     """Run `python -m bot ...` as a real subprocess, the way a user or a workflow does."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
-    argv = [str(a) for a in args]
-    forked = (argv and argv[0] in FORKED_COMMANDS and full_env.get("MINIFY_BOT_FORKSERVERS")
-              and full_env.get(FRESH_ENV) != "1" and not any(s in k for k in full_env for s in _SECRETS))
-    proc = _run_forked(argv, cwd=cwd or ROOT, env=full_env, timeout=timeout) if forked else None
-    if proc is None:   # not one of those commands, or no interpreter could import torch here: a fresh one
-        proc = subprocess.run([sys.executable, "-m", "bot", *argv], cwd=cwd or ROOT, env=full_env,
-                              capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, "-m", "bot", *map(str, args)], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode not in (0, 1):
         raise AssertionError(f"minify-bot {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
-
-
-def _run_forked(argv: list[str], *, cwd, env: dict, timeout: float) -> subprocess.CompletedProcess | None:
-    """``python -m bot argv`` in a process forked from the shared interpreter for ``env``; None when
-    that interpreter could not start (a test's stand-in torch that lacks what it preloads)."""
-    from bot import proc
-    from tests import forked_command as fc
-
-    if env.get("TORCHINDUCTOR_CACHE_DIR") == SHARED_INDUCTOR_CACHE:   # the slow tier: warmed as a check warms
-        server_env, preload = env, (*FORKED_PRELOAD, "bot.torch_adapter.runtime:warm_up")
-    else:   # a fast test's own cache directory: imports only, so the server compiles nothing
-        server_env, preload = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_CACHE_DIR"}, FORKED_PRELOAD
-    with tempfile.TemporaryDirectory(prefix="mbcmd-") as d:
-        out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        with proc.ForkServer(preload=preload, env=server_env, cwd=str(ROOT)) as server:
-            res = server.run(None, argv, module="bot", path=[str(ROOT)], cwd=str(cwd), timeout=timeout,
-                             env={**env, fc.OUT_ENV: out, fc.ERR_ENV: err}, startup=[f"{fc.__file__}:to_files"],
-                             grace=5.0, exit_hooks=True)
-        if res.error:
-            return None
-        stdout, stderr = (open(p, encoding="utf-8", errors="replace").read() if os.path.exists(p) else ""
-                          for p in (out, err))
-    if res.timed_out:
-        raise subprocess.TimeoutExpired([sys.executable, "-m", "bot", *argv], timeout, stdout, stderr)
-    return subprocess.CompletedProcess([sys.executable, "-m", "bot", *argv], res.returncode, stdout, stderr)
 
 
 @pytest.fixture(scope="session")
