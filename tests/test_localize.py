@@ -142,22 +142,33 @@ def traced_wrong(workdir) -> Spec:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server", [False, True], ids=["forked from this process", "forked from the fork server"])
-def test_a_model_dynamo_gets_wrong_is_localized_to_dynamo_by_its_first_forked_run(traced_wrong, workdir, server):
+@pytest.mark.parametrize("server,warm", [(False, False), (True, False), (True, True)],
+                         ids=["forked from this process", "forked from the fork server",
+                              "forked from this process, warm already, beside a fork server"])
+def test_a_model_dynamo_gets_wrong_is_localized_to_dynamo_by_its_first_forked_run(traced_wrong, workdir, server, warm,
+                                                                                   monkeypatch):
+    """A command's process that is not warm (`minify`) forks its stages from its fork server; one
+    that is (`run`: its check warmed it) forks them itself and does not wait for the server."""
+    from bot.torch_adapter import runtime
+
+    if server:
+        monkeypatch.setattr(runtime, "_WARMED", {"cpu"} if warm else set())
     row = row_of(check_row("traced_wrong", config={}))
     row.spec = traced_wrong
     events: list = []
-    log = workdir / f"dynamo-{server}.log"
+    log = workdir / f"dynamo-{server}-{warm}.log"
     with Interpreters(1 if server else 0) as interps:
-        lz = loc.localize(row, Settings(), str(workdir / f"dynamo-{server}"), str(log), 120, on_event=events.append,
-                          server=interps)
+        lz = loc.localize(row, Settings(), str(workdir / f"dynamo-{server}-{warm}"), str(log), 120,
+                          on_event=events.append, server=interps)
+        if warm:
+            assert interps._server is None   # never asked for
     assert events == [Stage("eager", "fail_accuracy")]   # the later stages are not run
     assert lz == Localized("dynamo", [StageVerdict("eager", "fail_accuracy"), StageVerdict("inductor", row.status)],
                            "eager")
     text = log.read_text()
     assert "$ (forked check) localize-eager\n" in text and "[fail_accuracy, " in text
-    assert ("the same check forked from the fork server" in text) == server
-    assert (workdir / f"dynamo-{server}" / "localize-eager.log").is_file()
+    assert ("the same check forked from the fork server" in text) == (server and not warm)
+    assert (workdir / f"dynamo-{server}-{warm}" / "localize-eager.log").is_file()
 
 
 @pytest.mark.slow

@@ -53,15 +53,18 @@ def probe(backends: list[str], run) -> list[dict]:
 
 def run_check_forked(spec: Spec, settings: Settings, log_path: str, workdir: str, name: str,
                      server: procs.Interpreters | None = None) -> CheckRow:
-    """Run one check in a child forked from the command's fork server (``server``: as ``python -m
-    bot.check.one`` would run there), else from this process, warmed first (bot.check.isolate.ForkRunner);
-    its output is appended to ``log_path``. Always returns a row (deaths are classified)."""
+    """Run one check in a child forked from this process when it is warm already (`run`: its check
+    warmed it; bot.check.isolate.ForkRunner, as the check forked its own), else from the command's
+    fork server (``server``: as ``python -m bot.check.one`` would run there; it may still be
+    importing torch), else from this process, warmed first. Its output is appended to ``log_path``.
+    Always returns a row (deaths are classified)."""
     from bot.check.isolate import ForkRunner, run_fresh
+    from bot.torch_adapter.runtime import warmed
 
     os.makedirs(workdir, exist_ok=True)
     own_log = os.path.join(workdir, f"{name}.log")
     t0 = time.time()
-    forks = server.fork_server() if server is not None else None
+    forks = server.fork_server() if server is not None and not warmed() else None
     if forks is not None:   # this process need not import torch at all
         row = run_fresh(spec, settings, own_log, server=forks)
     else:

@@ -299,6 +299,12 @@ def learn_cpu_isa_in_background() -> None:
 _WARMED: set = set()
 
 
+def warmed(device: str = "cpu") -> bool:
+    """Whether this process warmed up for ``device`` already (:func:`warm_up`): a child forked from
+    it starts as fast as one forked from a fork server that did."""
+    return device in _WARMED
+
+
 def warm_up(device: str = "cpu") -> None:
     """Pay the one-time costs (lazy imports, CPU ISA detection, first C++ compile) once, in a
     process that will fork the checks, without starting thread pools or touching CUDA. Once per
