@@ -6,7 +6,8 @@ after the other, each pinned to one CPU core (taskset) with its own empty induct
 every kernel of every program really compiles. Each variant generates the programs its own
 generator makes for the seed (a shorter program is part of the throughput). Prints, per variant,
 the campaign's own line (programs/min from the start, warm-up included), programs/min over the
-checks alone, and the mean compile time.
+checks alone, the mean compile time, and how many forked checks died and were run again in a fresh
+interpreter (a death that a fresh interpreter does not repeat costs a whole interpreter start).
 
     python benchmarks/fuzz_throughput.py [--before REF] [--seed 11] [--count 8] [--python PY]
 """
@@ -51,10 +52,13 @@ def campaign(tree: str, python: str, seed: int, count: int, work: str) -> dict:
         raise SystemExit(f"the campaign in {tree} wrote no results") from None
     checks_s = sum(r.get("duration_s") or 0 for r in rows)
     compiles = [r["compile_s"] for r in rows if isinstance(r.get("compile_s"), (int, float))]
+    logs = os.path.join(out, "checks")
+    rerun = sum("the same check in a fresh interpreter" in open(os.path.join(logs, f), errors="replace").read()
+                for f in (os.listdir(logs) if os.path.isdir(logs) else ()) if f.endswith(".log"))
     return {"line": line, "wall_s": wall, "programs": len(rows), "checks_s": checks_s,
             "per_min_checks": 60 * len(rows) / max(checks_s, 1e-9),
             "per_min_wall": 60 * len(rows) / max(wall, 1e-9),
-            "compile_mean_s": sum(compiles) / max(len(compiles), 1)}
+            "compile_mean_s": sum(compiles) / max(len(compiles), 1), "rerun_fresh": rerun}
 
 
 def main(argv=None) -> int:
@@ -73,7 +77,8 @@ def main(argv=None) -> int:
             results[name] = r = campaign(tree, args.python, args.seed, args.count, work)
             print(f"{name}: {r['line']}", flush=True)
             print(f"  {r['programs']} programs, {r['per_min_wall']:.1f} programs/min (wall, warm-up included), "
-                  f"{r['per_min_checks']:.1f} programs/min (checks alone), mean compile {r['compile_mean_s']:.1f}s",
+                  f"{r['per_min_checks']:.1f} programs/min (checks alone), mean compile {r['compile_mean_s']:.1f}s, "
+                  f"{r['rerun_fresh']} forked checks died and ran again in a fresh interpreter",
                   flush=True)
     return 0
 

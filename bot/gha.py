@@ -310,9 +310,11 @@ FILE_COMMANDS = ("GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_OUTPUT", "
 def stage_env(env: Mapping[str, str], extra: dict | None = None) -> dict[str, str]:
     """The environment of a stage's process (the Action's, and `run`'s when it holds a secret): no
     credential (by name or by value), none of the runner's file commands; plus ``extra`` (what the
-    stage is given on purpose). Nor a directory of shared fork servers (bot.proc.SHARED_ENV): a stage's
-    processes end with it, and what a server outside it forked would escape that end."""
-    out = {k: v for k, v in scrubbed_env(env).items() if k not in FILE_COMMANDS and k != SHARED_FORKSERVERS}
+    stage is given on purpose). Nor a directory of shared fork servers (bot.proc.SHARED_ENV), nor any
+    variable of that family (its name as a prefix): a stage's processes end with it, and what a server
+    outside it forked would escape that end."""
+    out = {k: v for k, v in scrubbed_env(env).items()
+           if k not in FILE_COMMANDS and not k.startswith(SHARED_FORKSERVERS)}
     out["PYTHONUNBUFFERED"] = "1"
     out.update(extra or {})
     return out

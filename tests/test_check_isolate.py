@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.check.isolate import ForkRunner, died
+from bot import proc
+from bot.check.isolate import ForkRunner, died, run_fresh
 from bot.check.settings import Settings
 from bot.records import Spec
 
@@ -65,3 +66,17 @@ def test_a_hanging_model_is_a_timeout_and_the_runner_goes_on(runner, user_models
     assert row.failure_class == "timeout" and not died(row) and row.duration_s < 60
     after = runner.run(user_models("good"), Settings(backend="eager", timeout=120), str(tmp_path / "after.log"))
     assert after.status == "pass"
+
+
+def test_a_check_that_dies_forked_from_the_fork_server_is_judged_by_a_fresh_interpreter(user_models, tmp_path):
+    """A fork server's job is a forked child too (minify's localize runs its stages so): its death
+    is not the check's result until a fresh interpreter dies as well."""
+    log = tmp_path / "forked.log"
+    with proc.forkserver(preload=("torch",), env=proc.bot_env()) as server:
+        row = run_fresh(user_models("aborts_when_forked"), Settings(backend="eager", timeout=120), str(log),
+                        server=server)
+    assert row.status == "pass" and not died(row)
+    text = log.read_text()
+    assert "the same check forked from the fork server" in text
+    assert "the check forked from the fork server died (SIGABRT during" in text
+    assert text.index("forked from the fork server died") < text.index("the same check in a fresh interpreter")

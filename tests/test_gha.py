@@ -124,8 +124,9 @@ def test_secrets_are_scrubbed_from_child_environments_and_redacted_from_text():
 
 def test_a_stage_never_shares_fork_servers_that_outlive_it():
     """A stage's processes end with it: a directory of shared fork servers from the job's environment
-    is not handed on (what a server outside the stage forked would escape its end)."""
-    env = {"PATH": "/bin", proc.SHARED_ENV: "/tmp/mbfs-x", "GITHUB_ENV": "/runner/env"}
+    is not handed on (what a server outside the stage forked would escape its end), nor any variable
+    of that family."""
+    env = {"PATH": "/bin", proc.SHARED_ENV: "/tmp/mbfs-x", proc.SHARED_ENV + "_IDLE": "60", "GITHUB_ENV": "/runner/env"}
     assert gha.stage_env(env, {"X": "1"}) == {"PATH": "/bin", "PYTHONUNBUFFERED": "1", "X": "1"}
 
 

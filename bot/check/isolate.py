@@ -98,7 +98,19 @@ def died(row: CheckRow) -> bool:
 def run_fresh(spec: Spec, settings, log_path: str, why: str = "", server: proc.ForkServer | None = None) -> CheckRow:
     """Run one check in a fresh interpreter (``python -m bot.check.one``; a fork of ``server``, a
     fresh interpreter that imported torch, when given), its output appended to ``log_path`` after a
-    line that says ``why``: its row, or the death it died, classified as a forked child's is."""
+    line that says ``why``: its row, or the death it died, classified as a forked child's is. A fork
+    of ``server`` is a forked child too: when it dies, the check runs again in a fresh interpreter,
+    whose row is the result."""
+    row = _run_fresh(spec, settings, log_path, why, server)
+    if server is not None and died(row):
+        again = _run_fresh(spec, settings, log_path, f"the check forked from the fork server died ({row.error.type} "
+                           f"during {row.phase or 'start'})", None)
+        again.duration_s = round((row.duration_s or 0.0) + (again.duration_s or 0.0), 3)
+        return again
+    return row
+
+
+def _run_fresh(spec: Spec, settings, log_path: str, why: str, server: proc.ForkServer | None) -> CheckRow:
     from bot.check.one import CheckRequest, launch
 
     workdir = tempfile.mkdtemp(prefix="minify-check-")

@@ -125,13 +125,13 @@ def autograd_threads_started() -> bool:
 
 def fork_hooks(name: str) -> dict:
     """bot.proc.fork's hooks for a child of a process that imported torch: refuse to fork once CUDA
-    was initialized here (the child could not use it), and let the child forget the compile pools and
-    the multiprocessing locks it inherited. ``name``: what the refusal calls the children."""
-    from bot.forkserver import forget_shared_locks
+    was initialized here (the child could not use it), and let the child forget the compile pools,
+    multiprocessing locks and thread pool it inherited. ``name``: what the refusal calls the children."""
+    from bot.forkserver import forget_inherited_state
     from bot.torch_adapter.prewarm import forget_compile_pools
 
-    def child_setup() -> None:   # what a fork server's job forgets too (bot.forkserver.run_job)
-        forget_shared_locks()
+    def child_setup() -> None:   # what a fork server's job forgets too (bot.forkserver.run_job), and the compile pools
+        forget_inherited_state()
         forget_compile_pools()
 
     return {"guard": lambda: assert_fork_safe(name), "child_setup": child_setup}

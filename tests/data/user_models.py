@@ -37,11 +37,13 @@ def aborts():
 
 
 class AbortsWhenForked(nn.Module):
-    """Dies of its process's past: only in a child forked from the sweep (as torch's thread pool can
-    in a child forked at the wrong moment), never in a fresh interpreter (`python -m bot.check.one`)."""
+    """Dies of its process's past: only in a forked child (of the sweep, or of a fork server: as
+    torch's thread pool can in a child forked at the wrong moment), never in a fresh interpreter
+    started as `python -m bot.check.one` (a fork server's job runs that module too, but the process
+    was started as the server)."""
 
     def forward(self, x):
-        if not sys.argv[0].endswith(os.path.join("check", "one.py")):
+        if sys.orig_argv[1:3] != ["-m", "bot.check.one"]:
             os.abort()
         return torch.tanh(x)
 

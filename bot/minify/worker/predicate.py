@@ -390,8 +390,7 @@ def differentiable(job: MinifyJob, kind: str, gm, args: list) -> list:
 
 def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
     from bot import proc
-    from bot.torch_adapter.device import autograd_threads_started, cuda_initialized
-    from bot.torch_adapter.runtime import after_fork
+    from bot.torch_adapter.device import autograd_threads_started, cuda_initialized, fork_hooks
 
     sys.stdout.flush()
     sys.stderr.flush()
@@ -410,7 +409,8 @@ def _observe_forked_once(job, kind, gm, args, timeout, qdir, config):
         return sig.to_json() if sig else None   # the Signature record (or none)
 
     res = proc.fork(child, timeout=timeout, log_path=os.path.join(qdir, "query.log"), log_mode="w",
-                    capture=20000, grace=0.0, child_setup=after_fork)
+                    capture=20000, grace=0.0,
+                    child_setup=fork_hooks("its queries")["child_setup"])
     return _judged(job, res, timeout)
 
 
