@@ -80,13 +80,7 @@ class ForkRunner:
         phases = [m["phase"] for m in res.messages if isinstance(m, dict) and "phase" in m]
         row = _interpret(res, phases[-1] if phases else None, settings.timeout)
         row.duration_s = round(res.seconds, 3)
-        if died(row):
-            self.log(f"the forked check died ({row.error.type}); checking again in a fresh interpreter")
-            again = run_fresh(spec, settings, log_path,
-                              why=f"the forked check died ({row.error.type} during {row.phase or 'start'})")
-            again.duration_s = round(res.seconds + (again.duration_s or 0.0), 3)
-            return again
-        return row
+        return confirmed(row, spec, settings, log_path, "the forked check", self.log)
 
 
 def died(row: CheckRow) -> bool:
@@ -102,12 +96,18 @@ def run_fresh(spec: Spec, settings, log_path: str, why: str = "", server: proc.F
     of ``server`` is a forked child too: when it dies, the check runs again in a fresh interpreter,
     whose row is the result."""
     row = _run_fresh(spec, settings, log_path, why, server)
-    if server is not None and died(row):
-        again = _run_fresh(spec, settings, log_path, f"the check forked from the fork server died ({row.error.type} "
-                           f"during {row.phase or 'start'})", None)
-        again.duration_s = round((row.duration_s or 0.0) + (again.duration_s or 0.0), 3)
-        return again
-    return row
+    return confirmed(row, spec, settings, log_path, "the check forked from the fork server") if server else row
+
+
+def confirmed(row: CheckRow, spec: Spec, settings, log_path: str, what: str, log=lambda msg: None) -> CheckRow:
+    """A forked child's row (``what`` ran it), or, when it died, the row of the same check run again in
+    a fresh interpreter (the one rule for every forked check; both durations count)."""
+    if not died(row):
+        return row
+    log(f"{what} died ({row.error.type}); checking again in a fresh interpreter")
+    again = _run_fresh(spec, settings, log_path, f"{what} died ({row.error.type} during {row.phase or 'start'})", None)
+    again.duration_s = round((row.duration_s or 0.0) + (again.duration_s or 0.0), 3)
+    return again
 
 
 def _run_fresh(spec: Spec, settings, log_path: str, why: str, server: proc.ForkServer | None) -> CheckRow:
