@@ -17,7 +17,12 @@ A fingerprint (v2) has
   - ``parts``: the human-readable components that went into ``primary``.
 
 Parts of the primary signature: class, stage, device type (cuda:1 -> cuda), dtype, and
-  - errors (compile / runtime): the exception type and the normalized messages (every ``error:``
+  - a compiler's rejection of the generated code (C++ ``error:`` lines, Triton's CompilationError)
+    whose verified repro found the one op that fails compiled alone: the exception type and that
+    culprit (op name, the bisector's answer), not the messages, which describe the generated code and
+    change with the inputs' dtypes (``VecMask<unsigned char>`` vs ``operator|`` for one ``sum`` bug).
+    Its message-keyed primary is kept as ``former``, so an issue filed under it is still found;
+  - other errors (compile / runtime): the exception type and the normalized messages (every ``error:``
     line of a compiler error); when the message is not a compiler diagnostic, also the top 3
     non-framework frames (function name and file basename, no line numbers);
   - a failure with a verified repro: the culprit (op names and the bisector's answer; with a
@@ -75,6 +80,10 @@ class Fingerprint:
     # the model/configuration key of the failure whatever its basis: how a failure minimized in a
     # later run finds the issue filed for the same check and failure class without a repro
     model_key: str = ""
+    # the primaries this failure had under an earlier rule of this version (a generated-code compile
+    # error keyed on its messages before it was keyed on its culprit): an issue filed under one of
+    # them is this bug's, and takes its primary from now on
+    former: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def all(self) -> list[str]:
@@ -148,13 +157,17 @@ def _error(check: CheckRow, failure: FailureRecord | None) -> CheckError:
     return (failure.error if failure else None) or check.error or CheckError()
 
 
-def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprint:
-    """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
-    sig = signature_of(check, failure)
+def _parts(sig: Signature, check: CheckRow, failure: FailureRecord | None, *, by_culprit: bool = True) -> dict:
+    """The primary signature's parts (see the module docstring). ``by_culprit=False``: the parts a
+    generated-code compile error with a culprit had before it was keyed on that culprit (``former``)."""
     parts: dict = {"class": sig.failure_class, "stage": sig.stage, "device": sig.device, "dtype": sig.dtype}
-    mt = model_tuple(check)
     culprit = sig.culprit
-    if sig.is_error and sig.exc_type:
+    if sig.is_error and sig.exc_type and by_culprit and culprit_keyed(sig):
+        # the compiler's words vary with the inputs' dtypes; the op that fails compiled alone does not
+        parts["basis"] = "culprit"
+        parts["exception"] = sig.exc_type
+        parts["ops"], parts["bisect"] = culprit["ops"], culprit["bisect"]
+    elif sig.is_error and sig.exc_type:
         parts["basis"] = "error"
         parts["exception"] = sig.exc_type
         parts["messages"] = list(sig.messages)
@@ -171,9 +184,26 @@ def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprin
         parts["bisect"] = culprit["bisect"]
     else:
         parts["basis"] = "model"
-        parts["model"] = mt
+        parts["model"] = model_tuple(check)
+    return parts
+
+
+def culprit_keyed(sig: Signature) -> bool:
+    """Whether an error failure is keyed on its culprit instead of its messages: a compiler rejected
+    the generated code (``Signature.is_generated_code_error``) and a verified repro found the one op
+    that fails compiled alone. The same op failing with other words for other input dtypes is one bug."""
+    return sig.is_generated_code_error and sig.culprit is not None and sig.culprit_method == "compiled-alone" \
+        and len(sig.culprit_ops) == 1
+
+
+def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprint:
+    """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
+    sig = signature_of(check, failure)
+    parts = _parts(sig, check, failure)
+    mt = model_tuple(check)
     model_key = f"{VERSION}-model:" + _h({"class": sig.failure_class, "model": mt})
     alternatives = [model_key] if parts["basis"] == "model" else []
+    former = [f"{VERSION}:" + _h(_parts(sig, check, failure, by_culprit=False))] if culprit_keyed(sig) else []
     return Fingerprint(
         primary=f"{VERSION}:" + _h(parts),
         alternatives=alternatives,
@@ -183,6 +213,7 @@ def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprin
         has_repro=sig.verified,
         signature=sig,
         model_key=model_key,
+        former=former,
     )
 
 

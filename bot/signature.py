@@ -195,6 +195,15 @@ class Signature:
         return any(m.startswith(("error:", "fatal error:")) for m in self.messages)
 
     @property
+    def is_generated_code_error(self) -> bool:
+        """A compiler rejected inductor's generated code: a C++ compiler's ``error:`` lines or
+        Triton's CompilationError. Its words describe the generated code, which changes with the
+        inputs' dtypes and layouts (``VecMask<unsigned char>`` for uint8, ``operator|`` for int8):
+        one bug reached from different inputs says different things."""
+        return self.failure_class == "compile_error" and (
+            self.is_compiler_diagnostic or self.exc_type == "CompilationError")
+
+    @property
     def culprit(self) -> dict | None:
         """The verified "where": None unless a verified repro named ops or a bisector answer."""
         if not self.verified or not (self.culprit_ops or self.bisect):

@@ -118,6 +118,56 @@ def test_compile_errors_are_told_apart_by_every_error_line_not_the_first_line():
     assert "frames" not in a.parts  # the compiler's words identify it, not where python was
 
 
+# one genuine bug (torch 2.15, CPU: ``torch.sum(x, dims, dtype=torch.bool)`` does not compile) as the
+# compiler words it for four input dtypes
+SUM_TO_BOOL = {
+    "uint8": "no matching function for call to 'sum_masked_reduce(at::vec::CPU_CAPABILITY::VecMask<float, 1>&, "
+             "at::vec::CPU_CAPABILITY::VecMask<unsigned char, 1>&, int64_t)'",
+    "float32": "no match for 'operator+' (operand types are 'at::vec::CPU_CAPABILITY::VecMask<float, 1>' and "
+               "'at::vec::CPU_CAPABILITY::VecMask<float, 1>')",
+    "float64": "no matching function for call to 'sum_masked_reduce(at::vec::CPU_CAPABILITY::VecMask<float, 1>&, "
+               "at::vec::CPU_CAPABILITY::VecMask<double, 2>&, int64_t)'",
+    "int8": "no match for 'operator|' (operand types are 'at::vec::CPU_CAPABILITY::VecMask<float, 1>' and "
+            "'at::vec::CPU_CAPABILITY::VecMask<signed char, 1>')",
+}
+
+
+def compile_error_with_culprit(words, input_dtype="float32", op="aten.sum.dim_IntList", method="compiled-alone",
+                               model=None, **kw):
+    """A generated-code compile error whose verified repro found ``op`` (failing compiled alone)."""
+    c, f = error_failure(cpp_error(words), exc="CppCompileError", model=model or f"fuzz-{input_dtype}",
+                         graph=[{"op": op, "dtypes": [input_dtype], "ranks": [2]}],
+                         repro_status=kw.pop("repro_status", "minimized"), **kw)
+    f["culprit"] = {"ops": [op], "bisect": f"lowerings: {op.split('.')[1]}_1", "method": method}
+    return c, f
+
+
+def test_one_op_failing_to_compile_is_one_bug_whatever_the_compiler_says_for_each_input_dtype():
+    found = [fp.compute(row_of(c), record_of(f))
+             for c, f in (compile_error_with_culprit(w, d) for d, w in SUM_TO_BOOL.items())]
+    assert len({f.primary for f in found}) == 1
+    assert found[0].parts["basis"] == "culprit" and "messages" not in found[0].parts
+    assert found[0].parts["ops"] == ["aten.sum.dim_IntList"] and found[0].parts["exception"] == "CppCompileError"
+    # each keeps the key its compiler's words gave it (how issues filed under those words are found)
+    assert len({k for f in found for k in f.former}) == 4
+    assert found[0].former == [fp.compute(row_of(c), record_of(f)).primary for c, f in
+                               [compile_error_with_culprit(SUM_TO_BOOL["uint8"], "uint8", method="graph")]]
+    # another op failing with the same words is another bug
+    c, f = compile_error_with_culprit(SUM_TO_BOOL["uint8"], "uint8", op="aten.prod.dim_int")
+    assert fp.compute(row_of(c), record_of(f)).primary != found[0].primary
+    # without the op found alone, or without a verified repro, the compiler's words are the key
+    for kw in ({"method": "graph"}, {"repro_status": "not_reproduced"}):
+        split = {fp.compute(row_of(c), record_of(f)).primary
+                 for c, f in (compile_error_with_culprit(w, d, **kw) for d, w in SUM_TO_BOOL.items())}
+        assert len(split) == 4, kw
+    # a Python exception's words in a culprit op stay part of its key (not the compiler's words)
+    c1, f1 = error_failure("expected a 4-d tensor", exc="RuntimeError", repro_status="minimized")
+    c2, f2 = error_failure("dtype mismatch", exc="RuntimeError", repro_status="minimized")
+    for f in (f1, f2):
+        f["culprit"] = {"ops": ["aten.lerp.Tensor"], "bisect": None, "method": "compiled-alone"}
+    assert fp.compute(row_of(c1), record_of(f1)).primary != fp.compute(row_of(c2), record_of(f2)).primary
+
+
 def test_error_signature_ignores_addresses_numbers_paths_and_glue_frames():
     c, f = error_failure()
     c2, f2 = error_failure(message="shape mismatch at 0x55aa00ff: got 256 expected 32",

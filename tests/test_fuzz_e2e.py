@@ -92,3 +92,65 @@ def test_a_time_bounded_campaign_stops_when_its_time_is_spent_and_chooses_for_no
     static = set().union(*(c["chosen"]["features"] for c in checks))
     assert f"choice: {novel} program{'s' if novel != 1 else ''} chosen for novelty" in proc.stdout
     assert f"coverage growth: {len(static)} static features" in proc.stdout
+
+
+POOL_MIN = '''
+import torch
+
+
+class PoolMin(torch.nn.Module):
+    """A generated program's shape (seed 2026, index 262 on torch 2.15): a float16 parameter, an
+    average pool, the min of it. In training, amin's backward compares the pooled values with their
+    minimum: compiled, the pooled values stay float32 inside the fused kernel while the saved minimum
+    was rounded to float16, so the gradient lands on no element (eager: on the minimum)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.p = torch.nn.Parameter((torch.randn((4, 4, 3, 2), generator=g) * 2).to(torch.float16))
+
+    def forward(self, x):
+        v = torch.nn.functional.avg_pool2d(self.p, 2, ceil_mode=True, count_include_pad=False)
+        return torch.amin(v, dim=(0, -3, 2, 3)) + x
+
+
+def pool_min(batch_size=None):
+    return PoolMin(), (torch.zeros(2, dtype=torch.float16),)
+'''
+
+JUDGE_TWICE = '''
+import json, sys
+from bot.check.judge import judge
+from bot.check.settings import Settings
+from bot.fuzz.generate import CONFIG
+from bot.suites.model_file import yaml_models
+
+[model] = yaml_models(sys.argv[1])
+rounding = {k: v for k, v in CONFIG.items() if k != "inductor.emulate_precision_casts"}
+out = {name: judge(model.spec, Settings(mode="training", config=config)).status
+       for name, config in (("without eager's rounding", rounding), ("as the fuzzer checks", CONFIG))}
+print("@@" + json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_a_float16_intermediate_kept_wider_by_the_compiler_is_not_a_finding(workdir):
+    """The fuzzer checks programs with eager's float16/bfloat16 rounding emulated (as PyTorch's own
+    fuzzer does): a divergence that only comes from the compiler keeping more precision is not a bug
+    to file. Without it, this program's gradient differs; with it, the check passes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    d = workdir / "precision"
+    d.mkdir()
+    (d / "pmodels.py").write_text(POOL_MIN)
+    (d / "models.yaml").write_text('models:\n  pool_min: {factory: "pmodels:pool_min"}\n')
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(d)])}
+    p = subprocess.run([sys.executable, "-c", JUDGE_TWICE, str(d / "models.yaml")], env=env, cwd=d,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert json.loads(p.stdout.rpartition("@@")[2]) == {"without eager's rounding": "fail_accuracy",
+                                                         "as the fuzzer checks": "pass"}

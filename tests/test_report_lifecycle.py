@@ -339,6 +339,40 @@ def test_a_different_bug_on_the_same_model_is_a_new_issue(where, tmp_path):
     assert "other\\_net" in where.records()[0]["body"]
 
 
+def test_one_op_that_fails_to_compile_from_four_input_dtypes_is_one_issue_and_folds_the_issues_filed_per_dtype(
+        where, tmp_path, monkeypatch):
+    from tests.test_fingerprint import SUM_TO_BOOL, compile_error_with_culprit
+
+    made = [compile_error_with_culprit(words, dtype, model=f"fuzz-s2026-i{n:06d}")
+            for n, (dtype, words) in enumerate(SUM_TO_BOOL.items())]
+    rows, fails = [c for c, _ in made], {c["id"]: f for c, f in made}
+    run = write_run(tmp_path / "r1", rows, fails)
+    where.report(run)
+    [issue] = where.records()
+    assert all(f"fuzz-s2026-i{n:06d}" in issue["body"] for n in range(4))
+    assert where.report(write_run(tmp_path / "r2", rows, fails, started="2026-11-23T03:00:00Z")) == 0
+    [again] = where.records()
+    assert again["state"] == "open" and len(again["comments"]) == 0   # the same bug on the same checks: no news
+
+    # a tracker filled before this rule: the compiler's words were the key, one issue per input dtype
+    elsewhere = tmp_path / "elsewhere"
+    with monkeypatch.context() as m:
+        m.setattr(fp, "culprit_keyed", lambda sig: False)
+        report(run, elsewhere)
+    assert len(records(elsewhere)) == 4
+    r3 = write_run(tmp_path / "r3", rows, fails, started="2026-11-24T03:00:00Z")
+    report(r3, elsewhere)
+    first, *rest = records(elsewhere)
+    assert first["state"] == "open" and [r["state"] for r in rest] == ["closed"] * 3
+    assert all("duplicate of #1" in r["comments"][-1]["body"] for r in rest)
+    assert "differ only with the inputs' dtypes" in rest[0]["comments"][-1]["body"]
+    actions = json.loads((r3 / "report.json").read_text())["actions"]
+    assert sorted(a["action"] for a in actions) == ["duplicate_closed"] * 3 + ["updated"]
+    # from now on the survivor is found by the bug's key: nothing new, nothing reopened
+    report(write_run(tmp_path / "r4", rows, fails, started="2026-11-25T03:00:00Z"), elsewhere)
+    assert [r["state"] for r in records(elsewhere)] == ["open", "closed", "closed", "closed"]
+
+
 # ---------------------------------------------------------------- a bug on more checks than the state holds
 
 def _many(tmp_path, name, n, started, **row):

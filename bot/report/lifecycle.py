@@ -183,6 +183,7 @@ class Lifecycle:
                 self._pr_comment(issue, state, group)
             else:
                 self._refresh(issue, state, group, when)
+                issues = self._close_folded(issues, issue, group)
         if not self.opts.pr_run:
             self._close_passing(issues, touched, failures, passing)
 
@@ -233,15 +234,30 @@ class Lifecycle:
                 closed.add(issue.number)
         return [(i, s) for i, s in issues if i.number not in closed]
 
-    def _close_as_duplicate(self, issue: Issue, survivor: int, sig: str) -> None:
-        self.comment(issue, "duplicate", "duplicate_comment.md.j2", {"survivor": survivor, "sig": sig})
+    def _close_folded(self, issues, survivor: Issue, group: list[Failure]):
+        """Open issues filed for this bug under a key it had before (``former``: one ``sum`` compile
+        error filed once per input dtype while it was keyed on the compiler's words) are closed as
+        duplicates of the one it now updates."""
+        keys = {k for f in group for k in f.fingerprint.former}
+        if not keys:
+            return issues
+        closed = set()
+        for issue, state in issues:
+            if issue.state == "open" and issue.number != survivor.number and keys & set(state.sigs):
+                self._close_as_duplicate(issue, survivor.number, group[0].fingerprint.primary, folded=True)
+                closed.add(issue.number)
+        return [(i, s) for i, s in issues if i.number not in closed]
+
+    def _close_as_duplicate(self, issue: Issue, survivor: int, sig: str, *, folded: bool = False) -> None:
+        self.comment(issue, "duplicate", "duplicate_comment.md.j2",
+                     {"survivor": survivor, "sig": sig, "folded": folded})
         self.tracker.edit_issue(issue.number, state="closed", state_reason="not_planned")
         self.record("duplicate_closed", None, issue, f"duplicate of #{survivor}", survivor=survivor,
                     commented=True, fingerprint=sig)
 
     def _match(self, issues, group: list[Failure], migrated: set[int]):
         """The issue for this bug; open before closed:
-        1. the primary signature;
+        1. the primary signature, then a primary it had under an earlier rule (``former``);
         2. the model/configuration alternative, only when neither side has a verified repro (the
            failure has the alternative only when it is identified by its model); a failure with a
            verified repro takes an open issue that was filed for its check and class without one;
@@ -253,6 +269,10 @@ class Lifecycle:
         # reused record carries the issue's own verified signature, so it matches by its primary
         for issue, state in ranked:
             if fpr.primary in state.sigs:
+                return issue, state
+        former = {k for f in group for k in f.fingerprint.former}
+        for issue, state in ranked:
+            if former & set(state.sigs):
                 return issue, state
         if not any(f.fingerprint.has_repro for f in group):
             for issue, state in ranked:

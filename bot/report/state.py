@@ -391,6 +391,9 @@ def merge_state(state: IssueState | None, group: list[Failure], run_id: str,
         # filed under an older fingerprint version: the marker moves to this version's signature
         # (the old keys stay in "sigs", so the issue is still found by them); no event, no comment
         s.sig = group[0].fingerprint.primary
+    elif s.sig in group[0].fingerprint.former:
+        # filed under the key this bug had before (its compiler's words): it takes the bug's key now
+        s.sig = group[0].fingerprint.primary
     s.repro = s.has_repro or any(f.fingerprint.has_repro for f in group)
     seen = set(s.checks) | {a.check_key for a in s.affected}  # the configurations it was seen on before
     newly: list[tuple[str, str]] = []  # (check key, the configuration in words)

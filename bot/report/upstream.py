@@ -126,6 +126,9 @@ def facts_from_failure(f: Failure) -> Facts:
     rec, check = f.failure, f.check
     parts = f.fingerprint.parts
     facts = _check_facts(Facts(source=f"failures/{check.id}"), check, parts)
+    sig = f.fingerprint.signature
+    if not facts.messages and sig is not None:   # keyed on its culprit: the compiler's words are still its own
+        facts.messages = [str(m)[:300] for m in sig.messages[:3]]
     if rec is not None:
         _record_facts(facts, rec, parts)
     error = (rec.error if rec else None) or check.error
