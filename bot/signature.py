@@ -154,6 +154,21 @@ def without_compiler_warnings(text: str) -> str:
     return out.rstrip("\n") + "\n" + said + ("\n" if text.endswith("\n") else "")
 
 
+# torch's C++ compile error: "C++ compile error", "Command:" and the compiler's whole command line
+# (include paths, flags: the same for every kernel), then "Output:" and what the compiler said
+_COMPILE_COMMAND = re.compile(r"^([ \t]*)Command:[ \t]*\n"
+                              r"(?:(?![ \t]*Output:[ \t]*$)[^\n]*\n)+?(?=[ \t]*Output:[ \t]*$)", re.M)
+
+
+def without_compile_command(text: str) -> str:
+    """``text`` without a C++ compile error's ``Command:`` block (one long line of include paths and
+    flags, the same for every kernel; the failure record keeps it), and a line saying where it went;
+    the compiler's ``Output:`` stays."""
+    if "Command:" not in (text or ""):
+        return text
+    return _COMPILE_COMMAND.sub(r"\1(the compiler's command line is in failure.json in the artifacts)\n", text)
+
+
 def short_type(name: str | None) -> str | None:
     return name.rsplit(".", 1)[-1] if name else name
 

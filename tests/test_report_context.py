@@ -180,6 +180,35 @@ def test_an_error_shows_its_type_first_line_and_full_message(tmp_path):
     assert body.startswith("**CppCompileError: 'x' was not declared ·"), body[:200]
 
 
+def test_a_compile_errors_failure_leaves_out_the_compilers_command_and_cuts_generated_code_lines(tmp_path):
+    """A fuzz finding's issue showed g++'s whole command line twice (the traceback's copy of the
+    message and the full message) and a 1,000-character line of generated code (a fused kernel's
+    call, every argument type) with a caret line as long under it."""
+    command = "g++ <inductor-cache>/pa/cpa5.main.cpp -D TORCH_INDUCTOR_CPP_WRAPPER " + "-I<site-packages>/x " * 40
+    message = ("C++ compile error\nCommand:\n" + command + "\nOutput:\n<inductor-cache>/pa/cpa5.main.cpp:239:57: "
+               "error: no matching function for call to 'sum_masked_reduce(VecMask<float, 1>&, VecMask<unsigned "
+               "char, 1>&, int64_t)'\n<site-packages>/cpp_prefix.h:378:10: note: candidate: 'template<class T> T "
+               "sum_masked_reduce(const T&, const T&, int64_t)'\n")
+    call = "    cpp_fused_sum_0 = async_compile.cpp_pybinding([" + "'const float*', " * 80 + "], r\'\'\'"
+    traceback = ("Traceback (most recent call last):\n  File \"<inductor-cache>/4r/c4r4.py\", line 34, in <module>\n"
+                 + call + "\n" + " " * 60 + "^" * 900 + "\n"
+                 "torch._inductor.exc.InductorError: CppCompileError: " + message)
+    err = {"type": "CppCompileError", "message": message, "traceback": traceback}
+    row = rundirs.check("fz", status="fail_to_run", failure_class="compile_error", error=err)
+    _, body = issue(tmp_path, (row, rundirs.failure(row, ops=("aten.sum.dim_IntList",))))
+    failure = section(body, "Failure")
+    assert "-I<site-packages>/x" not in failure and "D TORCH_INDUCTOR_CPP_WRAPPER" not in failure
+    # the message once, under "Full error message": the traceback ends at its first line
+    assert failure.count("(the compiler's command line is in failure.json in the artifacts)") == 1
+    assert failure.count("note: candidate") == 1 and failure.count("error: no matching function") == 1
+    assert "InductorError: CppCompileError: C++ compile error\n[the message goes on: see the full error message]" \
+        in failure
+    assert max(len(line) for line in failure.splitlines()) < 400
+    assert "cpp_fused_sum_0 = async_compile.cpp_pybinding(['const float*'," in failure and "^^^^" not in failure
+    # the compiler's first error line is still the failure's headline
+    assert "`CppCompileError`: C\\+\\+ compile error: `no matching function for call to 'sum_masked_reduce(" in failure
+
+
 def test_the_first_compiler_error_is_quoted_as_the_compiler_wrote_it():
     from bot.signature import first_compiler_error
 

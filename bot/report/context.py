@@ -338,6 +338,37 @@ _ERROR_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Mismatch|Fai
                          r".*\b(?:mismatch|wrong|not close|differ)).*$", re.M | re.I)
 
 
+TRACEBACK_LINE_CHARS = 300
+_CARETS = re.compile(r"[ \t]*[\^~]+[ \t]*")
+
+
+def _long_lines_cut(text: str) -> str:
+    """A traceback as a person reads it: a line of generated code longer than
+    :data:`TRACEBACK_LINE_CHARS` (inductor's call of a fused kernel, its name and every argument type:
+    thousands of characters) cut with an ellipsis, and the caret line Python writes under it dropped
+    (it points into what was cut)."""
+    out, cut = [], False
+    for line in text.split("\n"):
+        if cut and _CARETS.fullmatch(line):
+            continue
+        cut = len(line) > TRACEBACK_LINE_CHARS
+        out.append(line[:TRACEBACK_LINE_CHARS] + " …" if cut else line)
+    return "\n".join(out)
+
+
+def _message_once(traceback: str, first: str, rest: str) -> str:
+    """The traceback up to its exception's first line when the lines after it are the message's own
+    rest (shown whole under "Full error message"): a compile error's message is said once."""
+    following = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+    at = traceback.rfind(first) if first and following else -1
+    if at < 0:
+        return traceback
+    end = traceback.find("\n", at)
+    if end < 0 or next((line.strip() for line in traceback[end:].splitlines() if line.strip()), "") != following:
+        return traceback
+    return traceback[:end] + "\n[the message goes on: see the full error message]"
+
+
 def _error_context(error: CheckError) -> dict:
     """The error as the body shows it: its type through the allowlist, its message split at the
     first line, the traceback without this bot's own frames. A program that exited non-zero without
@@ -345,11 +376,13 @@ def _error_context(error: CheckError) -> dict:
     headline is the last line of it that reads as an error."""
     from bot.public import without_bot_frames
 
-    msg = sg.without_compiler_warnings(str(error.message or ""))
+    msg = sg.without_compile_command(sg.without_compiler_warnings(str(error.message or "")))
     first, _, rest = msg.strip().partition("\n")
     program = error.type == sg.EXIT_TYPE
     text = str(error.traceback or "")
-    text = text if program else sg.without_compiler_warnings(text)
+    text = text if program else _long_lines_cut(sg.without_compile_command(sg.without_compiler_warnings(text)))
+    if not program:
+        text = _message_once(text, first, rest)
     errors = _ERROR_LINE.findall(text[-20000:]) if program else []
     return {"type": safe(error.type, _EXC, "Error"), "message": msg, "message_first_line": first[:500],
             # a compile error's first line is the wrapper's ("C++ compile error"): the compiler's own
