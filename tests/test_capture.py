@@ -138,7 +138,9 @@ def test_an_accuracy_failure_is_captured_after_aot_as_torchs_launcher_with_the_r
                         stage_backend="inductor", repro_after="aot", level=None, timeout=300)
     assert (c.repro_after, c.repro_level, c.method, c.note) == ("aot", 4, "torch", None)
     debug = tmp_path / "capture" / "torch_compile_debug"
-    assert c.candidates == [c.launcher] and Path(c.launcher).parents[2] == debug
+    # every launcher torch writes is kept, numbered (torch's own file holds only the last graph's)
+    assert c.candidates == [c.launcher] and Path(c.launcher) == debug / "launchers" / "launcher_001.py"
+    assert Path(c.launcher).read_text() == next(debug.glob("run_*/minifier/minifier_launcher.py")).read_text()
     assert c.row.failure_class is not None   # torch's level-4 check raised in the capture run
     rf = R.parse_repro_file(c.launcher)
     assert (rf.kind, rf.accuracy) == ("aot", "accuracy") and rf.config[RELU] == "accuracy"

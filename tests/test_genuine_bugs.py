@@ -216,6 +216,36 @@ def test_a_failure_before_inductor_is_captured_after_dynamo_and_minified_forward
 
 
 @pytest.mark.slow
+def test_a_built_models_bug_made_before_the_aot_capture_is_captured_after_dynamo_and_verified(workdir, bot):
+    """A model of a YAML model file (built in-process, not a program) whose bug inductor makes in a
+    joint-graph rewrite (tests/data/genuine/uint8_log_softmax.py: the fuzzer found it): every graph
+    captured after AOT already holds the rewrite and passes alone, forward and backward alike (each
+    kept, not only the last torch wrote). The after-dynamo pass a program gets now runs for a built
+    model too: the dynamo graph, judged as a training step, fails alone and minifies to the division
+    and the log_softmax."""
+    import shutil
+
+    d = workdir / "built_after_dynamo"
+    d.mkdir()
+    shutil.copy(PROGRAM.parent / "uint8_log_softmax.py", d / "uint8_log_softmax.py")
+    (d / "models.yaml").write_text("scaled_counts: uint8_log_softmax:scaled_counts\n")
+    out = d / "out"
+    proc = bot("run", "--suite", "yaml", "--model-file", d / "models.yaml", "--mode", "training", "--out", out,
+               "--issues-dir", d / "issues", "--no-bisect", cwd=d)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    f = _failure(out)
+    assert f["repro"]["status"] == "minimized", f["repro"]["reason"]
+    cap = f["repro"]["capture"]
+    assert cap["repro_after"] == "dynamo" and "after-AOT capture first" in cap["note"], cap
+    # both graphs torch dumped at level 3 were tried after AOT (its own launcher keeps only the last)
+    assert "launcher_001.py" in proc.stderr and "launcher_002.py" in proc.stderr, proc.stderr[-3000:]
+    assert _steps(proc.stderr) == BEFORE + PASS + PASS + ["localize_again", "capture_after_dynamo"] + PASS
+    assert {n["op"] for n in f["repro"]["graph"]} == {"div", "log_softmax"}
+    assert f["repro"]["verification"]["failed_same_way"] == 3
+    assert "log_softmax" in (d / "issues" / "1.md").read_text()
+
+
+@pytest.mark.slow
 def test_a_training_failure_torchs_run_repro_misses_is_verified_by_the_plain_repro(workdir, bot):
     """pytorch/pytorch#197089 (benchmarks/genuine/star_catalog_std.py): compiled float32 ``std``
     accumulates in float32 and overflows on 1e30-scale columns; no graph captured after AOT fails

@@ -111,6 +111,7 @@ def judge(spec: Spec, s: Settings, phase: Callable[[str], None] = lambda p: None
 def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
     from bot.suites import source_of
     from bot.torch_adapter import config as tconfig
+    from bot.torch_adapter import repro as R
     from bot.torch_adapter import runtime as rt
 
     rt.setup_determinism(s.device)
@@ -119,6 +120,7 @@ def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
     except Exception:  # noqa: BLE001 - a spec no source takes is the load phase's result, reported there
         base = {}
     tconfig.apply_overrides({**base, **s.config})
+    R.keep_launchers(s.config)   # a capture run (minify): every graph torch dumps, not only the last
     t0 = time.perf_counter()
     try:
         phase("load")

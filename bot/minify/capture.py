@@ -75,7 +75,7 @@ def capture_config(level: int, debug_dir_root: str) -> dict:
 def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, *, failure_class: str,
                 stage_backend: str, repro_after: str, level: int | None, timeout: float,
                 probe_note: str | None = None, server=None) -> Capture:
-    from bot.torch_adapter.repro import CAPTURE_CACHE_ENV
+    from bot.torch_adapter.repro import CAPTURE_CACHE_ENV, launchers_dir
 
     capdir = os.path.join(workdir, "capture")
     os.makedirs(capdir, exist_ok=True)
@@ -89,11 +89,16 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
         from bot.minify.localize import run_check_forked
 
         level = level or level_for(failure_class)
-        s = replace(s, config={**s.config, **capture_config(level, os.path.join(capdir, "torch_compile_debug"))},
-                    timeout=timeout)
+        debug = os.path.join(capdir, "torch_compile_debug")
+        s = replace(s, config={**s.config, **capture_config(level, debug)}, timeout=timeout)
         cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture", server=server)
-        cands = list(reversed(sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
-                                                            "minifier_launcher.py")), key=os.path.getmtime)))
+        # every graph torch dumped (bot.torch_adapter.repro.keep_launchers), in the order written: an
+        # accuracy failure's first graph first (a wrong forward shows in what the backward is given),
+        # an error's last (the graph it stopped in); else torch's one launcher, the last graph's
+        cands = sorted(glob.glob(os.path.join(launchers_dir(debug), "launcher_*.py")))
+        cands = cands if failure_class == "accuracy" else list(reversed(cands))
+        cands = cands or list(reversed(sorted(glob.glob(os.path.join(debug, "run_*", "minifier",
+                                                                     "minifier_launcher.py")), key=os.path.getmtime)))
         if cap_row.failure_class == "timeout":
             note = ((note + "; ") if note else "") + f"the capture run hit its {timeout:.0f} s limit"
         return Capture(cands[0] if cands else None, "aot", level, "torch", note, cap_row, cands)

@@ -25,8 +25,10 @@ on it, in order, until the failure is ``done`` (the steps of a capture pass, 5 t
     back to :func:`capture` (level 4, then every graph at level 3);
 11. :func:`localize_again`: a provisional stage (from a level-3 capture) is settled by localize when
     no graph failed on its own;
-12. :func:`capture_after_dynamo`: a program none of whose graphs captured after AOT fails on its own
-    is captured after dynamo (``f.retry_capture(AFTER_DYNAMO)``: one more pass from :func:`capture`).
+12. :func:`capture_after_dynamo`: a failure none of whose graphs captured after AOT fails on its own
+    (a program's, or a built model's: inductor's joint-graph passes rewrite a graph before the AOT
+    capture sees it) is captured after dynamo (``f.retry_capture(AFTER_DYNAMO)``: one more pass from
+    :func:`capture`).
 
 Steps hand each other what they made through typed fields of the :class:`Failure` (``candidates``,
 ``reduced``, ``verified``, ``packaged``); a step with nothing to work on returns at once. Only the
@@ -97,7 +99,7 @@ CANDIDATES = {3: 16, None: 8}   # launchers tried per program capture: level 3 d
 BUILT_CANDIDATES = 4
 CLEANED = ("minimized", "partial", "none", "not_reproduced")   # statuses whose work directory goes
 KEEP = object()   # Failure.settle: the backend is left as it is
-AFTER_DYNAMO = "dynamo"   # the capture setting of the after-dynamo pass (a program's dynamo graphs)
+AFTER_DYNAMO = "dynamo"   # the capture setting of the after-dynamo pass (the dynamo graphs, before AOT)
 MAX_ENTRIES = 64          # steps the runner enters for one failure at most (a retry that never ends is a bug)
 
 
@@ -300,7 +302,7 @@ def capture(f: Failure) -> None:
         f.setting = f.levels[0]
     if f.setting == AFTER_DYNAMO:
         wk = os.path.join(f.work, "dynamo")
-        captured = _capture_program_dynamo(f, wk)
+        captured = _capture_program_dynamo(f, wk) if f.program else _capture_built(f, wk, None, after_dynamo=True)
     else:
         wk = f.work if f.setting == f.levels[0] else os.path.join(f.work, f"level{f.setting}")
         captured = _capture_program(f, wk, f.setting) if f.program else _capture_built(f, wk, f.setting)
@@ -374,11 +376,12 @@ def localize_again(f: Failure) -> None:
 
 
 def capture_after_dynamo(f: Failure) -> None:
-    """A program whose graphs captured after AOT do not fail on their own (a bug across the forward and
-    backward graphs, or one only the whole dynamo graph shows): one more pass from :func:`capture`,
-    the program's dynamo graphs judged with the first failing backend (a training step when the check
-    ran a backward)."""
-    if not (f.program and f.rec.stage not in ("eager", "dynamo")
+    """A failure whose graphs captured after AOT do not fail on their own (a bug across the forward and
+    backward graphs, one only the whole dynamo graph shows, or one made by a pass that rewrites the
+    joint graph before the AOT capture sees it: the captured graph then holds the rewrite, and eager
+    runs it wrong too): one more pass from :func:`capture`, the dynamo graphs judged with the first
+    failing backend (a training step when the check ran a backward)."""
+    if not (f.rec.stage not in ("eager", "dynamo")
             and (f.repro.capture or Capture()).repro_after == "aot"):
         return
     f.after_aot = (f.repro.reason or "").rstrip(".")
@@ -588,9 +591,14 @@ def _capture_mode(f: Failure, work: str) -> tuple[str, str | None]:
     return mode, note
 
 
-def _capture_built(f: Failure, work: str, level: int | None) -> tuple[list[str], None] | None:
-    """Capture a model built in-process by rerunning its check with repro-after: (launchers, None)."""
-    mode, note = _capture_mode(f, work)
+def _capture_built(f: Failure, work: str, level: int | None, *, after_dynamo: bool = False
+                   ) -> tuple[list[str], None] | None:
+    """Capture a model built in-process by rerunning its check with repro-after: (launchers, None).
+    ``after_dynamo``: the after-dynamo pass, by minify-bot's dynamo-level capture backend (forward and
+    backward stay one graph), the stage's backend compiling behind it."""
+    mode, note = ("project", "captured after dynamo" + (" (forward and backward together)"
+                                                        if (f.row.mode or f.settings.mode) == "training" else "")) \
+        if after_dynamo else _capture_mode(f, work)
     level = level or f.opts.repro_level
     f.say(f"capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
           f"{'' if mode == 'project' else ' level ' + str(level or cap.level_for(f.failure_class))}")

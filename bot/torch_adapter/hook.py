@@ -469,12 +469,43 @@ def _force_backend(dynamo, forced: str) -> None:
     _emit(Forced(forced))
 
 
-def _keep_launchers(after_aot) -> None:
+def on_every_launcher(after_aot, keep) -> bool:
+    """Call ``keep(contents)`` with every minifier launcher torch writes, before torch writes it:
+    torch has one ``minifier_launcher.py`` per process and overwrites it with each graph it dumps
+    (the forward graph's with the backward's at level 3). A ``keep`` that raises never breaks
+    torch's own dump. False when this torch lacks the API (``helper_for_dump_minify``)."""
     original = getattr(after_aot, "helper_for_dump_minify", None)
     if original is None:
+        return False
+
+    def helper_for_dump_minify(contents, *args, **kwargs):
+        try:
+            keep(contents)
+        except Exception as exc:  # noqa: BLE001 - never break the program's own dump
+            print(f"minify-bot: could not keep a launcher copy: {exc!r}", file=sys.stderr)
+        return original(contents, *args, **kwargs)
+
+    after_aot.helper_for_dump_minify = helper_for_dump_minify
+    return True
+
+
+def _keep_launchers(after_aot) -> None:
+    outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
+
+    def keep(contents: str) -> None:
+        os.makedirs(outdir, exist_ok=True)
+        k = _STATE["at_dump"] if _STATE["at_dump"] is not None else _graphs_now()
+        with _LOCK:
+            _STATE["launchers"] += 1
+            n = _STATE["launchers"]
+        path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(contents)
+        _emit(LauncherKept(k, path))
+
+    if not on_every_launcher(after_aot, keep):
         _emit(Unsupported("torch._dynamo.repro.after_aot.helper_for_dump_minify"))
         return
-    outdir = os.environ["MINIFY_BOT_LAUNCHER_DIR"]
     # writing a repro traces a little code with dynamo itself: remember which graph was current
     # when a dump began, and do not count the dump's own graphs as the program's
     for name in ("dump_compiler_graph_state", "dump_to_minify"):
@@ -483,23 +514,6 @@ def _keep_launchers(after_aot) -> None:
             if name == "dump_compiler_graph_state":
                 fn = _in_directory(fn, outdir)
             setattr(after_aot, name, _dumping(fn))
-
-    def helper_for_dump_minify(contents, *args, **kwargs):
-        try:
-            os.makedirs(outdir, exist_ok=True)
-            k = _STATE["at_dump"] if _STATE["at_dump"] is not None else _graphs_now()
-            with _LOCK:
-                _STATE["launchers"] += 1
-                n = _STATE["launchers"]
-            path = os.path.join(outdir, f"launcher_{n:03d}_graph{k}.py")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(contents)
-            _emit(LauncherKept(k, path))
-        except Exception as exc:  # noqa: BLE001 - never break the program's own dump
-            print(f"minify-bot hook: could not keep a launcher copy: {exc!r}", file=sys.stderr)
-        return original(contents, *args, **kwargs)
-
-    after_aot.helper_for_dump_minify = helper_for_dump_minify
 
 
 def _in_directory(fn, outdir: str):

@@ -50,6 +50,41 @@ CAPTURE_KEYS = {"inductor.fx_graph_cache", "functorch.enable_autograd_cache", "i
                 "dynamo.repro_after", "dynamo.repro_level", "dynamo.debug_dir_root"}
 
 
+# Where a capture run of a check keeps every launcher torch writes (:func:`keep_launchers`), under
+# the capture's ``dynamo.debug_dir_root`` beside torch's own ``run_*`` directories.
+LAUNCHERS_DIR = "launchers"
+
+
+def launchers_dir(debug_dir_root: str) -> str:
+    return os.path.join(debug_dir_root, LAUNCHERS_DIR)
+
+
+def keep_launchers(config: dict) -> bool:
+    """In a capture run of a check (``config`` sets ``dynamo.repro_after`` to aot and a
+    ``dynamo.debug_dir_root``): every launcher torch writes is also kept, numbered in the order
+    written, in :func:`launchers_dir`. torch's own ``minifier_launcher.py`` holds only the last graph
+    it dumped: in a training check at level 3, the backward graph's, with a bug in the forward graph
+    lost. True when installed; False for any other run, or a torch without the API."""
+    root = config.get("dynamo.debug_dir_root")
+    if config.get("dynamo.repro_after") != "aot" or not root:
+        return False
+    try:
+        import torch._dynamo.repro.after_aot as after_aot
+    except ImportError:
+        return False
+    import itertools
+
+    from bot.torch_adapter.hook import on_every_launcher
+
+    outdir, numbers = launchers_dir(str(root)), itertools.count(1)
+
+    def keep(contents: str) -> None:
+        os.makedirs(outdir, exist_ok=True)
+        with open(os.path.join(outdir, f"launcher_{next(numbers):03d}.py"), "w", encoding="utf-8") as fh:
+            fh.write(contents)
+
+    return on_every_launcher(after_aot, keep)
+
 # What a packaged repro (torch's repro format) does first in a fresh process, the same way every
 # time: the minify command's fork server (bot.minify.procs.Interpreters) does it once before it
 # forks the verification runs and the minify workers (see bot.proc.ForkServer for the syntax).
