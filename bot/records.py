@@ -218,6 +218,9 @@ class ReadoutNode(Record):
     diverges: bool = False
     compiled_dtype: str | None = None       # set when the compiled value's dtype is not eager's
     compiled_shape: list[int] | None = None  # set when the compiled value's shape is not eager's
+    # elements where eager and compiled are both zero with opposite signs (-0.0 vs +0.0): equal as
+    # numbers, so no error shows them, but a later atan2, division or copysign does; None: none
+    signed_zeros: int | None = None
 
 
 @dataclass

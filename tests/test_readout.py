@@ -325,3 +325,18 @@ def test_a_row_whose_compiled_value_changed_dtype_or_shape_says_so():
     x = torch.ones(2, 3)
     row = RO.node_row("aten.sum.dim_IntList", "sum", x, torch.ones(3), x.double(), 1e-4)
     assert (row.shape, row.compiled_shape, row.diverges) == ([2, 3], [3], True)
+
+
+def test_a_row_whose_compiled_zeros_have_the_other_sign_says_so():
+    """A fuzz finding: eager's remainder by a negative divisor gives -0.0 for an exact multiple,
+    inductor's +0.0; equal as numbers (no error, no divergence), but the atan2 after it is off by
+    2 pi. The row counts such elements and the issue's table names them."""
+    from bot.report.context import _change
+
+    eager = torch.tensor([-0.0, -0.0, 0.5, 0.0], dtype=torch.float16)
+    compiled = torch.tensor([0.0, 0.0, 0.5, 0.0], dtype=torch.float16)
+    row = RO.node_row("aten.remainder.Scalar", "remainder", eager, compiled, eager.double(), 1e-3)
+    assert (row.signed_zeros, row.diverges, row.max_abs_compiled) == (2, False, 0.0)
+    assert _change(row) == "sign of zero differs in 2 elements"
+    same = RO.node_row("aten.remainder.Scalar", "remainder", eager, eager.clone(), eager.double(), 1e-3)
+    assert same.signed_zeros is None and _change(same) is None

@@ -429,7 +429,8 @@ def _readout(r: Readout | None) -> dict | None:
 
 
 def _change(x) -> str | None:
-    """A readout row's dtype or shape change, as words ("dtype uint8 → bool", "shape [2, 3] → [3]")."""
+    """A readout row's dtype or shape change, or zeros of the other sign (-0.0 in one, +0.0 in the
+    other), as words: "dtype uint8 → bool", "shape [2, 3] → [3]", "sign of zero differs in 4 elements"."""
     words = []
     dtype, was = safe(x.compiled_dtype, _WORD, None), safe(x.dtype, _WORD, None)
     if dtype and was and dtype != was:
@@ -437,6 +438,9 @@ def _change(x) -> str | None:
     shape = x.compiled_shape
     if isinstance(shape, list) and all(isinstance(v, int) for v in shape) and shape != x.shape:
         words.append(f"shape {list(x.shape)} → {shape[:16]}")
+    zeros = x.signed_zeros
+    if isinstance(zeros, int) and not isinstance(zeros, bool) and zeros > 0:
+        words.append(f"sign of zero differs in {zeros} element{'s' if zeros != 1 else ''}")
     return ", ".join(words) or None
 
 

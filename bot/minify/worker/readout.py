@@ -178,6 +178,9 @@ def node_row(op: str, name: str, eager, compiled, ref, tol: float) -> ReadoutNod
     if not eager.is_floating_point() and not eager.is_complex():
         row.diverges = compiled.dtype != eager.dtype or not torch.equal(compiled, eager)
         return row
+    if not eager.is_complex() and compiled.dtype == eager.dtype:
+        zeros = (eager == 0) & (compiled == 0) & (torch.signbit(eager) != torch.signbit(compiled))
+        row.signed_zeros = int(zeros.sum()) or None
     row.diverges = accuracy_fails(eager, compiled, ref if isinstance(ref, torch.Tensor) else None,
                                   tol=tol, ignore_non_fp=True)
     return row
