@@ -157,12 +157,12 @@ def _error(check: CheckRow, failure: FailureRecord | None) -> CheckError:
     return (failure.error if failure else None) or check.error or CheckError()
 
 
-def _parts(sig: Signature, check: CheckRow, failure: FailureRecord | None, *, by_culprit: bool = True) -> dict:
-    """The primary signature's parts (see the module docstring). ``by_culprit=False``: the parts a
-    generated-code compile error with a culprit had before it was keyed on that culprit (``former``)."""
+def _parts(sig: Signature, check: CheckRow, failure: FailureRecord | None, *, by_culprit: bool) -> dict:
+    """The primary signature's parts (see the module docstring). ``by_culprit``: an error keyed on its
+    culprit (:func:`culprit_keyed`); False gives the parts it had before (``former``)."""
     parts: dict = {"class": sig.failure_class, "stage": sig.stage, "device": sig.device, "dtype": sig.dtype}
     culprit = sig.culprit
-    if sig.is_error and sig.exc_type and by_culprit and culprit_keyed(sig):
+    if by_culprit:
         # the compiler's words vary with the inputs' dtypes; the op that fails compiled alone does not
         parts["basis"] = "culprit"
         parts["exception"] = sig.exc_type
@@ -192,18 +192,19 @@ def culprit_keyed(sig: Signature) -> bool:
     """Whether an error failure is keyed on its culprit instead of its messages: a compiler rejected
     the generated code (``Signature.is_generated_code_error``) and a verified repro found the one op
     that fails compiled alone. The same op failing with other words for other input dtypes is one bug."""
-    return sig.is_generated_code_error and sig.culprit is not None and sig.culprit_method == "compiled-alone" \
-        and len(sig.culprit_ops) == 1
+    return bool(sig.exc_type) and sig.is_generated_code_error and sig.culprit is not None \
+        and sig.culprit_method == "compiled-alone" and len(sig.culprit_ops) == 1
 
 
 def compute(check: CheckRow, failure: FailureRecord | None = None) -> Fingerprint:
     """Fingerprint a failing check (from results.json), refined by its failure.json when present."""
     sig = signature_of(check, failure)
-    parts = _parts(sig, check, failure)
+    keyed = culprit_keyed(sig)
+    parts = _parts(sig, check, failure, by_culprit=keyed)
     mt = model_tuple(check)
     model_key = f"{VERSION}-model:" + _h({"class": sig.failure_class, "model": mt})
     alternatives = [model_key] if parts["basis"] == "model" else []
-    former = [f"{VERSION}:" + _h(_parts(sig, check, failure, by_culprit=False))] if culprit_keyed(sig) else []
+    former = [f"{VERSION}:" + _h(_parts(sig, check, failure, by_culprit=False))] if keyed else []
     return Fingerprint(
         primary=f"{VERSION}:" + _h(parts),
         alternatives=alternatives,

@@ -45,6 +45,19 @@ class Capture:
     graphs: int | None = None  # graphs the capture run compiled (None: unknown)
 
 
+def trial_order(graphs: list[str], failure_class: str) -> list[str]:
+    """Graphs in the order a capture wrote them, in the order minify tries them: an error's last
+    first (the graph it stopped in), an accuracy failure's first first (a wrong forward shows in
+    what every later graph is given)."""
+    return list(graphs) if failure_class == "accuracy" else list(reversed(graphs))
+
+
+def after_dynamo_note(row: CheckRow, settings: Settings) -> str:
+    """What a capture after dynamo says of itself (a program's or a built model's)."""
+    training = (row.mode or settings.mode) == "training"
+    return "captured after dynamo" + (" (forward and backward together)" if training else "")
+
+
 def level_for(failure_class: str) -> int:
     return LEVEL_FOR_CLASS.get(failure_class, 2)
 
@@ -92,11 +105,9 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
         debug = os.path.join(capdir, "torch_compile_debug")
         s = replace(s, config={**s.config, **capture_config(level, debug)}, timeout=timeout)
         cap_row = run_check_forked(row.spec, s, log_path, capdir, "capture", server=server)
-        # every graph torch dumped (bot.torch_adapter.repro.keep_launchers), in the order written: an
-        # accuracy failure's first graph first (a wrong forward shows in what the backward is given),
-        # an error's last (the graph it stopped in); else torch's one launcher, the last graph's
-        cands = sorted(glob.glob(os.path.join(launchers_dir(debug), "launcher_*.py")))
-        cands = cands if failure_class == "accuracy" else list(reversed(cands))
+        # every graph torch dumped (bot.torch_adapter.repro.keep_launchers), in the order written;
+        # else torch's one launcher, the last graph's
+        cands = trial_order(sorted(glob.glob(os.path.join(launchers_dir(debug), "launcher_*.py"))), failure_class)
         cands = cands or list(reversed(sorted(glob.glob(os.path.join(debug, "run_*", "minifier",
                                                                      "minifier_launcher.py")), key=os.path.getmtime)))
         if cap_row.failure_class == "timeout":
@@ -120,8 +131,7 @@ def run_capture(row: CheckRow, settings: Settings, workdir: str, log_path: str, 
     if method == "project":
         cands = sorted(glob.glob(os.path.join(capdir, "graphs", "graph_*.py")),
                        key=lambda p: int(os.path.basename(p)[6:-3]))
-        # the graph that ran last is the one an error stopped in
-        cands = list(reversed(cands)) if failure_class != "accuracy" else cands
+        cands = trial_order(cands, failure_class)
     else:
         cands = sorted(glob.glob(os.path.join(capdir, "torch_compile_debug", "run_*", "minifier",
                                               "minifier_launcher.py")), key=os.path.getmtime)
@@ -210,8 +220,7 @@ def run_capture_program_dynamo(row: CheckRow, settings: Settings, workdir: str, 
     graph_of = {p: int(os.path.basename(p)[6:-3]) + 1 for p in found}
     cands = (list(reversed(found)) if failure_class != "accuracy"
              else sorted(found, key=lambda p: (os.path.getsize(p), p)))
-    note = "captured after dynamo (forward and backward together)" if (row.mode or settings.mode) == "training" \
-        else "captured after dynamo"
+    note = after_dynamo_note(row, settings)
     if cap_row.failure_class == "timeout":
         note += f"; the capture run hit its {timeout:.0f} s limit"
     cap = Capture(cands[0] if cands else None, "dynamo", None, "project", note, cap_row.replace(launchers=None), cands)

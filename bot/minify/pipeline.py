@@ -596,9 +596,7 @@ def _capture_built(f: Failure, work: str, level: int | None, *, after_dynamo: bo
     """Capture a model built in-process by rerunning its check with repro-after: (launchers, None).
     ``after_dynamo``: the after-dynamo pass, by minify-bot's dynamo-level capture backend (forward and
     backward stay one graph), the stage's backend compiling behind it."""
-    mode, note = ("project", "captured after dynamo" + (" (forward and backward together)"
-                                                        if (f.row.mode or f.settings.mode) == "training" else "")) \
-        if after_dynamo else _capture_mode(f, work)
+    mode, note = ("project", cap.after_dynamo_note(f.row, f.settings)) if after_dynamo else _capture_mode(f, work)
     level = level or f.opts.repro_level
     f.say(f"capture: repro_after={'dynamo' if mode != 'aot' else 'aot'}"
           f"{'' if mode == 'project' else ' level ' + str(level or cap.level_for(f.failure_class))}")

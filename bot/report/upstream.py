@@ -125,10 +125,8 @@ def facts_from_failure(f: Failure) -> Facts:
     """A run directory's failure (its check row, failure.json and repro) as report facts."""
     rec, check = f.failure, f.check
     parts = f.fingerprint.parts
-    facts = _check_facts(Facts(source=f"failures/{check.id}"), check, parts)
     sig = f.fingerprint.signature
-    if not facts.messages and sig is not None:   # keyed on its culprit: the compiler's words are still its own
-        facts.messages = [str(m)[:300] for m in sig.messages[:3]]
+    facts = _check_facts(Facts(source=f"failures/{check.id}"), check, parts, sig.messages if sig else [])
     if rec is not None:
         _record_facts(facts, rec, parts)
     error = (rec.error if rec else None) or check.error
@@ -143,7 +141,9 @@ def facts_from_failure(f: Failure) -> Facts:
     return facts
 
 
-def _check_facts(facts: Facts, check: CheckRow, parts: dict) -> Facts:
+def _check_facts(facts: Facts, check: CheckRow, parts: dict, messages: list) -> Facts:
+    """The check's facts; ``messages``: the failure's normalized error lines (its signature's, also
+    where the fingerprint is keyed on the culprit instead)."""
     cls = parts.get("class") or check.failure_class
     facts.failure_class = cls if cls in CLASS_WORDS else "failure"
     facts.stage = safe(parts.get("stage"), _STAGE, None)
@@ -152,8 +152,7 @@ def _check_facts(facts: Facts, check: CheckRow, parts: dict) -> Facts:
     facts.device = parts.get("device") if parts.get("device") in DEVICES else None
     facts.dtype = safe(parts.get("dtype") or check.dtype, _WORD, None)
     facts.models = [str(check.model)[:200]] if check.model else []
-    msgs = parts.get("messages")
-    facts.messages = [str(m)[:300] for m in msgs[:3]] if isinstance(msgs, list) else []
+    facts.messages = [str(m)[:300] for m in messages[:3]]
     return facts
 
 
