@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import github
 from github import Auth, GithubException, GithubRetry
 
+from bot.tracker.github import pacing
+
 STICKY_MARKER = "<!-- minify-action:pr-results -->"
 COMMENT_LIMIT = 65_000  # GitHub rejects bodies over 65,536 characters
 WRITE_PERMISSIONS = ("admin", "write")
@@ -41,14 +43,14 @@ class Rejected(Exception):
 def client(token: str, base_url: str | None = None) -> github.Github:
     """A PyGithub client that never replays a POST (a replayed POST after a 5xx files duplicates)."""
     retry = GithubRetry(total=3, allowed_methods=frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}))
-    pace = float(os.environ.get("MINIFY_BOT_WRITE_INTERVAL", "1.0"))
+    requests_pace, writes_pace = pacing()
     return github.Github(
         auth=Auth.Token(token),
         base_url=(base_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
         retry=retry,
         timeout=30,
-        seconds_between_requests=min(pace, 0.25),
-        seconds_between_writes=pace,
+        seconds_between_requests=requests_pace,
+        seconds_between_writes=writes_pace,
     )
 
 

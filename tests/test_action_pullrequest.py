@@ -23,8 +23,7 @@ def _ctx(tmp_path, stub, **inputs):
 
 
 @pytest.fixture
-def pull(ghstub, monkeypatch):
-    monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "0")
+def pull(ghstub):
     number = ghstub.add_pull(None, head_sha="c0ffee" + "0" * 34, author="alice")
     gh = pr.client("alice-token", ghstub.base_url)
     comment = gh.get_repo(REPO).get_issue(number).create_comment("/minify")

@@ -12,8 +12,7 @@ HEAD = "c0ffee" + "0" * 34
 
 
 @pytest.fixture
-def env(ghstub, monkeypatch):
-    monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "0")
+def env(ghstub):
     ghstub.add_user("walt", token="walt-token", permission="write")
     number = ghstub.add_pull(None, head_sha=HEAD, author="walt")
     gh = pr.client("bot-token", ghstub.base_url)

@@ -48,9 +48,6 @@ def where(request, tmp_path, monkeypatch):
         return
     stub = seeded_stub()
     monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)
-    # the command's tracker, without its pacing of requests (a real GitHub's secondary rate limit)
-    monkeypatch.setitem(GitHubTracker.__init__.__kwdefaults__, "seconds_between_requests", 0)
-    monkeypatch.setitem(GitHubTracker.__init__.__kwdefaults__, "seconds_between_writes", 0)
 
     def gh_records():
         return [{"number": i["number"], "title": i["title"], "body": i["body"], "state": i["state"],

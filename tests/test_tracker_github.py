@@ -120,6 +120,24 @@ def test_rate_limit_longer_than_the_budget_fails_clearly_and_keeps_the_record(gh
     assert ghstub.issues() == []
 
 
+def test_writes_are_paced_as_the_write_interval_says_and_a_bad_interval_is_a_usage_error(
+        ghstub, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "0.4")
+    run = failing_run(tmp_path / "run")
+    argv = ["report", "--out", str(run), "--tracker", "github", "--repo", REPO, "--api-url", ghstub.base_url]
+    assert main(argv) == 0   # filed
+    writes = [r.started for r in ghstub.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+    filed = ghstub.issues()
+    assert len(writes) >= 2 and filed
+    assert min(b - a for a, b in zip(writes, writes[1:])) >= 0.38   # PyGithub sleeps out the interval
+    monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "soon")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "MINIFY_BOT_WRITE_INTERVAL must be a number of seconds, got 'soon'" in err and "Traceback" not in err
+    assert ghstub.issues() == filed
+
+
 def test_token_is_masked_in_errors(ghstub):
     t = tracker(ghstub)
     t._token = "secret-xyz"

@@ -8,25 +8,42 @@ Safety rules (see docs/reporting.md):
   comment whose reply was a 5xx or a timeout is followed by a re-list, and only repeated when the
   issue (matched by its marker) or the comment (matched by its hidden tag) is not there.
 - Writes are paced (PyGithub's seconds_between_writes, default 1 s: under the 80/min secondary
-  limit) and 403/429 rate limits are waited out, honouring Retry-After, up to ``max_rate_wait``.
+  limit; :func:`pacing`) and 403/429 rate limits are waited out, honouring Retry-After, up to ``max_rate_wait``.
 - The token never appears in an error message.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 
 import github
 from github import Auth, GithubException, GithubRetry
 
+from bot.errors import UsageError
 from bot.fingerprint import parse_marker
 from bot.tracker.base import Issue, Tracker, TrackerError
 
 DEFAULT_API_URL = "https://api.github.com"
 ACTIONS_BOT_LOGIN = "github-actions[bot]"
 _RATE_WORDS = ("rate limit", "abuse", "try again later", "please wait")
+PACE_ENV = "MINIFY_BOT_WRITE_INTERVAL"
+
+
+def pacing() -> tuple[float, float]:
+    """Every GitHub client's pace: (seconds between requests, seconds between writes).
+
+    PyGithub's defaults, 0.25 s and 1 s, keep writes under GitHub's secondary limit (80 a minute).
+    ``MINIFY_BOT_WRITE_INTERVAL`` sets the write interval and caps the request interval: 0 for a
+    GitHub that has no such limit (a local stand-in, an Enterprise server without rate limits)."""
+    raw = os.environ.get(PACE_ENV, "").strip()
+    try:
+        writes = max(0.0, float(raw)) if raw else 1.0
+    except ValueError:
+        raise UsageError(f"{PACE_ENV} must be a number of seconds, got {raw[:40]!r}") from None
+    return min(writes, 0.25), writes
 
 
 LOGIN_ATTEMPTS = 2  # each one is up to 6 requests: the client retries 5xx on GETs with backoff
@@ -76,11 +93,15 @@ def _is_pull(gi) -> bool:
     return "/pull/" in (gi.html_url or "")
 
 
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 class GitHubTracker(Tracker):
     name = "github"
 
     def __init__(self, repo: str, token: str, api_url: str | None = None, *, login: str | None = None,
-                 seconds_between_requests: float = 0.25, seconds_between_writes: float = 1.0,
+                 seconds_between_requests: float | None = None, seconds_between_writes: float | None = None,
                  max_rate_wait: float = 300.0, create_attempts: int = 3, timeout: int = 15,
                  sleep=time.sleep, retry_backoff: float = 0.5):
         if not token:
@@ -95,11 +116,13 @@ class GitHubTracker(Tracker):
         self._sleep = sleep
         self._login = login
         # Retries for idempotent methods only: never POST (a replayed create files a duplicate).
+        requests_pace, writes_pace = pacing()
         retry = GithubRetry(total=5, backoff_factor=retry_backoff, max_rate_limit_wait=max_rate_wait,
                             allowed_methods=frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "PATCH"}))
         self.gh = github.Github(auth=Auth.Token(token), base_url=self.api_url, timeout=int(timeout), retry=retry,
-                                per_page=100, seconds_between_requests=seconds_between_requests,
-                                seconds_between_writes=seconds_between_writes, lazy=True)
+                                per_page=100,
+                                seconds_between_requests=_given(seconds_between_requests, requests_pace),
+                                seconds_between_writes=_given(seconds_between_writes, writes_pace), lazy=True)
         self.repo = self.gh.get_repo(repo)
 
     # ------------------------------------------------------------------ helpers
@@ -338,7 +361,7 @@ class IssueSearch:
 
     def __init__(self, api_url: str | None = None, token: str | None = None, *, timeout: float = 10,
                  max_rate_wait: float = 10.0, sleep=time.sleep, retry_backoff: float = 0.5,
-                 seconds_between_requests: float = 0.25):
+                 seconds_between_requests: float | None = None):
         from urllib3.util.retry import Retry
 
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
@@ -349,7 +372,7 @@ class IssueSearch:
                       allowed_methods=frozenset({"GET"}), raise_on_status=False, respect_retry_after_header=False)
         self.gh = github.Github(auth=Auth.Token(token) if token else None, base_url=self.api_url,
                                 timeout=max(1, int(timeout)), retry=retry, per_page=SEARCH_PAGE,
-                                seconds_between_requests=seconds_between_requests, lazy=True)
+                                seconds_between_requests=_given(seconds_between_requests, pacing()[0]), lazy=True)
 
     # the tracker's reading of a 403/429 (Retry-After, X-RateLimit-Reset, GitHub's wording); it uses no state
     _rate_wait = GitHubTracker._rate_wait
