@@ -131,10 +131,12 @@ def test_writes_are_paced_as_the_write_interval_says_and_a_bad_interval_is_a_usa
     filed = ghstub.issues()
     assert len(writes) >= 2 and filed
     assert min(b - a for a, b in zip(writes, writes[1:])) >= 0.38   # PyGithub sleeps out the interval
-    monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", "soon")
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "MINIFY_BOT_WRITE_INTERVAL must be a number of seconds, got 'soon'" in err and "Traceback" not in err
+    for bad in ("ghp_soon", "inf", "nan", "-1"):
+        monkeypatch.setenv("MINIFY_BOT_WRITE_INTERVAL", bad)
+        assert main(argv) == 2, bad
+        err = capsys.readouterr().err
+        assert "MINIFY_BOT_WRITE_INTERVAL must be a number of seconds" in err and "Traceback" not in err
+        assert bad not in err   # what was set there by mistake may be a secret
     assert ghstub.issues() == filed
 
 

@@ -40,9 +40,12 @@ def pacing() -> tuple[float, float]:
     GitHub that has no such limit (a local stand-in, an Enterprise server without rate limits)."""
     raw = os.environ.get(PACE_ENV, "").strip()
     try:
-        writes = max(0.0, float(raw)) if raw else 1.0
+        writes = float(raw) if raw else 1.0
     except ValueError:
-        raise UsageError(f"{PACE_ENV} must be a number of seconds, got {raw[:40]!r}") from None
+        writes = -1.0
+    if not 0 <= writes <= 3600:   # nan and inf too: an endless wait before every write
+        # its value is not repeated: whatever was set there by mistake may be a secret
+        raise UsageError(f"{PACE_ENV} must be a number of seconds from 0 to 3600")
     return min(writes, 0.25), writes
 
 
