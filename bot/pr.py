@@ -29,7 +29,6 @@ COMMENT_LIMIT = 65_000  # GitHub rejects bodies over 65,536 characters
 WRITE_PERMISSIONS = ("admin", "write")
 # Associations that can never carry write permission: rejected without an API call.
 PREFILTER_REJECT = ("NONE", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN")
-ACTIONS_BOT_LOGIN = "github-actions[bot]"
 
 REACTION_RECEIVED = "eyes"
 REACTION_SUCCESS = "rocket"

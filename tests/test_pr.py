@@ -6,6 +6,7 @@ import pytest
 from github import GithubException
 
 from bot import pr
+from bot.tracker.github import ACTIONS_BOT_LOGIN
 from tests.ghstub.fixtures import BOT_LOGIN, REPO, make_client
 
 HEAD = "c0ffee" + "0" * 34
@@ -133,7 +134,7 @@ def test_sticky_comment_respects_the_body_limit(env):
 def test_bot_login_falls_back_to_the_actions_bot(env):
     stub, gh, repo, number = env
     stub.inject(method="GET", path=r"^/user$", status=403, message="Resource not accessible by integration")
-    assert pr.bot_login(gh) == pr.ACTIONS_BOT_LOGIN
+    assert pr.bot_login(gh) == ACTIONS_BOT_LOGIN
     assert pr.bot_login(gh, "custom[bot]") == "custom[bot]"
 
 
