@@ -117,19 +117,31 @@ class _Dtypes(torch.utils._python_dispatch.TorchDispatchMode):
 
 def test_the_fp64_reference_runs_the_whole_program_in_float64_and_keeps_integer_results(programs):
     """The judge casts the module and its float inputs to float64; the program's own narrowing casts
-    (to float16, bfloat16, float32) follow, so no float of the reference is narrower than float64."""
+    (to float16, bfloat16, float32) follow, and an integer tensor that meets a Python float (whose
+    result is torch's default dtype) is float64 too, so no float of the reference is narrower than
+    float64."""
+    from bot.check.judge import fp64_reference
+    from bot.check.settings import Settings
+    from bot.records import Spec
+    from bot.suites import source_of
+
     narrowing = [k for k, p in programs.items()
                  if any(f"f(torch.{d})" in s for s in p.steps for d in ("float16", "bfloat16", "float32"))]
     assert narrowing, "the sample should hold programs that cast to a narrower float"
-    for k in narrowing:
+    scalar = [k for k, p in programs.items() if any(op in s for s in p.steps for op in (", 2.5)", ", 0.5)", ", -1.5)"))]
+    assert scalar, "the sample should hold programs where a tensor meets a Python float"
+    wide = source_of(Spec(source="fuzz", model=gen.program_name(SEED, 0))).reference_default_dtype
+    for k in sorted(set(narrowing) | set(scalar)):
         model, inputs = _module(programs[k])
         out = _flat(model(*inputs))
+        assert fp64_reference(model, inputs, Settings(), wide) is not None   # the judge's runs
         m64, in64 = rt.cast_to(torch.float64, model, inputs)
         dtypes = _Dtypes()
-        with dtypes, torch.no_grad():
+        with rt.default_dtype(wide), dtypes, torch.no_grad():
             ref = _flat(m64(*in64))
         seen = dtypes.seen
         assert not seen & {torch.float16, torch.bfloat16, torch.float32}, (k, seen)
+        assert torch.get_default_dtype() == torch.float32        # as it was
         for o, r in zip(out, ref):
             if o.is_floating_point():
                 assert r.dtype == torch.float64

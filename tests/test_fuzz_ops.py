@@ -39,7 +39,8 @@ def _run(op, dtype: str):
     env = {"torch": torch, "f": lambda t: t, "x0": first}
     for k, kind in enumerate(op.kinds[1:], 1):
         partner = KIND_DTYPES[kind[0]]
-        env[f"x{k}"] = _tensor(dtype if dtype in partner else partner[0], first.shape, g)
+        shape = first.shape[first.dim() - int(kind[1:]):] if kind[1:].isdigit() else first.shape
+        env[f"x{k}"] = _tensor(dtype if dtype in partner else partner[0], shape, g)
     env["w_conv"] = _tensor(dtype, (2, first.shape[1], 3, 3), g) if first.dim() == 4 else None
     env["w_mm"] = _tensor(dtype, (first.shape[-1], 3), g)
     holes = {"d": "0", "e": "1", "dims": "(0, -1)", "kd": "True", "n": str(first.shape[0]), "k": "2", "s": "2.5",
@@ -89,3 +90,18 @@ def test_catalog_covers_every_leaf_dtype():
     assert set(ran) == set(DTYPES)
     for dtype in DTYPES:
         assert ran[dtype] >= 10, (dtype, ran[dtype])
+
+
+def test_a_partner_of_a_given_rank_is_made_of_that_rank_and_promotes_as_a_0_dim_tensor_does():
+    """``n0``: the second operand of a promotion step is a 0-dim tensor (of any number dtype), made
+    for it when the program has none; an integer tensor with a 0-dim float becomes that float, a
+    float tensor with a 0-dim float64 stays what it was."""
+    from bot.fuzz import generate as gen
+
+    st = gen._State(7, 0, 0)
+    first = st.add_leaf(dtype="int16", shape=(3, 4))
+    made = [gen._pick_partner(st, "n0", first) for _ in range(12)]
+    assert all(v.val.dim() == 0 for v in made)
+    assert len({v.val.dtype for v in made}) >= 3
+    (op,) = [op for op in CATALOG if op.feature == "promote" and op.template == "{0} + {1}"]
+    assert _run(op, "int16").dtype == torch.int16      # a 0-dim int16 partner: the tensor's own dtype

@@ -116,9 +116,9 @@ def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
 
     rt.setup_determinism(s.device)
     try:
-        base = source_of(spec).check_config
+        base, wide = source_of(spec).check_config, source_of(spec).reference_default_dtype
     except Exception:  # noqa: BLE001 - a spec no source takes is the load phase's result, reported there
-        base = {}
+        base, wide = {}, None
     tconfig.apply_overrides({**base, **s.config})
     R.keep_launchers(s.config)   # a capture run (minify): every graph torch dumps, not only the last
     t0 = time.perf_counter()
@@ -129,7 +129,7 @@ def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
         autocast = rt.autocast_context(s.device) if s.dtype == "amp" else None
         tolerance, cosine = tolerance_for(spec, s)
         phase("fp64")
-        fp64 = _fp64_reference(model, inputs, s)
+        fp64 = fp64_reference(model, inputs, s, wide)
         cosine = cosine or fp64 is None  # the harness falls back to cosine similarity when fp64 fails
         ref = _eager_reference(model, inputs, s, autocast, phase, extra)
         phase("compile")
@@ -171,15 +171,18 @@ def _load(spec: Spec, s: Settings):
         raise _Verdict(_result("eager_fail_to_run", "eager_error", error_info(exc))) from None
 
 
-def _fp64_reference(model, inputs, s: Settings):
-    """The model's result in float64, or None when it does not run in float64."""
+def fp64_reference(model, inputs, s: Settings, default_dtype: str | None = None):
+    """The model's result in float64, or None when it does not run in float64. ``default_dtype``
+    (the source's :attr:`~bot.suites.source.Source.reference_default_dtype`) is torch's default float
+    dtype meanwhile."""
     import torch
 
     from bot.torch_adapter import runtime as rt
 
     try:
         m64, in64 = rt.cast_to(torch.float64, copy.deepcopy(model), inputs)
-        return rt.run_iteration(m64, in64, s.mode == "training")
+        with rt.default_dtype(default_dtype):
+            return rt.run_iteration(m64, in64, s.mode == "training")
     except Exception:  # noqa: BLE001 - any fp64 failure only changes the comparison
         return None
 

@@ -68,6 +68,19 @@ CATALOG: list[Op] = [
     *_ops("int_scalar", "i", "", "{0} // {k}", "{0} % {k}", "{0} << {k}", "{0} >> {k}", "{0} * {k} - {k}"),
     *_ops("float_floordiv", "n", "D", "{0} // {s}", "torch.remainder({0}, {s})", "torch.floor({0} * 4)",
           "torch.round({0} * 2)", "torch.trunc({0})", "torch.ceil({0})"),
+    # type promotion across categories: a 0-dim tensor promotes a tensor of a lower category only (an
+    # integer tensor and a 0-dim float are that float) and never one of its own (int8 with a 0-dim int64
+    # stays int8); a Python scalar likewise (an integer tensor with a float scalar is the default float
+    # dtype); bool arithmetic; tensors of two dtypes joined
+    *_ops("promote", "n n0", "", "{0} + {1}", "{0} * {1}", "torch.where({0} > 0, {0}, {1})",
+          "{0}.clamp(min={1})", "torch.maximum({0}, {1})"),
+    *_ops("promote_scalar", "n", "", "torch.where({0} > 0, {0}, {s})", "{0}.clamp(max={s})",
+          "torch.add({0}, {0}, alpha={k})", "torch.true_divide({0}, {k})", "{0}.masked_fill({0} > 0, {k})"),
+    *_ops("bool_arith", "b a", "", "{0} + {1}", "{0} * {1}", "torch.maximum({0}, {1})"),
+    # bool shifted: eager promotes it with the int (an int64 result)
+    *_ops("bool_shift", "b", "", "{0} << {k}", "{0} >> {k}", "torch.bitwise_left_shift({0}, {k})"),
+    *_ops("join", "a+ a", "", "torch.cat([{0}, {1}.expand_as({0})], dim={d})",
+          "torch.stack([{0}, {1}.expand_as({0})], dim={d})"),
     # comparisons and logic
     *_ops("compare", "n n", "D", "{0} < {1}", "{0} >= {1}", "{0} == {1}", "{0} != {1}"),
     *_ops("compare_scalar", "n", "D", "{0} > 0", "{0} <= {s}"),
@@ -89,6 +102,10 @@ CATALOG: list[Op] = [
           "torch.mean({0}.to({fdt}), dim={d}).sum()", "torch.amin({0}, dim={d}, keepdim=True).sum({d})",
           "({0}.sum({d}, keepdim=True) - {0}.amax({d}, keepdim=True)).sum()"),
     *_ops("reduce_full", "a", "", "{0}.sum()", "{0}.amax()", "{0}.amin()", "{0}.to({fdt}).mean()"),
+    # a result dtype given to the op: the accumulation and the output in another dtype than the input
+    *_ops("dtype_arg", "n+", "", "torch.cumsum({0}, dim={d}, dtype={dt})",
+          "torch.prod({0}.clamp(-2, 2), dim={d}, dtype={dt})", "torch.mean({0}, dim={dims}, dtype={fdt})",
+          "torch.nansum({0}, dim={d}, dtype={dt})"),
     *_ops("argreduce", "n+", "D", "torch.argmax({0}, dim={d}, keepdim={kd})", "torch.argmin({0}, dim={d})",
           "torch.max({0}, dim={d}).indices", "torch.min({0}, dim={d}, keepdim={kd}).values"),
     *_ops("scan", "n+", "", "torch.cumsum({0}, dim={d})", "torch.cummax({0}, dim={d}).values",
@@ -100,12 +117,22 @@ CATALOG: list[Op] = [
           "{0}.unsqueeze({d}).expand(*{0}.shape[:{d}], 3, *{0}.shape[{d}:])", "{0}.reshape(-1)",
           "{0}.flatten({d})", "{0}.contiguous()", "{0}.roll(1, {d})", "{0}[..., ::2]", "{0}.movedim({d}, 0)",
           "{0}.repeat(*([1] * ({0}.dim() - 1)), 2)", "{0}.unfold({d}, 1, 1)", "{0}.select({d}, 0)"),
+    # views that need the strides eager has (a compiler that lays an intermediate out otherwise must
+    # still give them, or fail to trace): .view of a dense result, the first dim kept
+    *_ops("view_strided", "a+", "x", "{0}.view(-1)", "{0}.view({0}.shape[0], -1)",
+          "{0}.view(*{0}.shape, 1).squeeze(-1)"),
     *_ops("view_2d", "a2", "x", "{0}.t()", "torch.tril({0})", "{0}.diagonal()"),
     *_ops("view_4d", "a4", "x", "{0}.contiguous(memory_format=torch.channels_last)", "{0}.permute(0, 2, 3, 1)"),
     # indexing and scatter (indices in range by construction)
     *_ops("index", "n+ i", "x", "{0}.index_select({d}, {1}.reshape(-1)[:8].to(torch.int64).remainder({n}))",
           "{0}[{1}.reshape(-1)[:8].to(torch.int64).remainder({0}.shape[0])]",
           "torch.gather({0}, {d}, torch.argsort({0}, dim={d}))"),
+    *_ops("index_put", "n+ i", "",
+          "{out} = {0}.clone()\n{out}[{1}.reshape(-1)[:8].to(torch.int64).remainder({0}.shape[0])] = {k}",
+          "torch.zeros_like({0}).index_put_(({1}.reshape(-1)[:8].to(torch.int64).remainder({0}.shape[0]),), "
+          "torch.ones((), dtype={0}.dtype), accumulate=True)",
+          "{0}.index_fill({d}, {1}.reshape(-1)[:8].to(torch.int64).remainder({n}), {k})",
+          "torch.take({0}, {1}.reshape(-1)[:8].to(torch.int64).remainder({0}.numel()))"),
     *_ops("mask", "n b", "x", "{0}.masked_fill({1}, 0)"),
     *_ops("scatter", "n+", "", "torch.zeros_like({0}).scatter_add({d}, torch.argsort({0}, dim={d}), {0})",
           "{0}.scatter_reduce({d}, torch.argsort({0}, dim={d}), {0}, reduce='amax')",
@@ -133,5 +160,7 @@ CATALOG: list[Op] = [
 FEATURE_WEIGHTS = {
     "reduce": 4, "reduce_twice": 3, "reduce_bool": 3, "reduce_full": 2, "argreduce": 2, "scan": 2,
     "int_div": 3, "int_scalar": 2, "float_floordiv": 3, "cast": 2, "cast_float": 2, "binary": 3,
-    "view": 2, "interpolate": 1, "conv": 0.5, "matmul": 0.5, "pool": 0.5, "inplace": 0.5,
+    "view": 2, "promote": 2, "promote_scalar": 2, "dtype_arg": 2, "join": 1.5, "view_strided": 1.5,
+    "index_put": 1.5,
+    "interpolate": 1, "conv": 0.5, "matmul": 0.5, "pool": 0.5, "inplace": 0.5,
 }

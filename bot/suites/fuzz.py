@@ -42,6 +42,9 @@ class Fuzz(Source):
     # show its bug, nor be told apart from one already filed. Its program, logs and capture stay in the
     # run's artifacts; the campaign's summary counts it.
     files_only_verified = True
+    # a generated program promotes integer tensors with Python floats (torch.where(x > 0, x, 2.5)):
+    # their result is torch's default float dtype, float32, which the fp64 reference must not keep
+    reference_default_dtype = "float64"
 
     def models(self, req: ListRequest) -> list[Model]:
         from bot.fuzz.generate import parse_name

@@ -93,6 +93,10 @@ class Source:
     # compiler settings a check of this source starts from in its own process, before the run's
     # --config (which wins): how it compiles, never what it generates
     check_config: ClassVar[dict] = {}
+    # the default float dtype while the check's fp64 reference runs: None keeps torch's (float32), as
+    # PyTorch's harness does; "float64" for programs whose integer tensors meet Python floats (an
+    # int32 tensor where a 2.5 is the default dtype), so that the reference has no float32 of its own
+    reference_default_dtype: ClassVar[str | None] = None
 
     def models(self, req: ListRequest) -> list[Model]:
         raise NotImplementedError

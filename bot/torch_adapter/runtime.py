@@ -7,6 +7,7 @@ the harness's tolerance and its cosine fallback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import random
 import sys
@@ -163,6 +164,20 @@ def is_oom(exc: BaseException) -> bool:
 
 
 # --- accuracy -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def default_dtype(name: str | None):
+    """torch's default float dtype set to ``name`` (``"float64"``) meanwhile; None leaves it."""
+    import torch
+
+    before = torch.get_default_dtype()
+    if name:
+        torch.set_default_dtype(getattr(torch, name))
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def cast_to(dtype, model, inputs):
