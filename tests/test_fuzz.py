@@ -5,6 +5,7 @@ programs eagerly and list checks; nothing is compiled (test_fuzz_e2e.py compiles
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -63,7 +64,9 @@ def test_programs_reach_every_dtype_and_layout_and_many_op_families(programs):
 
 def test_programs_are_short_and_spend_their_steps_where_inductor_bugs_were(programs):
     """Short programs compile fast and minify small; their steps go to reductions, integer and floor
-    division, casts and mixed-dtype arithmetic more than to convolutions and pooling."""
+    division, casts and mixed-dtype arithmetic more than to convolutions and pooling. (A proportion,
+    so judged over more programs than the shared sample.)"""
+    programs = {**programs, **{k: gen.generate(SEED, k) for k in range(len(SAMPLE), 64)}}
     steps = [len(p.steps) for p in programs.values()]
     assert all(2 <= n <= 8 for n in steps) and sum(n <= 6 for n in steps) >= 0.75 * len(steps), steps
     families = [f.split(":")[0] for p in programs.values() for f in p.features]
@@ -128,7 +131,7 @@ def test_the_fp64_reference_runs_the_whole_program_in_float64_and_keeps_integer_
     narrowing = [k for k, p in programs.items()
                  if any(f"f(torch.{d})" in s for s in p.steps for d in ("float16", "bfloat16", "float32"))]
     assert narrowing, "the sample should hold programs that cast to a narrower float"
-    scalar = [k for k, p in programs.items() if any(op in s for s in p.steps for op in (", 2.5)", ", 0.5)", ", -1.5)"))]
+    scalar = [k for k, p in programs.items() if any(re.search(r"(?<![\w.])-?\d+\.\d+", s) for s in p.steps)]
     assert scalar, "the sample should hold programs where a tensor meets a Python float"
     wide = source_of(Spec(source="fuzz", model=gen.program_name(SEED, 0))).reference_default_dtype
     for k in sorted(set(narrowing) | set(scalar)):
@@ -363,3 +366,24 @@ def test_the_campaigns_last_line_counts_new_and_known_bugs_and_findings_not_file
     empty = ReportDoc(run_id="r", tracker="local")
     assert bugs(empty) == "fuzz bugs: 0 new issues, 0 known (updated, unchanged or reopened)"
     assert bugs(None) == "fuzz bugs: no report"
+
+
+def test_an_integer_tensor_meeting_a_python_float_is_float64_in_the_fuzz_sources_reference_only():
+    """torch.where(x > 0, x, 2.5) on an int32 x is torch's default float dtype: float32 in a run, and
+    in the fuzz source's fp64 reference float64 (the other sources keep float32, as the harness does);
+    the default dtype is restored after."""
+    from bot.check.judge import fp64_reference
+    from bot.check.settings import Settings
+    from bot.records import Spec
+    from bot.suites import source_of
+
+    class Where(torch.nn.Module):
+        def forward(self, x):
+            return (torch.where(x > 0, x, 2.5),)
+
+    x = torch.arange(-3, 3, dtype=torch.int32)
+    fuzz = source_of(Spec(source="fuzz", model=gen.program_name(0, 0))).reference_default_dtype
+    zoo = source_of(Spec(source="zoo", model="mlp_relu")).reference_default_dtype
+    assert fp64_reference(Where(), (x,), Settings(), fuzz)[0].dtype == torch.float64
+    assert fp64_reference(Where(), (x,), Settings(), zoo)[0].dtype == torch.float32
+    assert torch.get_default_dtype() == torch.float32

@@ -13,7 +13,7 @@ import torch
 from bot.fuzz.leaves import DTYPES, FLOATS, INTS
 from bot.fuzz.ops import CATALOG, FEATURE_WEIGHTS
 
-HOLES = {"d", "e", "dims", "kd", "n", "k", "s", "dt", "fdt", "idt", "out", "w:conv", "w:mm"}
+HOLES = {"d", "e", "dims", "kd", "n", "k", "s", "dt", "fdt", "idt", "wdt", "out", "w:conv", "w:mm"}
 KIND_DTYPES = {"f": FLOATS, "i": INTS, "b": ("bool",), "n": FLOATS + INTS, "a": DTYPES}
 
 
@@ -44,7 +44,8 @@ def _run(op, dtype: str):
     env["w_conv"] = _tensor(dtype, (2, first.shape[1], 3, 3), g) if first.dim() == 4 else None
     env["w_mm"] = _tensor(dtype, (first.shape[-1], 3), g)
     holes = {"d": "0", "e": "1", "dims": "(0, -1)", "kd": "True", "n": str(first.shape[0]), "k": "2", "s": "2.5",
-             "dt": "f(torch.int32)", "fdt": "f(torch.float32)", "idt": "f(torch.int64)", "out": "out",
+             "dt": "f(torch.int32)", "fdt": "f(torch.float32)", "idt": "f(torch.int64)", "wdt": "f(torch.float64)",
+             "out": "out",
              "w:conv": "w_conv", "w:mm": "w_mm"}
     text = re.sub(r"\{(\d)\}", r"x\1", op.template)
     text = re.sub(r"\{([\w:]+)\}", lambda m: holes[m.group(1)], text)

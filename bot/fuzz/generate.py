@@ -334,6 +334,9 @@ def _fill(st: _State, op: Op, operands: list[Var], out: str) -> str:
     holes["dt"] = f"f(torch.{rng.choice(FLOATS + INTS + ('bool',))})"
     holes["fdt"] = f"f(torch.{rng.choice(FLOATS)})"
     holes["idt"] = f"f(torch.{rng.choice(INTS)})"
+    own = _dtname(t)
+    wide = [d for d in ("float32", "float64") if own not in FLOATS or FLOATS.index(d) >= FLOATS.index(own)]
+    holes["wdt"] = f"f(torch.{rng.choice(wide + ([own] if own in FLOATS else []))})"
     holes["out"] = out
     text = _weights(st, text, t)
     for k, name in enumerate(v.name for v in operands):

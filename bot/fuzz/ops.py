@@ -10,6 +10,8 @@ holes the generator fills (:mod:`bot.fuzz.generate`):
   {k}           a small positive int; {s} a small float scalar (exact in every float dtype)
   {dt} {fdt} {idt}  a dtype (any / float / integer), written ``f(torch.X)`` so that the fp64
                 reference runs the program without its narrowing casts
+  {wdt}         a float dtype at least as wide as operand 0's (float32 or float64; operand 0's own
+                dtype when it is a float)
   {out}         the result's name, for ops written as several statements (in-place on a fresh clone)
 
 Operand kinds: ``f`` float, ``i`` integer (not bool), ``b`` bool, ``n`` int or float, ``a`` any;
@@ -103,9 +105,11 @@ CATALOG: list[Op] = [
           "({0}.sum({d}, keepdim=True) - {0}.amax({d}, keepdim=True)).sum()"),
     *_ops("reduce_full", "a", "", "{0}.sum()", "{0}.amax()", "{0}.amin()", "{0}.to({fdt}).mean()"),
     # a result dtype given to the op: the accumulation and the output in another dtype than the input
-    *_ops("dtype_arg", "n+", "", "torch.cumsum({0}, dim={d}, dtype={dt})",
-          "torch.prod({0}.clamp(-2, 2), dim={d}, dtype={dt})", "torch.mean({0}, dim={dims}, dtype={fdt})",
-          "torch.nansum({0}, dim={d}, dtype={dt})"),
+    # ({wdt}: never narrower than the input, so that no result is rounded to fewer bits inside the op,
+    # where a compiler may legitimately round once less; prod's dtype may be any: its values are exact)
+    *_ops("dtype_arg", "n+", "", "torch.cumsum({0}, dim={d}, dtype={wdt})",
+          "torch.prod({0}.clamp(-2, 2), dim={d}, dtype={dt})", "torch.mean({0}, dim={dims}, dtype={wdt})",
+          "torch.nansum({0}, dim={d}, dtype={wdt})"),
     *_ops("argreduce", "n+", "D", "torch.argmax({0}, dim={d}, keepdim={kd})", "torch.argmin({0}, dim={d})",
           "torch.max({0}, dim={d}).indices", "torch.min({0}, dim={d}, keepdim={kd}).values"),
     *_ops("scan", "n+", "", "torch.cumsum({0}, dim={d})", "torch.cummax({0}, dim={d}).values",
@@ -161,6 +165,6 @@ FEATURE_WEIGHTS = {
     "reduce": 4, "reduce_twice": 3, "reduce_bool": 3, "reduce_full": 2, "argreduce": 2, "scan": 2,
     "int_div": 3, "int_scalar": 2, "float_floordiv": 3, "cast": 2, "cast_float": 2, "binary": 3,
     "view": 2, "promote": 2, "promote_scalar": 2, "dtype_arg": 2, "join": 1.5, "view_strided": 1.5,
-    "index_put": 1.5,
+    "index_put": 1.5, "bool_shift": 0.5,
     "interpolate": 1, "conv": 0.5, "matmul": 0.5, "pool": 0.5, "inplace": 0.5,
 }
