@@ -105,10 +105,12 @@ CATALOG: list[Op] = [
           "({0}.sum({d}, keepdim=True) - {0}.amax({d}, keepdim=True)).sum()"),
     *_ops("reduce_full", "a", "", "{0}.sum()", "{0}.amax()", "{0}.amin()", "{0}.to({fdt}).mean()"),
     # a result dtype given to the op: the accumulation and the output in another dtype than the input
-    # ({wdt}: never narrower than the input, so that no result is rounded to fewer bits inside the op,
-    # where a compiler may legitimately round once less; prod's dtype may be any: its values are exact)
+    # ({wdt}: never narrower than the input, so that no float result is rounded to fewer bits inside
+    # the op, where a compiler may legitimately round once less; an integer or bool result is exact, or
+    # discrete and so kept only where rounding cannot move it)
     *_ops("dtype_arg", "n+", "", "torch.cumsum({0}, dim={d}, dtype={wdt})",
-          "torch.prod({0}.clamp(-2, 2), dim={d}, dtype={dt})", "torch.mean({0}, dim={dims}, dtype={wdt})",
+          "torch.prod({0}.clamp(-2, 2), dim={d}, dtype={wdt})", "torch.prod({0}, dim={d}, dtype={idt})",
+          "torch.prod({0}, dim={d}, dtype=f(torch.bool))", "torch.mean({0}, dim={dims}, dtype={wdt})",
           "torch.nansum({0}, dim={d}, dtype={wdt})"),
     *_ops("argreduce", "n+", "D", "torch.argmax({0}, dim={d}, keepdim={kd})", "torch.argmin({0}, dim={d})",
           "torch.max({0}, dim={d}).indices", "torch.min({0}, dim={d}, keepdim={kd}).values"),
