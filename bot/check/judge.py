@@ -116,7 +116,8 @@ def _judge(spec: Spec, s: Settings, phase: Callable[[str], None]) -> CheckRow:
 
     rt.setup_determinism(s.device)
     try:
-        base, wide = source_of(spec).check_config, source_of(spec).reference_default_dtype
+        source = source_of(spec)
+        base, wide = source.check_config, source.reference_default_dtype
     except Exception:  # noqa: BLE001 - a spec no source takes is the load phase's result, reported there
         base, wide = {}, None
     tconfig.apply_overrides({**base, **s.config})

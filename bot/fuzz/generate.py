@@ -273,12 +273,11 @@ def _pick_partner(st: _State, kind: str, first: Var) -> Var:
     if fits and st.rng.random() < 0.7:
         return st.rng.choice(fits)
     rank = kind[1:]
-    if rank.isdigit():               # a partner of its own rank: a 0-dim tensor (type promotion)
-        shape = tuple(n if st.rng.random() < 0.6 else 1 for n in first.val.shape[max(0, first.val.dim() - int(rank)):])
-    else:
-        shape = tuple(n if st.rng.random() < 0.6 else 1 for n in first.val.shape)
-        if shape and st.rng.random() < 0.2:
-            shape = shape[1:]
+    # a partner of a given rank takes the first's trailing dims (``n0``: a 0-dim tensor, for promotion)
+    dims = first.val.shape[max(0, first.val.dim() - int(rank)):] if rank.isdigit() else first.val.shape
+    shape = tuple(n if st.rng.random() < 0.6 else 1 for n in dims)
+    if shape and not rank.isdigit() and st.rng.random() < 0.2:
+        shape = shape[1:]
     cls = kind[0]
     dtype = {"f": st.rng.choice(FLOATS), "i": st.rng.choice(INTS), "b": "bool"}.get(cls)
     if cls in "na":
